@@ -1,0 +1,185 @@
+"""create_app(): routes, dependencies, error handlers, lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import structlog
+from litestar import Litestar, Request, Response
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.exceptions import HTTPException, NotFoundException, ValidationException
+from litestar.middleware import ASGIMiddleware
+from litestar.openapi import OpenAPIConfig
+from litestar.types import ASGIApp, Receive, Scope, Send
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+from app.config import Settings, get_settings
+from app.db.engine import create_engine, resolve_database_url, session_factory, transaction
+from app.db.extensions import ensure_trigram_indexes
+from app.domain.auth.controllers import AdminUserController, MeController
+from app.domain.auth.principal import Principal
+from app.domain.auth.services import bootstrap, resolve_principal
+from app.domain.system.controllers import HealthController
+from app.lib.deps import provide_db, provide_settings
+from app.lib.errors import AppError
+from app.lib.logging import configure_logging
+from app.llm.gateway import LLMGateway
+
+log = structlog.get_logger()
+
+PUBLIC_PATHS = ("/health", "/schema", "/shared")
+
+
+def _error(status: int, kind: str, detail: str) -> Response[dict[str, str]]:
+    return Response({"error": kind, "detail": detail}, status_code=status)
+
+
+def handle_app_error(_: Request, exc: AppError) -> Response[dict[str, str]]:
+    return _error(exc.status_code, exc.kind, exc.detail)
+
+
+def handle_validation(_: Request, exc: ValidationException) -> Response[dict[str, str]]:
+    # Name the offending field(s): "limit: Expected `int` <= 200".
+    parts = []
+    for item in exc.extra if isinstance(exc.extra, list) else []:
+        if isinstance(item, dict):
+            key = item.get("key") or item.get("source") or "body"
+            parts.append(f"{key}: {item.get('message', 'invalid')}")
+    detail = "; ".join(parts) or str(exc.detail)
+    if "Content-Length" in detail or "too large" in detail.lower():
+        return _error(413, "payload_too_large", detail)
+    return _error(422, "unprocessable", detail)
+
+
+def handle_http(_: Request, exc: HTTPException) -> Response[dict[str, str]]:
+    kinds = {
+        404: "not_found",
+        405: "method_not_allowed",
+        413: "payload_too_large",
+        401: "unauthorized",
+    }
+    return _error(exc.status_code, kinds.get(exc.status_code, "http_error"), str(exc.detail))
+
+
+def handle_internal(request: Request, exc: Exception) -> Response[dict[str, str]]:
+    log.exception("http.internal_error", error_type=type(exc).__name__)
+    return _error(500, "internal", "internal error; see the server log for the request id")
+
+
+def _loggable_path(path: str) -> str:
+    # Share tokens travel in the path of the share API: never write them to a log.
+    if path.startswith("/shared/"):
+        return "/shared/[redacted]" + ("/messages" if path.endswith("/messages") else "")
+    return path
+
+
+class RequestContextMiddleware(ASGIMiddleware):
+    """Binds a request id to every log line of the request and logs one access line."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
+        headers = dict(scope.get("headers") or [])
+        raw = headers.get(b"x-request-id", b"").decode("latin-1")
+        request_id = raw if raw and len(raw) <= 64 and raw.isascii() else uuid.uuid4().hex
+        structlog.contextvars.bind_contextvars(request_id=request_id)
+        status = 500
+        started = time.perf_counter()
+
+        async def send_wrapper(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
+            await send(message)
+
+        try:
+            await next_app(scope, receive, send_wrapper)
+        finally:
+            log.info(
+                "http.request",
+                method=scope.get("method"),
+                path=_loggable_path(scope.get("path", "")),
+                status=status,
+                ms=round((time.perf_counter() - started) * 1000, 2),
+            )
+            structlog.contextvars.clear_contextvars()
+
+
+async def provide_principal(request: Request, db: AsyncSession, state: State) -> Principal:
+    return await resolve_principal(db, state.settings, request.headers.get("authorization"))
+
+
+def build_gateway(settings: Settings) -> LLMGateway:
+    return LLMGateway(
+        chat_host=settings.ollama_host,
+        embed_host=settings.embedding_ollama_host or None,
+        embed_api_key=settings.embedding_ollama_api_key or None,
+        embed_model=settings.embedding_model,
+        embed_dim=settings.embedding_dim,
+        chat_model=settings.ollama_model,
+        timeout=settings.ollama_timeout,
+        embed_batch_size=settings.embedding_batch_size,
+    )
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    database_url: str | None = None,
+    engine: AsyncEngine | None = None,
+    background_jobs: bool = True,
+) -> Litestar:
+    settings = settings or get_settings()
+    configure_logging(settings.log_level, settings.log_json)
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        own_engine = engine is None
+        eng = engine or create_engine(database_url or resolve_database_url(settings), settings)
+        factory = session_factory(eng)
+        app.state.engine = eng
+        app.state.session_factory = factory
+        app.state.llm = build_gateway(settings)
+        app.state.tasks = set()
+        async with transaction(factory) as session:
+            await bootstrap(session, settings)
+            # "built on the next store init": trigram indexes appear once pg_trgm exists.
+            await (await session.connection()).run_sync(ensure_trigram_indexes)
+        log.info("app.started", auth_enabled=settings.auth_enabled)
+        try:
+            yield
+        finally:
+            for task in list(app.state.tasks):
+                task.cancel()
+            await asyncio.gather(*app.state.tasks, return_exceptions=True)
+            await app.state.llm.aclose()
+            if own_engine:
+                await eng.dispose()
+
+    return Litestar(
+        route_handlers=[HealthController, AdminUserController, MeController],
+        dependencies={
+            "db": Provide(provide_db),
+            "principal": Provide(provide_principal),
+            "settings": Provide(provide_settings, sync_to_thread=False),
+        },
+        exception_handlers={
+            AppError: handle_app_error,
+            ValidationException: handle_validation,
+            NotFoundException: handle_http,
+            HTTPException: handle_http,
+            Exception: handle_internal,
+        },
+        middleware=[RequestContextMiddleware()],
+        lifespan=[lifespan],
+        state=State({"settings": settings}),
+        openapi_config=OpenAPIConfig(title="Navi", version="0.1.0", path="/schema"),
+        request_max_body_size=settings.max_request_body_mb * 1024 * 1024,
+        debug=False,
+    )

@@ -1,0 +1,75 @@
+"""Admin commands: `python -m app.cli serve|migrate|check-config …`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from app.config import SettingsError, get_settings
+
+
+def _settings_or_exit():  # type: ignore[no-untyped-def]
+    try:
+        return get_settings()
+    except SettingsError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from app.asgi import create_app
+    from app.db import migrate
+    from app.db.engine import resolve_database_url
+
+    settings = _settings_or_exit()
+    url = resolve_database_url(settings)  # starts the embedded server when needed
+    migrate.upgrade(url)
+    app = create_app(settings, database_url=url)
+    # The embedded server is stopped by pgserver's exit hook when uvicorn returns (Ctrl-C).
+    uvicorn.run(
+        app,
+        host=args.host or settings.host,
+        port=args.port or settings.port,
+        log_level=settings.log_level,
+        access_log=False,
+    )
+
+
+def cmd_migrate(args: argparse.Namespace) -> None:
+    from app.db import migrate
+    from app.db.engine import resolve_database_url
+
+    url = resolve_database_url(_settings_or_exit())
+    if args.revision.startswith("-") or args.down:
+        migrate.downgrade(url, args.revision)
+    else:
+        migrate.upgrade(url, args.revision)
+    print(f"migrated to {args.revision}")
+
+
+def cmd_check_config(_: argparse.Namespace) -> None:
+    settings = _settings_or_exit()
+    print(repr(settings))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="navi", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="migrate, then serve the API")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.set_defaults(fn=cmd_serve)
+    mig = sub.add_parser("migrate", help="apply migrations (default: head)")
+    mig.add_argument("revision", nargs="?", default="head")
+    mig.add_argument("--down", action="store_true", help="downgrade to the revision")
+    mig.set_defaults(fn=cmd_migrate)
+    chk = sub.add_parser("check-config", help="validate the settings and print them")
+    chk.set_defaults(fn=cmd_check_config)
+    args = parser.parse_args(argv)
+    args.fn(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,342 @@
+"""Settings: one typed object read from the environment (and `.env`), loaded once.
+
+Every setting is declared once in `FIELDS` with its env var, default, type and meaning;
+`docs/configuration.md` is checked against this table by a test, so the two cannot drift.
+A bad value fails at start-up with a message naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+
+class SettingsError(ValueError):
+    """A setting has a value we cannot use; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    env: str
+    default: Any
+    kind: type
+    doc: str
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] | None = None
+
+
+# name -> spec. Order is the order of docs/configuration.md.
+FIELDS: dict[str, Spec] = {
+    # --- service
+    "host": Spec("HOST", "127.0.0.1", str, "Interface the HTTP server binds to."),
+    "port": Spec("PORT", 8000, int, "TCP port of the HTTP server.", 1, 65535),
+    "log_level": Spec(
+        "LOG_LEVEL", "info", str, "Log level.", choices=("debug", "info", "warning", "error")
+    ),
+    "log_json": Spec(
+        "LOG_JSON", None, bool, "JSON logs; unset = JSON when stderr is not a terminal."
+    ),
+    "data_dir": Spec(
+        "NAVI_DATA_DIR",
+        ".navi",
+        str,
+        "Data directory: embedded PostgreSQL (`pg/`), session files (`session_files/`).",
+    ),
+    "database_url": Spec(
+        "DATABASE_URL",
+        "",
+        str,
+        "`postgresql+psycopg://…` of an external server; empty = embedded PostgreSQL in "
+        "the data directory.",
+    ),
+    "db_pool_size": Spec("DB_POOL_SIZE", 10, int, "SQLAlchemy pool size per process.", 1, 200),
+    "db_max_overflow": Spec("DB_MAX_OVERFLOW", 10, int, "Extra connections past the pool.", 0),
+    "max_request_body_mb": Spec(
+        "MAX_REQUEST_BODY_MB", 16, int, "Largest JSON request body accepted (413 above).", 1
+    ),
+    "message_max_chars": Spec(
+        "MESSAGE_MAX_CHARS",
+        1_000_000,
+        int,
+        "Largest content of one message (413 above).",
+        1,
+    ),
+    # --- auth
+    "auth_enabled": Spec(
+        "NAVI_AUTH_ENABLED",
+        True,
+        bool,
+        "Require `Authorization: Bearer`. `false` = local mode: every request is user `anonymous`.",
+    ),
+    "admin_token": Spec(
+        "NAVI_ADMIN_TOKEN",
+        "",
+        str,
+        "Bootstrap admin token (≥ 32 chars). At start-up an `admin` user holding it is "
+        "ensured; it is stored hashed only.",
+    ),
+    # --- LLM / embeddings
+    "ollama_host": Spec("OLLAMA_HOST", "http://127.0.0.1:11434", str, "Ollama for chat."),
+    "ollama_model": Spec("OLLAMA_MODEL", "qwen3:8b", str, "Chat model (summaries, extraction)."),
+    "ollama_num_ctx": Spec("OLLAMA_NUM_CTX", 32768, int, "Default context window in tokens.", 512),
+    "ollama_timeout": Spec(
+        "OLLAMA_TIMEOUT", 120.0, float, "Seconds before one LLM call times out.", 0.1
+    ),
+    "embedding_ollama_host": Spec(
+        "EMBEDDING_OLLAMA_HOST", "", str, "Ollama for embeddings; empty = `OLLAMA_HOST`."
+    ),
+    "embedding_ollama_api_key": Spec(
+        "EMBEDDING_OLLAMA_API_KEY", "", str, "Bearer key for the embedding host (never logged)."
+    ),
+    "embedding_model": Spec("EMBEDDING_MODEL", "nomic-embed-text:latest", str, "Embedding model."),
+    "embedding_dim": Spec(
+        "EMBEDDING_DIM",
+        768,
+        int,
+        "Dimension of the embedding model; the vector columns follow it (set before the "
+        "first migration).",
+        1,
+        16000,
+    ),
+    "embedding_batch_size": Spec(
+        "EMBEDDING_BATCH_SIZE", 32, int, "Texts per embedding request.", 1, 1024
+    ),
+    # --- context compression
+    "context_compression_enabled": Spec(
+        "CONTEXT_COMPRESSION_ENABLED", True, bool, "Compress old turns into a summary."
+    ),
+    "context_compression_threshold": Spec(
+        "CONTEXT_COMPRESSION_THRESHOLD",
+        0.90,
+        float,
+        "Compress when the context reaches this share of the window (real tokens).",
+        0.1,
+        1.0,
+    ),
+    "context_compression_target": Spec(
+        "CONTEXT_COMPRESSION_TARGET",
+        0.65,
+        float,
+        "After compression the kept region should fit this share of the window.",
+        0.05,
+        1.0,
+    ),
+    "context_keep_recent": Spec(
+        "CONTEXT_KEEP_RECENT", 4, int, "Recent turns kept verbatim.", 1, 1000
+    ),
+    "context_summary_temperature": Spec(
+        "CONTEXT_SUMMARY_TEMPERATURE", 0.3, float, "Temperature of the summary call.", 0, 2
+    ),
+    "context_summary_max_tokens": Spec(
+        "CONTEXT_SUMMARY_MAX_TOKENS", 6000, int, "Max output tokens of the summary.", 16
+    ),
+    "output_reserve_tokens": Spec(
+        "OUTPUT_RESERVE_TOKENS",
+        2048,
+        int,
+        "Headroom kept for the reply (capped at a quarter of the window).",
+        0,
+    ),
+    "context_message_token_budget": Spec(
+        "CONTEXT_MESSAGE_TOKEN_BUDGET",
+        0,
+        int,
+        "Per-message view budget in tokens; 0 = window // 6.",
+        0,
+    ),
+    "context_image_tokens": Spec(
+        "CONTEXT_IMAGE_TOKENS",
+        1024,
+        int,
+        "Price of an image whose header cannot be read.",
+        1,
+    ),
+    "session_messages_window": Spec(
+        "SESSION_MESSAGES_WINDOW",
+        2000,
+        int,
+        "Hot messages kept per session; older ones move to the archive on compression.",
+        10,
+    ),
+    "profiles_file": Spec(
+        "NAVI_PROFILES_FILE", "", str, "JSON file of profiles (window, compression overrides)."
+    ),
+    # --- memory
+    "memory_search_enabled": Spec(
+        "MEMORY_SEARCH_ENABLED", True, bool, "Index demoted messages as raw chunks."
+    ),
+    "memory_recall_enabled": Spec(
+        "MEMORY_RECALL_ENABLED", True, bool, "Inject recalled raw excerpts after a summary."
+    ),
+    "memory_recall_k": Spec("MEMORY_RECALL_K", 2, int, "Excerpts recalled per turn.", 0, 20),
+    "memory_recall_min_similarity": Spec(
+        "MEMORY_RECALL_MIN_SIMILARITY",
+        0.55,
+        float,
+        "Minimum cosine similarity of a recalled excerpt.",
+        0,
+        1,
+    ),
+    "extraction_enabled": Spec(
+        "MEMORY_EXTRACTION_ENABLED", True, bool, "Extract facts from stale sessions."
+    ),
+    "extraction_stale_minutes": Spec(
+        "MEMORY_EXTRACTION_STALE_MINUTES", 30, int, "Idle minutes before a session is stale.", 0
+    ),
+    "extraction_interval_seconds": Spec(
+        "MEMORY_EXTRACTION_INTERVAL_SECONDS",
+        300,
+        int,
+        "Period of the extraction worker; 0 disables the loop.",
+        0,
+    ),
+    # --- files
+    "session_files_max_size_mb": Spec(
+        "SESSION_FILES_MAX_SIZE_MB", 200, int, "Largest uploaded session file.", 1
+    ),
+    "share_file_max_size_mb": Spec(
+        "SHARE_FILE_MAX_SIZE_MB", 1024, int, "Largest file `share_file` copies.", 1
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    log_level: str = "info"
+    log_json: bool | None = None
+    data_dir: str = ".navi"
+    database_url: str = ""
+    db_pool_size: int = 10
+    db_max_overflow: int = 10
+    max_request_body_mb: int = 16
+    message_max_chars: int = 1_000_000
+    auth_enabled: bool = True
+    admin_token: str = field(default="", repr=False)
+    ollama_host: str = "http://127.0.0.1:11434"
+    ollama_model: str = "qwen3:8b"
+    ollama_num_ctx: int = 32768
+    ollama_timeout: float = 120.0
+    embedding_ollama_host: str = ""
+    embedding_ollama_api_key: str = field(default="", repr=False)
+    embedding_model: str = "nomic-embed-text:latest"
+    embedding_dim: int = 768
+    embedding_batch_size: int = 32
+    context_compression_enabled: bool = True
+    context_compression_threshold: float = 0.90
+    context_compression_target: float = 0.65
+    context_keep_recent: int = 4
+    context_summary_temperature: float = 0.3
+    context_summary_max_tokens: int = 6000
+    output_reserve_tokens: int = 2048
+    context_message_token_budget: int = 0
+    context_image_tokens: int = 1024
+    session_messages_window: int = 2000
+    profiles_file: str = ""
+    memory_search_enabled: bool = True
+    memory_recall_enabled: bool = True
+    memory_recall_k: int = 2
+    memory_recall_min_similarity: float = 0.55
+    extraction_enabled: bool = True
+    extraction_stale_minutes: int = 30
+    extraction_interval_seconds: int = 300
+    session_files_max_size_mb: int = 200
+    share_file_max_size_mb: int = 1024
+
+    @property
+    def embed_host(self) -> str:
+        return self.embedding_ollama_host or self.ollama_host
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir).expanduser().resolve()
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _parse(name: str, spec: Spec, raw: str) -> Any:
+    raw = raw.strip()
+    if spec.kind is bool:
+        if raw.lower() in _TRUE:
+            return True
+        if raw.lower() in _FALSE:
+            return False
+        if raw == "" and spec.default is None:
+            return None
+        raise SettingsError(f"{spec.env}={raw!r}: expected true or false")
+    if spec.kind in (int, float):
+        try:
+            value = spec.kind(raw)
+        except ValueError:
+            raise SettingsError(
+                f"{spec.env}={raw!r}: expected {'an integer' if spec.kind is int else 'a number'}"
+            ) from None
+        if spec.min is not None and value < spec.min:
+            raise SettingsError(f"{spec.env}={raw!r}: must be ≥ {spec.min:g}")
+        if spec.max is not None and value > spec.max:
+            raise SettingsError(f"{spec.env}={raw!r}: must be ≤ {spec.max:g}")
+        return value
+    if spec.choices and raw.lower() not in spec.choices:
+        raise SettingsError(f"{spec.env}={raw!r}: expected one of {', '.join(spec.choices)}")
+    return raw.lower() if spec.choices else raw
+
+
+def read_dotenv(path: Path) -> dict[str, str]:
+    """Minimal `.env` reader: KEY=VALUE lines, `#` comments, optional quotes."""
+    out: dict[str, str] = {}
+    if not path.is_file():
+        return out
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        key = key.strip().removeprefix("export ").strip()
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        out[key] = value
+    return out
+
+
+def load_settings(environ: dict[str, str] | None = None, dotenv: Path | None = None) -> Settings:
+    """Build Settings from `environ` (default os.environ) over `.env` over defaults."""
+    env = dict(read_dotenv(dotenv if dotenv is not None else Path(".env")))
+    env.update(os.environ if environ is None else environ)
+    values: dict[str, Any] = {}
+    for name, spec in FIELDS.items():
+        if spec.env in env and (env[spec.env] != "" or spec.kind is str):
+            values[name] = _parse(name, spec, env[spec.env])
+    settings = Settings(**values)
+    _check(settings)
+    return settings
+
+
+def _check(s: Settings) -> None:
+    if s.database_url and not s.database_url.startswith(("postgresql", "postgres://")):
+        raise SettingsError("DATABASE_URL: expected a postgresql+psycopg:// URL")
+    if s.admin_token and len(s.admin_token) < 32:
+        raise SettingsError("NAVI_ADMIN_TOKEN: must be at least 32 characters")
+    if s.context_compression_target >= s.context_compression_threshold:
+        raise SettingsError(
+            "CONTEXT_COMPRESSION_TARGET: must be below CONTEXT_COMPRESSION_THRESHOLD"
+        )
+    for name in ("ollama_host", "embedding_ollama_host"):
+        value = getattr(s, name)
+        if value and not value.startswith(("http://", "https://")):
+            raise SettingsError(f"{FIELDS[name].env}={value!r}: expected an http(s):// URL")
+
+
+assert {f.name for f in fields(Settings)} == set(FIELDS), "FIELDS and Settings disagree"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return load_settings()

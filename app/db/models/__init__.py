@@ -1,0 +1,20 @@
+"""All SQLAlchemy models; importing this package registers every table on Base.metadata."""
+
+from app.db.models.memory import MemoryChunk, MemoryFact, MemorySummary, SessionMemoryState
+from app.db.models.sessions import Message, MessageArchive, Session, SessionShare
+from app.db.models.sketches import Sketch
+from app.db.models.users import ApiToken, User
+
+__all__ = [
+    "ApiToken",
+    "MemoryChunk",
+    "MemoryFact",
+    "MemorySummary",
+    "Message",
+    "MessageArchive",
+    "Session",
+    "SessionMemoryState",
+    "SessionShare",
+    "Sketch",
+    "User",
+]

@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    ARRAY,
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    Uuid,
+    func,
+    text,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.config import get_settings
+from app.db.base import Base, created_at_column
+
+EMBEDDING_DIM = get_settings().embedding_dim
+
+
+def _hnsw(name: str, column: str = "embedding") -> Index:
+    return Index(
+        name,
+        column,
+        postgresql_using="hnsw",
+        postgresql_with={"m": 16, "ef_construction": 64},
+        postgresql_ops={column: "vector_cosine_ops"},
+    )
+
+
+class MemoryFact(Base):
+    __tablename__ = "memory_facts"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(
+        ForeignKey("navi_users.id", ondelete="CASCADE"), nullable=False
+    )
+    category: Mapped[str] = mapped_column(String(100), nullable=False)
+    key: Mapped[str] = mapped_column(String(200), nullable=False)
+    value: Mapped[str] = mapped_column(Text, nullable=False)
+    embedding: Mapped[list[float] | None] = mapped_column(Vector(EMBEDDING_DIM))
+    source: Mapped[str] = mapped_column(String(32), nullable=False, server_default="conversation")
+    confidence: Mapped[int] = mapped_column(Integer, nullable=False, server_default="70")
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_verified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    source_context: Mapped[str | None] = mapped_column(Text)
+    merged_into: Mapped[int | None] = mapped_column(
+        ForeignKey("memory_facts.id", ondelete="SET NULL")
+    )
+    source_session_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    created_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), nullable=False
+    )
+
+    __table_args__ = (
+        UniqueConstraint("user_id", "category", "key"),
+        _hnsw("ix_memory_facts_embedding_hnsw"),
+        Index("ix_memory_facts_expires_at", "expires_at"),
+        Index("ix_memory_facts_source_category", "source", "category"),
+        Index("ix_memory_facts_merged_into", "merged_into"),
+    )
+
+
+class MemorySummary(Base):
+    __tablename__ = "memory_summary"
+
+    user_id: Mapped[str] = mapped_column(
+        ForeignKey("navi_users.id", ondelete="CASCADE"), primary_key=True
+    )
+    content: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), nullable=False
+    )
+
+
+class SessionMemoryState(Base):
+    """Which sessions the extractor has processed, and when."""
+
+    __tablename__ = "session_memory_state"
+
+    session_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    extracted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+
+class MemoryChunk(Base):
+    """Verbatim demoted messages. No FK on session_id, by design (see docs/memory.md)."""
+
+    __tablename__ = "memory_chunks"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[str | None] = mapped_column(ForeignKey("navi_users.id", ondelete="CASCADE"))
+    session_id: Mapped[uuid.UUID] = mapped_column(Uuid, nullable=False)
+    content: Mapped[str] = mapped_column(Text, nullable=False)
+    content_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    start_seq: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    end_seq: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    breadcrumbs: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False, server_default="{}")
+    embedding: Mapped[list[float] | None] = mapped_column(Vector(EMBEDDING_DIM))
+    created_at: Mapped[datetime] = created_at_column()
+
+    __table_args__ = (
+        UniqueConstraint("session_id", "content_hash"),
+        Index(
+            "ix_memory_chunks_user_session_ended", "user_id", "session_id", text("ended_at DESC")
+        ),
+        Index(
+            "ix_memory_chunks_content_fts",
+            text("to_tsvector('simple', content)"),
+            postgresql_using="gin",
+        ),
+        Index("ix_memory_chunks_breadcrumbs", "breadcrumbs", postgresql_using="gin"),
+        _hnsw("ix_memory_chunks_embedding_hnsw"),
+    )

@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    Uuid,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, declared_attr, mapped_column
+
+from app.db.base import Base, created_at_column
+
+
+class Session(Base):
+    __tablename__ = "sessions"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    profile_id: Mapped[str] = mapped_column(String(200), nullable=False)
+    user_id: Mapped[str | None] = mapped_column(
+        ForeignKey("navi_users.id", ondelete="CASCADE"), nullable=True
+    )
+    name: Mapped[str | None] = mapped_column(Text)
+    pinned: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="false")
+    created_at: Mapped[datetime] = created_at_column()
+    last_active: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), nullable=False
+    )
+    context_token_count: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    session_metadata: Mapped[dict[str, Any]] = mapped_column(
+        JSONB, nullable=False, server_default="{}"
+    )
+    planning_logs: Mapped[list[Any]] = mapped_column(JSONB, nullable=False, server_default="[]")
+    # Next sequence number and next display position; bumped under the row lock on append.
+    next_seq: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    next_display_index: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+
+    __table_args__ = (
+        Index("ix_sessions_user_id_last_active", "user_id", "last_active"),
+        Index("ix_sessions_last_active", "last_active"),
+    )
+
+
+class _MessageColumns:
+    """Columns shared by the hot table and the archive (same shape, rows move between them)."""
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+
+    @declared_attr
+    def session_id(cls) -> Mapped[uuid.UUID]:
+        return mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False)
+
+    sequence_number: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    # Position in the display history (0-based), stored at append; NULL when not displayed.
+    display_index: Mapped[int | None] = mapped_column(BigInteger)
+    role: Mapped[str] = mapped_column(String(16), nullable=False)
+    content: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+    thinking: Mapped[str | None] = mapped_column(Text)
+    is_context: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="true")
+    is_display: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="true")
+    is_plan: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="false")
+    is_compression: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="false")
+    is_summary: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="false")
+    is_compression_critical: Mapped[bool] = mapped_column(
+        Boolean, nullable=False, server_default="false"
+    )
+    is_recall: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="false")
+    message_metadata: Mapped[dict[str, Any]] = mapped_column(
+        "metadata", JSONB, nullable=False, server_default="{}"
+    )
+    elapsed_seconds: Mapped[float | None] = mapped_column(Float)
+    tool_call_count: Mapped[int | None] = mapped_column(Integer)
+    token_count: Mapped[int | None] = mapped_column(Integer)
+    tool_calls: Mapped[list[Any] | None] = mapped_column(JSONB)
+    tool_call_id: Mapped[str | None] = mapped_column(Text)
+    name: Mapped[str | None] = mapped_column(Text)
+    files: Mapped[list[Any] | None] = mapped_column(JSONB)
+    images: Mapped[list[Any] | None] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = created_at_column()
+
+
+class Message(_MessageColumns, Base):
+    __tablename__ = "session_messages"
+    __table_args__ = (
+        UniqueConstraint("session_id", "sequence_number"),
+        # Covering index: display counts and position numbering are index-only scans.
+        Index("ix_session_messages_counts", "session_id", "sequence_number", "is_display"),
+        Index(
+            "ix_session_messages_display",
+            "session_id",
+            "display_index",
+            postgresql_where="display_index IS NOT NULL",
+        ),
+    )
+
+
+class MessageArchive(_MessageColumns, Base):
+    __tablename__ = "session_messages_archive"
+    __table_args__ = (UniqueConstraint("session_id", "sequence_number"),)
+
+
+class SessionShare(Base):
+    """One public read-only link per session. Lookup is by the token's SHA-256."""
+
+    __tablename__ = "session_shares"
+
+    session_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    token: Mapped[str] = mapped_column(Text, unique=True, nullable=False)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
+    created_at: Mapped[datetime] = created_at_column()

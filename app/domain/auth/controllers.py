@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from litestar import Controller, delete, get, post
+from litestar.params import Parameter
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import ApiToken, User
+from app.domain.auth.principal import PERM_USERS_ADMIN, Principal
+from app.domain.auth.repositories import TokenRepository, UserRepository
+from app.domain.auth.schemas import MeOut, TokenCreate, TokenIssued, TokenOut, UserCreate, UserOut
+from app.domain.auth.services import UserService
+from app.lib.errors import Forbidden, NotFound, Unprocessable
+from app.lib.pagination import MAX_LIMIT, Page, page
+
+Limit = Annotated[int, Parameter(ge=1, le=MAX_LIMIT)]
+Offset = Annotated[int, Parameter(ge=0)]
+
+
+def _user_out(u: User) -> UserOut:
+    return UserOut(
+        id=u.id,
+        name=u.name,
+        is_admin=u.is_admin,
+        permissions=list(u.permissions or []),
+        created_at=u.created_at,
+    )
+
+
+def _token_out(t: ApiToken) -> TokenOut:
+    return TokenOut(
+        id=t.id,
+        name=t.name,
+        prefix=t.prefix,
+        created_at=t.created_at,
+        last_used_at=t.last_used_at,
+        revoked_at=t.revoked_at,
+    )
+
+
+def require_admin(principal: Principal) -> None:
+    if principal.auth_disabled:
+        raise Forbidden("user management needs NAVI_AUTH_ENABLED=true")
+    if not principal.has(PERM_USERS_ADMIN):
+        raise Forbidden("this needs an admin")
+
+
+def _check_token_name(name: str) -> str:
+    if len(name) > 200:
+        raise Unprocessable("name: at most 200 characters")
+    return name
+
+
+class AdminUserController(Controller):
+    path = "/admin/users"
+    tags = ["admin"]
+
+    @post("/")
+    async def create_user(
+        self, data: UserCreate, principal: Principal, db: AsyncSession
+    ) -> UserOut:
+        require_admin(principal)
+        user = await UserService(db).create_user(
+            data.name, is_admin=data.is_admin, permissions=data.permissions
+        )
+        return _user_out(user)
+
+    @get("/")
+    async def list_users(
+        self, principal: Principal, db: AsyncSession, limit: Limit = 50, offset: Offset = 0
+    ) -> Page[UserOut]:
+        require_admin(principal)
+        users, total = await UserRepository(db).list_page(limit, offset)
+        return page([_user_out(u) for u in users], total, limit, offset)
+
+    @post("/{user_id:str}/tokens")
+    async def issue_token(
+        self, user_id: str, principal: Principal, db: AsyncSession, data: TokenCreate | None = None
+    ) -> TokenIssued:
+        require_admin(principal)
+        if await UserRepository(db).get(user_id) is None:
+            raise NotFound(f"no user {user_id!r}")
+        name = _check_token_name(data.name if data else "")
+        row, token = await UserService(db).issue_token(user_id, name)
+        return TokenIssued(id=row.id, user_id=user_id, name=row.name, token=token)
+
+    @delete("/{user_id:str}", status_code=204)
+    async def delete_user(self, user_id: str, principal: Principal, db: AsyncSession) -> None:
+        require_admin(principal)
+        if user_id == principal.id:
+            raise Unprocessable("user_id: you cannot delete yourself")
+        if not await UserRepository(db).delete(user_id):
+            raise NotFound(f"no user {user_id!r}")
+
+
+class MeController(Controller):
+    path = "/me"
+    tags = ["auth"]
+
+    @get("/")
+    async def me(self, principal: Principal) -> MeOut:
+        return MeOut(
+            id=principal.id,
+            name=principal.name,
+            is_admin=principal.is_admin,
+            permissions=sorted(principal.permissions),
+            auth_enabled=not principal.auth_disabled,
+        )
+
+    @get("/tokens")
+    async def list_tokens(
+        self, principal: Principal, db: AsyncSession, limit: Limit = 50, offset: Offset = 0
+    ) -> Page[TokenOut]:
+        rows, total = await TokenRepository(db).list_for_user(principal.id, limit, offset)
+        return page([_token_out(t) for t in rows], total, limit, offset)
+
+    @post("/tokens")
+    async def create_token(
+        self, principal: Principal, db: AsyncSession, data: TokenCreate | None = None
+    ) -> TokenIssued:
+        if principal.auth_disabled:
+            raise Forbidden("tokens need NAVI_AUTH_ENABLED=true")
+        row, token = await UserService(db).issue_token(
+            principal.id, _check_token_name(data.name if data else "")
+        )
+        return TokenIssued(id=row.id, user_id=principal.id, name=row.name, token=token)
+
+    @delete("/tokens/{token_id:uuid}", status_code=204)
+    async def revoke_token(
+        self, token_id: uuid.UUID, principal: Principal, db: AsyncSession
+    ) -> None:
+        if not await TokenRepository(db).revoke(principal.id, token_id):
+            raise NotFound("no such active token")

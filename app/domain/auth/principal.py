@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PERM_MEMORY_READ_ALL = "navi.memory.read_all"
+PERM_SESSIONS_READ_ALL = "navi.sessions.read_all"
+PERM_USERS_ADMIN = "navi.users.admin"
+ALL_PERMISSIONS = (PERM_MEMORY_READ_ALL, PERM_SESSIONS_READ_ALL, PERM_USERS_ADMIN)
+
+ANONYMOUS_ID = "anonymous"
+ADMIN_ID = "admin"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is making the request. Admins hold every permission."""
+
+    id: str
+    name: str
+    is_admin: bool = False
+    permissions: frozenset[str] = field(default_factory=frozenset)
+    auth_disabled: bool = False
+
+    def has(self, permission: str) -> bool:
+        return self.is_admin or permission in self.permissions
+
+    @property
+    def can_read_all_sessions(self) -> bool:
+        return self.has(PERM_SESSIONS_READ_ALL)
+
+    @property
+    def can_read_all_memory(self) -> bool:
+        return self.has(PERM_MEMORY_READ_ALL)

@@ -1,0 +1,108 @@
+"""Resolving the caller, and managing users and tokens."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.db.models import ApiToken, User
+from app.domain.auth.principal import (
+    ADMIN_ID,
+    ALL_PERMISSIONS,
+    ANONYMOUS_ID,
+    Principal,
+)
+from app.domain.auth.repositories import TokenRepository, UserRepository
+from app.domain.auth.tokens import display_prefix, hash_token, new_token
+from app.lib.errors import Conflict, Unauthorized, Unprocessable
+
+log = structlog.get_logger()
+
+ANONYMOUS = Principal(
+    id=ANONYMOUS_ID,
+    name=ANONYMOUS_ID,
+    is_admin=True,  # local mode: every access check is bypassed (seed 003, Ownership)
+    permissions=frozenset(ALL_PERMISSIONS),
+    auth_disabled=True,
+)
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+
+
+def principal_of(user: User) -> Principal:
+    return Principal(
+        id=user.id,
+        name=user.name,
+        is_admin=user.is_admin,
+        permissions=frozenset(user.permissions or ()),
+    )
+
+
+async def resolve_principal(
+    session: AsyncSession, settings: Settings, authorization: str | None
+) -> Principal:
+    if not settings.auth_enabled:
+        return ANONYMOUS
+    if not authorization:
+        raise Unauthorized("missing Authorization: Bearer <token> header")
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthorized("expected Authorization: Bearer <token>")
+    # The lookup is by SHA-256 of the token through a unique index: the time it takes does
+    # not depend on how many leading characters of a guess are right.
+    found = await TokenRepository(session).user_for_hash(hash_token(token))
+    if found is None:
+        raise Unauthorized("invalid or revoked token")
+    return principal_of(found[0])
+
+
+async def bootstrap(session: AsyncSession, settings: Settings) -> None:
+    """Ensure the anonymous user (local mode) and the admin of NAVI_ADMIN_TOKEN exist."""
+    users = UserRepository(session)
+    await users.ensure(ANONYMOUS_ID, ANONYMOUS_ID, is_admin=False, permissions=[])
+    if settings.admin_token:
+        await users.ensure(ADMIN_ID, ADMIN_ID, is_admin=True, permissions=list(ALL_PERMISSIONS))
+        token = settings.admin_token
+        await TokenRepository(session).ensure(
+            ADMIN_ID, "bootstrap (NAVI_ADMIN_TOKEN)", hash_token(token), display_prefix(token)
+        )
+
+
+class UserService:
+    def __init__(self, session: AsyncSession) -> None:
+        self.users = UserRepository(session)
+        self.tokens = TokenRepository(session)
+
+    async def create_user(self, name: str, *, is_admin: bool, permissions: list[str]) -> User:
+        if not _NAME_RE.match(name):
+            raise Unprocessable(
+                "name: 1-64 characters, letters, digits and _ . @ -, starting with a letter or digit"
+            )
+        unknown = sorted(set(permissions) - set(ALL_PERMISSIONS))
+        if unknown:
+            raise Unprocessable(
+                f"permissions: unknown {', '.join(unknown)}; known: {', '.join(ALL_PERMISSIONS)}"
+            )
+        if await self.users.get_by_name(name) is not None:
+            raise Conflict(f"a user named {name!r} already exists")
+        user = await self.users.add(
+            User(
+                id=uuid.uuid4().hex,
+                name=name,
+                is_admin=is_admin,
+                permissions=sorted(set(permissions)),
+            )
+        )
+        log.info("auth.user_created", user_id=user.id, is_admin=is_admin)
+        return user
+
+    async def issue_token(self, user_id: str, name: str) -> tuple[ApiToken, str]:
+        token = new_token()
+        row = await self.tokens.add(user_id, name, hash_token(token), display_prefix(token))
+        log.info("auth.token_issued", user_id=user_id, token_id=str(row.id))
+        return row, token

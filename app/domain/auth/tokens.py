@@ -1,0 +1,27 @@
+"""Bearer tokens: random, stored as SHA-256, compared in constant time, never logged."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+
+TOKEN_PREFIX = "navi_"
+
+
+def new_token() -> str:
+    """A token with 32 random bytes (256 bits) of entropy."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def same_hash(a: str, b: str) -> bool:
+    return hmac.compare_digest(a.encode(), b.encode())
+
+
+def display_prefix(token: str) -> str:
+    """The first characters, enough to tell tokens apart in a listing."""
+    return token[: len(TOKEN_PREFIX) + 6]

@@ -1,0 +1,356 @@
+"""One read path over everything Navi remembers — the pure half.
+
+Three stores, written separately on purpose, read as one:
+
+* **facts** — curated, rewritten by key, user lifetime;
+* **raw** — verbatim messages that compression dropped (append-only chunks);
+* **sketches** — a session's working notes, updated in place;
+
+plus **errors**, failures recorded for the agent to learn from. The service fetches
+hits from each store; the functions here normalise the request, label freshness,
+merge the tiers, filter automatic recall and render the tool output. The merge is
+tiered, not a blind mix: curated facts first, then raw excerpts (and errors) by
+relevance, then sketches. A raw excerpt that a newer fact overrides is still
+returned, labelled outdated — "we changed our mind, the old value was X" is often
+exactly the question.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence, Set
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Literal
+
+from app.domain.memory.stopwords import STOPWORDS
+from app.domain.memory.window import best_window
+
+__all__ = [
+    "DEFAULT_K",
+    "MAX_K",
+    "SCOPES",
+    "MemoryHit",
+    "best_window",
+    "clamp_k",
+    "format_hits",
+    "mark_freshness",
+    "merge_tiered",
+    "normalize_scope",
+    "query_terms",
+    "recall_filter",
+    "recall_query",
+    "shared_terms",
+]
+
+SourceType = Literal["fact", "raw", "sketch", "error"]
+
+SCOPES = ("all", "facts", "raw", "sketches", "errors")
+DEFAULT_K = 5
+MAX_K = 20
+HIT_TEXT_CHARS = 1200
+MAX_KEYS_SHOWN = 12
+RECALL_MESSAGES = 4
+RECALL_MESSAGE_CHARS = 1000
+
+NO_HITS = "No matches in any store. Try fewer, different words."
+OUTDATED = (
+    "⚠ outdated: a newer curated fact overrides this — {key}. "
+    "Trust the fact; quote this only as history."
+)
+BEFORE_SUMMARY = (
+    "(verbatim record from before the current summary — exact details, "
+    "but the summary is the curated version.)"
+)
+
+_TOKEN = re.compile(r"[^\W_]+")
+_INDENT = "   "
+
+
+@dataclass(frozen=True)
+class MemoryHit:
+    source_type: SourceType
+    text: str
+    session_id: str | None = None
+    timestamp: datetime | None = None
+    key: str | None = None  # fact key / sketch section / error kind
+    category: str | None = None  # fact category
+    start_seq: int = -1  # raw: first demoted turn
+    end_seq: int = -1  # raw: last demoted turn
+    chunk_id: str | None = None
+    score: float | None = None  # vector similarity, 0..1 when available
+    terms_hit: int = 0  # lexical overlap, for the text-search path
+    superseded_by: str | None = None  # key of a newer curated fact that overrides this
+    before_summary: bool = False  # raw, older than the current session's last summary
+    breadcrumbs: tuple[str, ...] = ()
+    matched_terms: tuple[str, ...] = ()  # terms the store matched, if it reports them
+
+
+def normalize_scope(scope: object) -> str:
+    """`all`, `facts`, `raw`, `sketches` or `errors`; anything else is `all`."""
+    value = scope.strip().lower() if isinstance(scope, str) else ""
+    return value if value in SCOPES else "all"
+
+
+def clamp_k(k: object) -> int:
+    """Results per store, 1..20. None, 0, booleans and garbage mean the default (5)."""
+    if isinstance(k, bool) or k is None:
+        return DEFAULT_K
+    value: float
+    if isinstance(k, int | float):
+        value = k
+    elif isinstance(k, str):
+        try:
+            value = float(k.strip())
+        except ValueError:
+            return DEFAULT_K
+    else:
+        return DEFAULT_K
+    if not math.isfinite(value) or int(value) == 0:
+        return DEFAULT_K
+    return max(1, min(int(value), MAX_K))
+
+
+def query_terms(query: str) -> list[str]:
+    """Lower-cased content words of `query`, in order, without stopwords or repeats.
+
+    Words are runs of letters and digits: `server_port` and `nginx.conf` split into
+    their parts, so they meet the same words written with spaces. One-letter words are
+    dropped, one-digit numbers kept.
+    """
+    seen: set[str] = set()
+    terms: list[str] = []
+    for token in _TOKEN.findall((query or "").lower()):
+        if token in seen or token in STOPWORDS or (len(token) < 2 and not token.isdigit()):
+            continue
+        seen.add(token)
+        terms.append(token)
+    return terms
+
+
+def shared_terms(fact_text: str, raw_text: str) -> int:
+    """Content words of a fact (longer than two chars) that also occur in a raw text."""
+    fact_words = {t for t in query_terms(fact_text) if len(t) > 2}
+    return len(fact_words & set(query_terms(raw_text)))
+
+
+def mark_freshness(
+    facts: Sequence[MemoryHit],
+    raws: Sequence[MemoryHit],
+    summary_at: datetime | None,
+    current_session_id: str | None,
+) -> list[MemoryHit]:
+    """`raws` with `superseded_by` / `before_summary` set; the inputs are not changed.
+
+    * A raw hit sharing at least two content words with a fact *newer* than the hit is
+      superseded by that fact (the newest such fact when several qualify). An older
+      fact next to a newer verbatim line is the lossy copy, not the truth.
+    * A raw hit of the current session older than `summary_at` is `before_summary`; a
+      chunk from another session says nothing about this session's summary.
+
+    Naive datetimes are read as UTC so mixed inputs compare instead of raising.
+    """
+    dated = sorted(
+        (f for f in facts if f.timestamp is not None),
+        key=lambda f: _instant(f.timestamp),
+        reverse=True,
+    )
+    marked: list[MemoryHit] = []
+    for hit in raws:
+        before, superseded = hit.before_summary, hit.superseded_by
+        if hit.timestamp is not None:
+            at = _instant(hit.timestamp)
+            if (
+                summary_at is not None
+                and current_session_id is not None
+                and hit.session_id is not None
+                and str(hit.session_id) == str(current_session_id)
+            ):
+                before = at < _instant(summary_at)
+            for fact in dated:
+                if _instant(fact.timestamp) <= at:
+                    break
+                if shared_terms(fact.text, hit.text) >= 2:
+                    superseded = fact.key or "a newer fact"
+                    break
+        if (before, superseded) != (hit.before_summary, hit.superseded_by):
+            hit = replace(hit, before_summary=before, superseded_by=superseded)
+        marked.append(hit)
+    return marked
+
+
+def merge_tiered(
+    facts: Iterable[MemoryHit],
+    raws: Iterable[MemoryHit],
+    sketches: Iterable[MemoryHit],
+    errors: Iterable[MemoryHit] = (),
+) -> list[MemoryHit]:
+    """Facts (as given), raws by relevance, errors by relevance, sketches (as given).
+
+    Relevance: vector similarity descending (hits with a score before hits without),
+    then matched terms descending; ties keep the store's order.
+    """
+    return [
+        *facts,
+        *sorted(raws, key=_relevance),
+        *sorted(errors, key=_relevance),
+        *sketches,
+    ]
+
+
+def format_hits(
+    query: str,
+    scope: str,
+    hits: Sequence[MemoryHit],
+    *,
+    best_window_enabled: bool = True,
+    text_chars: int = HIT_TEXT_CHARS,
+) -> str:
+    """Render hits for a tool result, provenance on every item.
+
+    A fact shows its whole `key: value`; raw, sketch and error texts show
+    `text_chars` chars — the best window for the query, or the head when
+    `best_window_enabled` is off.
+    """
+    header = f'memory_search "{" ".join((query or "").split())}" '
+    header += f"(scope={normalize_scope(scope)}): {len(hits)} hit(s)"
+    if not hits:
+        return f"{header}\n{NO_HITS}"
+    terms = query_terms(query)
+    lines = [header, ""]
+    for number, hit in enumerate(hits, 1):
+        lines.append(f"{number}. {_where(hit)}")
+        notes: list[str] = []
+        if hit.source_type == "raw":
+            if hit.superseded_by:
+                notes.append(OUTDATED.format(key=hit.superseded_by))
+            elif hit.before_summary:
+                notes.append(BEFORE_SUMMARY)
+            if hit.breadcrumbs:
+                notes.append(f"keys: {', '.join(hit.breadcrumbs[:MAX_KEYS_SHOWN])}")
+        if hit.source_type == "fact":
+            body = hit.text.strip()
+        elif best_window_enabled:
+            body = best_window(hit.text, [*terms, *hit.matched_terms], text_chars)
+        else:
+            body = head_excerpt(hit.text, text_chars)
+        lines.extend(_INDENT + note for note in notes)
+        lines.extend(_INDENT + line if line.strip() else "" for line in body.splitlines())
+    return "\n".join(lines)
+
+
+def head_excerpt(text: str, chars: int = HIT_TEXT_CHARS) -> str:
+    """The first `chars` chars, ` …` when cut — the rendering before `best_window`."""
+    text = (text or "").strip()
+    if len(text) <= chars:
+        return text
+    return text[:chars].rstrip() + " …"
+
+
+def recall_filter(
+    hits: Iterable[MemoryHit],
+    *,
+    min_similarity: float = 0.55,
+    min_terms: int = 2,
+    already_injected: Set[str] = frozenset(),
+) -> list[MemoryHit]:
+    """Raw hits worth injecting automatically, in the given order.
+
+    Dropped: non-raw hits (recall injects raw excerpts only), superseded excerpts,
+    chunks already injected in this session (and repeats within `hits`), vector hits
+    below `min_similarity`, text hits (no score) with fewer than `min_terms` terms.
+    """
+    seen = set(already_injected)
+    kept: list[MemoryHit] = []
+    for hit in hits:
+        if hit.source_type != "raw" or hit.superseded_by:
+            continue
+        if hit.chunk_id is not None and hit.chunk_id in seen:
+            continue
+        if hit.score is not None:
+            if not hit.score >= min_similarity:  # NaN fails too
+                continue
+        elif hit.terms_hit < min_terms:
+            continue
+        if hit.chunk_id is not None:
+            seen.add(hit.chunk_id)
+        kept.append(hit)
+    return kept
+
+
+def recall_query(
+    recent_messages: Sequence[tuple[str, str]],
+    incoming: str,
+    *,
+    message_chars: int = RECALL_MESSAGE_CHARS,
+) -> str:
+    """The search text for automatic recall: the current topic, not the whole session.
+
+    The last four user/assistant messages of `recent_messages` ((role, content) pairs,
+    oldest first) and then `incoming`, one per line; each is cut to `message_chars`.
+    """
+    picked = [
+        content
+        for role, content in recent_messages
+        if (role or "").strip().lower() in ("user", "assistant") and (content or "").strip()
+    ][-RECALL_MESSAGES:]
+    parts = [*picked, incoming] if (incoming or "").strip() else picked
+    return "\n".join(_clip(" ".join(p.split()), message_chars) for p in parts)
+
+
+def _clip(text: str, chars: int) -> str:
+    if len(text) <= chars:
+        return text
+    cut = text.rfind(" ", 0, chars + 1)
+    return text[: cut if cut > chars // 2 else chars]
+
+
+def _relevance(hit: MemoryHit) -> tuple[bool, float, int]:
+    score = hit.score
+    has_score = score is not None and not math.isnan(score)
+    return (not has_score, -(score or 0.0) if has_score else 0.0, -hit.terms_hit)
+
+
+def _instant(value: datetime | None) -> datetime:
+    assert value is not None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def _fmt_time(value: datetime) -> str:
+    return value.strftime("%Y-%m-%d %H:%M")
+
+
+def _turns(hit: MemoryHit) -> str:
+    if hit.end_seq < 0:
+        return "turn unknown"
+    if hit.start_seq == hit.end_seq or hit.start_seq < 0:
+        return f"turn {hit.end_seq}"
+    return f"turns {hit.start_seq}–{hit.end_seq}"
+
+
+def _where(hit: MemoryHit) -> str:
+    session = hit.session_id or "unknown"
+    if hit.source_type == "fact":
+        where = f"fact [{hit.category or 'other'}]"
+        if hit.session_id:
+            where += f" · session {hit.session_id}"
+        if hit.timestamp is not None:
+            where += f" · updated {_fmt_time(hit.timestamp)}"
+        return where
+    if hit.source_type == "raw":
+        where = f"raw · session {session} · {_turns(hit)}"
+        if hit.timestamp is not None:
+            where += f" · {_fmt_time(hit.timestamp)}"
+        return where
+    if hit.source_type == "error":
+        where = "error" + (f" [{hit.key}]" if hit.key else "") + f" · session {session}"
+        if hit.end_seq >= 0:
+            where += f" · {_turns(hit)}"
+        if hit.timestamp is not None:
+            where += f" · {_fmt_time(hit.timestamp)}"
+        return where
+    where = f"sketch · session {session} · {hit.key or 'main'}"
+    if hit.timestamp is not None:
+        where += f" · updated {_fmt_time(hit.timestamp)}"
+    return where

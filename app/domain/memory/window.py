@@ -1,0 +1,124 @@
+"""Pick the part of a long excerpt that actually answers the query.
+
+A raw chunk is up to 4000 chars (a capped single message up to 12 000) and a tool
+result shows a fraction of it. Showing the head — as the first version of the search
+did — hides the evidence whenever it sits past the cut, which for a chunk of several
+turns is most of the time. `best_window` shows the `budget`-char window with the most
+query-term occurrences instead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+ELLIPSIS = "…"
+_SNAP_WORD = 40  # how far a window edge moves to land on whitespace
+
+
+def best_window(text: str, terms: Sequence[str], budget: int = 1200) -> str:
+    """The `budget`-char window of `text` that covers the most query terms.
+
+    Scoring is lexicographic: distinct terms first, then total occurrences, so a window
+    with `port` and `nginx` beats one with `port` five times. Ties go to the earliest
+    window. The covered span is centred, then the edges snap to a line start/end
+    (within a quarter of the budget) or a word boundary, never cutting into a covered
+    occurrence. `… ` / ` …` mark a cut at either end. With no term in the text the
+    head is returned, cut at a word boundary.
+    """
+    text = (text or "").strip()
+    if budget <= 0:
+        return ""
+    if len(text) <= budget:
+        return text
+    hits = term_occurrences(text, terms)
+    if not hits:
+        return _cut(text, 0, _snap_end(text, budget, 0, budget))
+    start, end = _best_span(hits, budget)
+    slack = budget - (end - start)
+    lo = max(0, min(start - slack // 2, len(text) - budget))
+    hi = lo + budget
+    lo = _snap_start(text, lo, start, budget)
+    hi = _snap_end(text, hi, end, budget)
+    return _cut(text, lo, hi)
+
+
+def term_occurrences(text: str, terms: Sequence[str]) -> list[tuple[int, int, str]]:
+    """(start, end, term) of each case-insensitive occurrence, sorted by start.
+
+    A term matches at the start of a word (so `port` finds `ports` and `server_port`,
+    not `report`): prefix matching also catches Russian inflections (`порт` → `порта`).
+    """
+    wanted = sorted({t.lower() for t in terms if t and t.strip()}, key=len, reverse=True)
+    if not wanted:
+        return []
+    pattern = re.compile(
+        r"(?<![^\W_])(?:" + "|".join(re.escape(t) for t in wanted) + ")", re.IGNORECASE
+    )
+    return [(m.start(), m.end(), m.group(0).lower()) for m in pattern.finditer(text)]
+
+
+def _best_span(hits: list[tuple[int, int, str]], budget: int) -> tuple[int, int]:
+    """Start and end of the best run of occurrences that fits in `budget` chars."""
+    best_score = (-1, -1)
+    best = (hits[0][0], hits[0][1])
+    counts: Counter[str] = Counter()
+    right = 0
+    for left in range(len(hits)):
+        if right < left:
+            right = left
+            counts.clear()
+        while right < len(hits) and hits[right][1] - hits[left][0] <= budget:
+            counts[hits[right][2]] += 1
+            right += 1
+        if right == left:  # one occurrence longer than the budget
+            score = (1, 1)
+            span = (hits[left][0], hits[left][0] + budget)
+        else:
+            score = (len(counts), sum(counts.values()))
+            span = (hits[left][0], hits[right - 1][1])  # finditer: no overlaps
+        if score > best_score:
+            best_score, best = score, span
+        if right > left:
+            counts[hits[left][2]] -= 1
+            if counts[hits[left][2]] == 0:
+                del counts[hits[left][2]]
+    return best
+
+
+def _snap_start(text: str, lo: int, keep_from: int, budget: int) -> int:
+    if lo <= 0:
+        return 0
+    if text[lo - 1].isspace():
+        return lo
+    line = text.find("\n", lo, min(keep_from, lo + budget // 4))
+    if line >= 0:
+        return line + 1
+    limit = min(keep_from, lo + _SNAP_WORD)
+    for i in range(lo, limit):
+        if text[i].isspace():
+            return i + 1
+    return lo
+
+
+def _snap_end(text: str, hi: int, keep_to: int, budget: int) -> int:
+    if hi >= len(text):
+        return len(text)
+    line = text.rfind("\n", max(keep_to, hi - budget // 4), hi + 1)
+    if line >= 0:
+        return line
+    floor = max(keep_to, hi - _SNAP_WORD)
+    for i in range(hi, floor - 1, -1):
+        if text[i].isspace():
+            return i
+    return hi
+
+
+def _cut(text: str, lo: int, hi: int) -> str:
+    body = text[lo:hi].strip()
+    if lo > 0:
+        body = f"{ELLIPSIS} {body}"
+    if hi < len(text):
+        body = f"{body} {ELLIPSIS}"
+    return body

@@ -1,0 +1,84 @@
+"""GET /health: database, migration revision, extensions, Ollama — answered within ~1 s."""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+from litestar import Controller, get
+from litestar.datastructures import State
+from litestar.response import Response
+
+from app.db import migrate
+from app.db.extensions import extension_state
+
+
+class ExtensionsOut(msgspec.Struct):
+    vector: bool
+    vector_version: str | None
+    pg_trgm: bool
+
+
+class HealthOut(msgspec.Struct):
+    status: str  # "ok" | "degraded" | "down"
+    database: bool
+    revision: str | None
+    head: str | None
+    at_head: bool
+    extensions: ExtensionsOut
+    ollama: bool
+    embedding: str  # "ok" | "unreachable" | error text (wrong dimension, missing model)
+    auth_enabled: bool
+    error: str | None = None
+
+
+async def _db_state(state: State) -> tuple[str | None, ExtensionsOut]:
+    async with state.engine.connect() as conn:
+
+        def read(sync_conn):  # type: ignore[no-untyped-def]
+            return migrate.current_revision(sync_conn), extension_state(sync_conn)
+
+        revision, ext = await conn.run_sync(read)
+    return revision, ExtensionsOut(
+        vector=ext.vector is not None, vector_version=ext.vector, pg_trgm=ext.pg_trgm is not None
+    )
+
+
+class HealthController(Controller):
+    path = "/health"
+    tags = ["system"]
+
+    @get("/", cache=False)
+    async def health(self, state: State) -> Response[HealthOut]:
+        head = migrate.head_revision()
+        ping = asyncio.create_task(state.llm.ping(timeout=1.0))
+        embed = asyncio.create_task(state.llm.check_embedding(timeout=1.0))
+        error = None
+        try:
+            revision, ext = await asyncio.wait_for(_db_state(state), timeout=3.0)
+            db_ok = True
+        except Exception as exc:  # reported, never raised: health must answer
+            revision, ext, db_ok = None, ExtensionsOut(False, None, False), False
+            error = (
+                f"database: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            )
+        ollama_ok = await ping
+        emb = await embed
+        embedding = "ok" if emb.ok else (emb.error if emb.reachable and emb.error else "unreachable")
+        at_head = db_ok and revision == head
+        status = "ok" if db_ok and at_head and ext.vector else "down"
+        if status == "ok" and (not ollama_ok or not emb.ok):
+            status = "degraded"
+        body = HealthOut(
+            status=status,
+            database=db_ok,
+            revision=revision,
+            head=head,
+            at_head=at_head,
+            extensions=ext,
+            ollama=ollama_ok,
+            embedding=embedding,
+            auth_enabled=state.settings.auth_enabled,
+            error=error,
+        )
+        return Response(body, status_code=200 if status != "down" else 503)

@@ -1,0 +1,60 @@
+"""One error hierarchy, mapped to HTTP by one handler in asgi.py.
+
+Body shape: `{"error": "<kind>", "detail": "<what is wrong>"}`.
+"""
+
+from __future__ import annotations
+
+
+class AppError(Exception):
+    status_code = 400
+    kind = "bad_request"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class BadRequest(AppError):
+    status_code = 400
+    kind = "bad_request"
+
+
+class Unauthorized(AppError):
+    status_code = 401
+    kind = "unauthorized"
+
+
+class Forbidden(AppError):
+    status_code = 403
+    kind = "forbidden"
+
+
+class NotFound(AppError):
+    status_code = 404
+    kind = "not_found"
+
+
+class Conflict(AppError):
+    status_code = 409
+    kind = "conflict"
+
+
+class PayloadTooLarge(AppError):
+    status_code = 413
+    kind = "payload_too_large"
+
+
+class UnsupportedMedia(AppError):
+    status_code = 415
+    kind = "unsupported_media_type"
+
+
+class Unprocessable(AppError):
+    status_code = 422
+    kind = "unprocessable"
+
+
+class ServiceUnavailable(AppError):
+    status_code = 503
+    kind = "unavailable"

@@ -1,0 +1,473 @@
+"""Gateway to Ollama (chat + embeddings) with bounded retries.
+
+Wraps two official ``ollama.AsyncClient`` instances (chat host and embedding host) and turns
+the client's many failure shapes into three errors the rest of Navi can rely on:
+
+* :class:`LLMUnavailableError` -- the server could not be reached or kept failing
+  (connection refused, timeouts, protocol errors, HTTP 5xx, malformed bodies), after
+  ``max_attempts`` attempts with exponential backoff + jitter (tenacity).
+* :class:`LLMRequestError` -- the server rejected the request (HTTP 4xx, e.g. unknown model).
+  Never retried.
+* :class:`EmbeddingDimensionError` -- the embedding model returned vectors of the wrong size.
+  Never retried.
+
+How ollama 0.6.3's ``AsyncClient`` reports failures (see ``ollama/_client.py``):
+
+* connection refused / DNS failure: ``httpx.ConnectError`` is re-raised as the builtin
+  ``ConnectionError`` (``from None``, the httpx cause is dropped);
+* connect/read/write timeouts: the raw ``httpx.TimeoutException`` subclasses
+  (``ConnectTimeout``, ``ReadTimeout``, ...) propagate unchanged;
+* other transport failures: raw ``httpx.TransportError`` (``RemoteProtocolError``,
+  ``ReadError``, ...);
+* any HTTP status >= 400: ``ollama.ResponseError(error, status_code)``, where ``error`` is the
+  ``"error"`` field of a JSON body, or the raw body text;
+* a 200 with a body that is not JSON: ``json.JSONDecodeError`` (a ``ValueError``) from
+  ``httpx.Response.json()``; valid JSON with the wrong shape: ``pydantic.ValidationError``
+  (also a ``ValueError``).
+
+This module has no dependency on the app's settings: everything is passed explicitly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import ssl
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+import ollama
+import pydantic
+import structlog
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+__all__ = [
+    "ChatResult",
+    "EmbedHealth",
+    "EmbeddingDimensionError",
+    "LLMError",
+    "LLMGateway",
+    "LLMRequestError",
+    "LLMUnavailableError",
+]
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+_HEALTH_PROBE_TEXT = "navi embedding health check"
+
+
+# --------------------------------------------------------------------------- errors
+class LLMError(Exception):
+    """Base class of all gateway errors."""
+
+
+class LLMUnavailableError(LLMError):
+    """The LLM server is unreachable or kept failing (after retries)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        operation: str = "",
+        attempts: int = 0,
+        cause: BaseException | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.attempts = attempts
+        self.cause = cause
+
+
+class LLMRequestError(LLMError):
+    """The LLM server rejected the request (HTTP 4xx, unknown model, invalid input)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        operation: str = "",
+        status_code: int | None = None,
+        cause: BaseException | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.status_code = status_code
+        self.cause = cause
+
+
+class EmbeddingDimensionError(LLMError):
+    """The embedding model produced vectors of an unexpected dimension."""
+
+    def __init__(self, expected: int, got: int, model: str) -> None:
+        super().__init__(
+            f"embedding model {model!r} returned vectors of dimension {got}, expected {expected}"
+        )
+        self.expected = expected
+        self.got = got
+        self.model = model
+
+
+# --------------------------------------------------------------------------- results
+@dataclass(frozen=True, slots=True)
+class ChatResult:
+    content: str
+    prompt_eval_count: int
+    eval_count: int
+    model: str
+    done_reason: str | None = None
+    thinking: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedHealth:
+    """Outcome of :meth:`LLMGateway.check_embedding`.
+
+    ``reachable``: the embedding host answered at all (even with an error status).
+    ``ok``: the model answered and its dimension equals ``expected_dim``.
+    """
+
+    reachable: bool
+    ok: bool
+    model: str
+    expected_dim: int
+    dim: int | None = None
+    error: str | None = None
+
+
+# --------------------------------------------------------------------------- classification
+class _MalformedResponseError(ValueError):
+    """A 2xx response whose content does not make sense (e.g. wrong number of vectors)."""
+
+
+_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
+    httpx.TransportError,  # ConnectError, ConnectTimeout, ReadTimeout, RemoteProtocolError, ...
+    httpx.DecodingError,
+    ConnectionError,  # ollama re-raises httpx.ConnectError as the builtin ConnectionError
+    TimeoutError,  # == asyncio.TimeoutError on 3.11
+)
+_MALFORMED_ERRORS: tuple[type[BaseException], ...] = (
+    json.JSONDecodeError,
+    pydantic.ValidationError,
+    _MalformedResponseError,
+)
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    if isinstance(exc, ollama.ResponseError):
+        return exc.status_code >= 500
+    return isinstance(exc, _TRANSPORT_ERRORS + _MALFORMED_ERRORS)
+
+
+def _error_kind(exc: BaseException) -> str:
+    if isinstance(exc, ollama.ResponseError):
+        return f"http{exc.status_code}"
+    if isinstance(exc, httpx.TimeoutException | TimeoutError):
+        return "timeout"
+    if isinstance(exc, httpx.ConnectError | ConnectionError):
+        return "connect"
+    if isinstance(exc, httpx.TransportError):
+        return "transport"
+    if isinstance(exc, _MALFORMED_ERRORS + (httpx.DecodingError,)):
+        return "malformed"
+    return type(exc).__name__
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    name = type(exc).__name__
+    return f"{name}: {text[:300]}" if text else name
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """httpx's default verifying context, built once: creating one costs tens of ms and
+    every ``AsyncClient`` would otherwise build its own."""
+    return httpx.create_ssl_context()
+
+
+def _normalise_host(host: str) -> str:
+    return host.strip().rstrip("/")
+
+
+# --------------------------------------------------------------------------- gateway
+class LLMGateway:
+    """Async access to Ollama chat + embeddings with retries and typed errors."""
+
+    def __init__(
+        self,
+        chat_host: str,
+        embed_host: str | None,
+        embed_api_key: str | None,
+        embed_model: str,
+        embed_dim: int,
+        chat_model: str,
+        timeout: float = 30.0,
+        embed_batch_size: int = 32,
+        max_attempts: int = 3,
+        backoff_initial: float = 0.2,
+        backoff_max: float = 5.0,
+    ) -> None:
+        if embed_dim <= 0:
+            raise ValueError("embed_dim must be positive")
+        if embed_batch_size <= 0:
+            raise ValueError("embed_batch_size must be positive")
+        if max_attempts <= 0:
+            raise ValueError("max_attempts must be >= 1")
+        self.chat_host = _normalise_host(chat_host)
+        self.embed_host = _normalise_host(embed_host) if embed_host else self.chat_host
+        self.embed_model = embed_model
+        self.embed_dim = embed_dim
+        self.chat_model = chat_model
+        self.timeout = timeout
+        self.embed_batch_size = embed_batch_size
+        self.max_attempts = max_attempts
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+
+        embed_headers = {"Authorization": f"Bearer {embed_api_key}"} if embed_api_key else None
+        self._chat_client = ollama.AsyncClient(
+            host=self.chat_host, timeout=timeout, verify=_ssl_context()
+        )
+        self._embed_client = ollama.AsyncClient(
+            host=self.embed_host, timeout=timeout, headers=embed_headers, verify=_ssl_context()
+        )
+        self._closed = False
+
+    def __repr__(self) -> str:  # never include the API key
+        return (
+            f"LLMGateway(chat_model={self.chat_model!r}, embed_model={self.embed_model!r}, "
+            f"embed_dim={self.embed_dim})"
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._chat_client.close()
+        await self._embed_client.close()
+
+    async def __aenter__(self) -> LLMGateway:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # ------------------------------------------------------------------ retry core
+    def _retrying(self, operation: str) -> AsyncRetrying:
+        def before_sleep(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            log.warning(
+                "llm.retry",
+                operation=operation,
+                attempt=state.attempt_number,
+                max_attempts=self.max_attempts,
+                error_kind=_error_kind(exc) if exc is not None else "unknown",
+                error=_describe(exc) if exc is not None else None,
+                sleep=round(state.upcoming_sleep, 3),
+            )
+
+        return AsyncRetrying(
+            stop=stop_after_attempt(self.max_attempts),
+            wait=wait_exponential_jitter(
+                multiplier=self.backoff_initial,
+                max=self.backoff_max,
+                jitter=self.backoff_initial,
+            ),
+            retry=retry_if_exception(_is_retryable),
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+
+    async def _call(self, operation: str, fn: Callable[[], Awaitable[T]]) -> T:
+        attempts = 0
+
+        async def attempt() -> T:
+            nonlocal attempts
+            attempts += 1
+            return await fn()
+
+        try:
+            return await self._retrying(operation)(attempt)
+        except ollama.ResponseError as exc:
+            if 400 <= exc.status_code < 500:
+                raise LLMRequestError(
+                    f"{operation} rejected by LLM server: {exc.error} (HTTP {exc.status_code})",
+                    operation=operation,
+                    status_code=exc.status_code,
+                    cause=exc,
+                ) from exc
+            if exc.status_code < 500:  # e.g. an error line inside a stream (status -1)
+                raise LLMRequestError(
+                    f"{operation} failed: {exc.error}", operation=operation, cause=exc
+                ) from exc
+            raise self._unavailable(operation, attempts, exc) from exc
+        except ollama.RequestError as exc:
+            raise LLMRequestError(
+                f"{operation}: invalid request: {exc.error}", operation=operation, cause=exc
+            ) from exc
+        except (*_TRANSPORT_ERRORS, *_MALFORMED_ERRORS) as exc:
+            raise self._unavailable(operation, attempts, exc) from exc
+
+    @staticmethod
+    def _unavailable(operation: str, attempts: int, exc: BaseException) -> LLMUnavailableError:
+        kind = _error_kind(exc)
+        log.warning("llm.unavailable", operation=operation, attempts=attempts, error_kind=kind)
+        return LLMUnavailableError(
+            f"{operation} failed after {attempts} attempt(s) ({kind}): {_describe(exc)}",
+            operation=operation,
+            attempts=attempts,
+            cause=exc,
+        )
+
+    # ------------------------------------------------------------------ embeddings
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed ``texts`` (in batches of ``embed_batch_size``), preserving order.
+
+        Raises :class:`EmbeddingDimensionError` if any vector's length != ``embed_dim``.
+        """
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of strings; use embed_one() for one text")
+        items = list(texts)
+        out: list[list[float]] = []
+        for start in range(0, len(items), self.embed_batch_size):
+            batch = items[start : start + self.embed_batch_size]
+            out.extend(await self._embed_batch(batch))
+        return out
+
+    async def embed_one(self, text: str) -> list[float]:
+        return (await self.embed([text]))[0]
+
+    async def _embed_batch(self, batch: list[str]) -> list[list[float]]:
+        async def do() -> list[list[float]]:
+            resp = await self._embed_client.embed(model=self.embed_model, input=batch)
+            if len(resp.embeddings) != len(batch):
+                raise _MalformedResponseError(
+                    f"expected {len(batch)} embeddings, got {len(resp.embeddings)}"
+                )
+            return [[float(x) for x in vec] for vec in resp.embeddings]
+
+        vectors = await self._call("embed", do)
+        for vec in vectors:
+            if len(vec) != self.embed_dim:
+                raise EmbeddingDimensionError(self.embed_dim, len(vec), self.embed_model)
+        return vectors
+
+    # ------------------------------------------------------------------ chat
+    async def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        think: bool | None = False,
+        options: Mapping[str, Any] | None = None,
+    ) -> ChatResult:
+        """Non-streaming chat completion."""
+        # Validate messages up front: a pydantic error *inside* the retry loop means a
+        # malformed response (retried), so bad input must be caught here instead.
+        for message in messages:
+            try:
+                ollama.Message.model_validate(dict(message))
+            except (pydantic.ValidationError, TypeError, ValueError) as exc:
+                raise LLMRequestError(
+                    f"chat: invalid message: {exc}", operation="chat", cause=exc
+                ) from exc
+
+        opts: dict[str, Any] = dict(options or {})
+        if temperature is not None:
+            opts["temperature"] = temperature
+        if max_tokens is not None:
+            opts["num_predict"] = max_tokens
+        use_model = model or self.chat_model
+        msgs = list(messages)
+
+        async def do() -> ollama.ChatResponse:
+            return await self._chat_client.chat(
+                model=use_model,
+                messages=msgs,
+                stream=False,
+                think=think,
+                options=opts or None,
+            )
+
+        resp = await self._call("chat", do)
+        return ChatResult(
+            content=resp.message.content or "",
+            prompt_eval_count=resp.prompt_eval_count or 0,
+            eval_count=resp.eval_count or 0,
+            model=resp.model or use_model,
+            done_reason=resp.done_reason,
+            thinking=resp.message.thinking,
+        )
+
+    # ------------------------------------------------------------------ health
+    # ASYNC109: a caller-side asyncio.timeout() would raise; health probes must instead
+    # return a verdict within their own deadline, so the timeout is part of the API.
+    async def ping(self, timeout: float = 1.0) -> bool:  # noqa: ASYNC109
+        """True if the chat host answers ``GET /api/version`` within ``timeout`` seconds.
+
+        Never raises (except on cancellation) and never blocks longer than ``timeout``.
+        """
+        try:
+            async with asyncio.timeout(timeout):
+                http = getattr(self._chat_client, "_client", None)
+                if isinstance(http, httpx.AsyncClient):
+                    resp = await http.get("/api/version", timeout=timeout)
+                    return resp.status_code == 200
+                await self._chat_client.list()  # fallback if ollama internals change
+                return True
+        except Exception:
+            return False
+
+    async def check_embedding(self, timeout: float = 5.0) -> EmbedHealth:  # noqa: ASYNC109
+        """Single (un-retried) probe of the embedding model: reachable? right dimension?"""
+
+        def health(
+            reachable: bool, *, dim: int | None = None, error: str | None = None
+        ) -> EmbedHealth:
+            return EmbedHealth(
+                reachable=reachable,
+                ok=reachable and error is None and dim == self.embed_dim,
+                model=self.embed_model,
+                expected_dim=self.embed_dim,
+                dim=dim,
+                error=error,
+            )
+
+        try:
+            async with asyncio.timeout(timeout):
+                resp = await self._embed_client.embed(
+                    model=self.embed_model, input=[_HEALTH_PROBE_TEXT]
+                )
+        except ollama.ResponseError as exc:
+            return health(True, error=f"HTTP {exc.status_code}: {exc.error}")
+        except (TimeoutError, httpx.TimeoutException):
+            return health(False, error=f"timed out after {timeout}s")
+        except (httpx.TransportError, ConnectionError) as exc:
+            return health(False, error=_describe(exc))
+        except Exception as exc:  # malformed body etc.: it answered, but not sensibly
+            return health(True, error=f"malformed response: {_describe(exc)}")
+
+        if not resp.embeddings:
+            return health(True, error="malformed response: no embeddings returned")
+        dim = len(resp.embeddings[0])
+        if dim != self.embed_dim:
+            return health(
+                True,
+                dim=dim,
+                error=f"dimension mismatch: model returned {dim}, expected {self.embed_dim}",
+            )
+        return health(True, dim=dim)

