@@ -11,13 +11,15 @@ from typing import Any
 
 import structlog
 from litestar import Litestar, Request, Response
+from litestar.connection import ASGIConnection
+from litestar.handlers.base import BaseRouteHandler
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.middleware import ASGIMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Receive, Scope, Send
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings, get_settings
 from app.db.engine import create_engine, resolve_database_url, session_factory, transaction
@@ -25,6 +27,7 @@ from app.db.extensions import ensure_trigram_indexes
 from app.domain.auth.controllers import AdminUserController, MeController
 from app.domain.auth.principal import Principal
 from app.domain.auth.services import bootstrap, resolve_principal
+from app.domain.sessions.controllers import SessionController
 from app.domain.system.controllers import HealthController
 from app.lib.deps import provide_db, provide_settings
 from app.lib.errors import AppError
@@ -111,8 +114,22 @@ class RequestContextMiddleware(ASGIMiddleware):
             structlog.contextvars.clear_contextvars()
 
 
-async def provide_principal(request: Request, db: AsyncSession, state: State) -> Principal:
-    return await resolve_principal(db, state.settings, request.headers.get("authorization"))
+async def authenticate(connection: ASGIConnection, _: BaseRouteHandler) -> None:
+    """App-wide guard: resolve the caller before any parameter is parsed, so a request
+    without a valid token is a 401 whatever else is wrong with it. Public routes opt out
+    with `opt={"public": True}` (and the OpenAPI pages under /schema)."""
+    handler = connection.route_handler
+    if handler.opt.get("public") or connection.scope["path"].startswith("/schema"):
+        return
+    state = connection.app.state
+    async with state.session_factory() as db:
+        connection.state.principal = await resolve_principal(
+            db, state.settings, connection.headers.get("authorization")
+        )
+
+
+def provide_principal(request: Request) -> Principal:
+    return request.state.principal
 
 
 def build_gateway(settings: Settings) -> LLMGateway:
@@ -163,10 +180,10 @@ def create_app(
                 await eng.dispose()
 
     return Litestar(
-        route_handlers=[HealthController, AdminUserController, MeController],
+        route_handlers=[HealthController, AdminUserController, MeController, SessionController],
         dependencies={
             "db": Provide(provide_db),
-            "principal": Provide(provide_principal),
+            "principal": Provide(provide_principal, sync_to_thread=False),
             "settings": Provide(provide_settings, sync_to_thread=False),
         },
         exception_handlers={
@@ -176,6 +193,7 @@ def create_app(
             HTTPException: handle_http,
             Exception: handle_internal,
         },
+        guards=[authenticate],
         middleware=[RequestContextMiddleware()],
         lifespan=[lifespan],
         state=State({"settings": settings}),

@@ -46,20 +46,24 @@ _NOT_ASCII_WORD_AFTER = r"(?![A-Za-z0-9_])"
 _FENCE = re.compile(r"(?m)^[ \t]*(?:```|~~~)[^`\n]*$")
 _INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 _URL = re.compile(
-    r"(?:(?<![A-Za-z0-9])(?:https?|ftp|wss?|ssh|file)://|(?<![\w.@/])www\.)"
+    r"(?:(?<![A-Za-z0-9])(?:https?|ftp|wss?|ssh|file)://|(?<![A-Za-z0-9_.@/])www\.)"
     rf"[^\s<>\"'`«»\[\]{{}}|\\^{_CJK}]+"
 )
-_EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+_EMAIL = re.compile(
+    r"(?<![A-Za-z0-9_.%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
+)
 _WIN_SEG = rf"[^\\/\s:*?\"<>|`'«»()\[\]{{}},;{_CJK}]"
 _WIN_PATH = re.compile(
     # directories may hold single spaces (`C:\Program Files\`), the last segment may not
     rf"(?<![A-Za-z0-9])[A-Za-z]:\\(?:{_WIN_SEG}+(?: {_WIN_SEG}+)*\\)*{_WIN_SEG}*"
-    rf"|(?<![\w\\])\\\\[A-Za-z0-9_.$-]+(?:\\{_WIN_SEG}+)+"
+    rf"|(?<![A-Za-z0-9_\\])\\\\[A-Za-z0-9_.$-]+(?:\\{_WIN_SEG}+)+"
 )
 # Path segments: ASCII, Latin-1/Latin Extended and Cyrillic letters; not CJK, so a path
 # written straight into Chinese text ends where the Chinese begins.
-_SEG = r"[A-Za-z0-9_.\-~+@%=\u00c0-\u024f\u0400-\u04ff]"
-_PATH_BEFORE = r"(?<![A-Za-z0-9_/\\.~:@-])"
+_SEG = r"[A-Za-z0-9_.\-~+@%\u00c0-\u024f\u0400-\u04ff]"
+# A path starts where a run of path characters starts, never inside one (which would
+# also make a long run cost quadratic time).
+_PATH_BEFORE = r"(?<![A-Za-z0-9_.\-~+@%\u00c0-\u024f\u0400-\u04ff/\\:])"
 _EXT = r"\.[A-Za-z][A-Za-z0-9]{0,7}" + _NOT_ASCII_WORD_AFTER
 _POSIX_PATH = re.compile(
     _PATH_BEFORE
@@ -77,25 +81,29 @@ _FILE_EXTS = (
 ).split()
 _FILE_NAME = re.compile(
     r"(?<![A-Za-z0-9_/\\.~@-])"
-    r"(?:[A-Za-z0-9_][A-Za-z0-9_.\-]*\.(?i:" + "|".join(sorted(_FILE_EXTS, key=len, reverse=True)) + ")"
+    r"(?:[A-Za-z0-9_][A-Za-z0-9_.\-]*\.(?i:"
+    + "|".join(sorted(_FILE_EXTS, key=len, reverse=True))
+    + ")"
     r"|\.(?:env|bashrc|zshrc|profile|gitignore|dockerignore|npmrc|pypirc|netrc)"
     r"|(?:Dockerfile|Makefile|Procfile|Justfile|Jenkinsfile|Vagrantfile|Containerfile))"
     + _NOT_ASCII_WORD_AFTER
 )
 _IPV4 = r"\d{1,3}(?:\.\d{1,3}){3}"
 _HOST_PORT = re.compile(
-    r"(?<![\w.:/-])"
+    r"(?<![A-Za-z0-9_.:/-])"
     rf"(?:(?P<host>localhost|{_IPV4}|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+|[a-z][a-z0-9_-]*)"
-    r":(?P<port>\d{2,5})(?![\d:.]\d|\w)"
-    rf"|(?P<ip>{_IPV4})(?![\d.]\d|\w))"
+    r":(?P<port>\d{2,5})(?![\d:.]\d|[A-Za-z0-9_])"
+    rf"|(?P<ip>{_IPV4})(?![\d.]\d|[A-Za-z0-9_]))"
 )
-_TICKET = re.compile(_NOT_ASCII_WORD_BEFORE + r"(?<!-)[A-Z][A-Z0-9]{1,9}-\d{1,6}" + _NOT_ASCII_WORD_AFTER)
+_TICKET = re.compile(
+    _NOT_ASCII_WORD_BEFORE + r"(?<!-)[A-Z][A-Z0-9]{1,9}-\d{1,6}" + _NOT_ASCII_WORD_AFTER
+)
 _NOT_TICKET = frozenset({"UTF", "SHA", "MD", "ISO", "CP", "GPT", "COVID", "TLS", "SSL", "HTTP"})
-_ISSUE = re.compile(r"(?<![\w&#])#\d{2,7}(?!\w)")
+_ISSUE = re.compile(r"(?<![A-Za-z0-9_&#])#\d{2,7}(?![A-Za-z0-9_])")
 _PORT_WORD = re.compile(
     r"(?i:(?<![A-Za-z0-9_\u0400-\u04ff])(?:ports?|порт[ау]?|端口)\s*(?:[:=]|is|номер|№)?\s*)"
     r"(?P<port>\d{2,5})(?![0-9A-Za-z_])"
-    r"|(?<![^\s(]):(?P<bare>\d{2,5})(?![\w.:])"
+    r"|(?<![^\s(]):(?P<bare>\d{2,5})(?![A-Za-z0-9_.:])"
 )
 _NUM = r"(?:\d{1,3}(?:[,.]\d{3})+(?:[.,]\d+)?|\d+(?:[.,]\d+)?)"
 _NUM_BEFORE = r"(?<![A-Za-z0-9_.,])"
@@ -116,7 +124,8 @@ _AMOUNT = re.compile(
     rf"|{_NUM_BEFORE}{_NUM}(?:ms|s|m|h|d|w|x|k|K){_NOT_ASCII_WORD_AFTER}"
 )
 _VERSION = re.compile(
-    r"(?<![\w.])(?:v\d+(?:\.\d+)+|\d+\.\d+\.\d+)(?:[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?(?![\w.]\w)"
+    r"(?<![A-Za-z0-9_.])(?:v\d+(?:\.\d+)+|\d+\.\d+\.\d+)(?:[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?"
+    r"(?![A-Za-z0-9_]|\.[A-Za-z0-9_])"
 )
 _SNAKE = re.compile(
     _NOT_ASCII_WORD_BEFORE + r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+" + _NOT_ASCII_WORD_AFTER
@@ -124,12 +133,13 @@ _SNAKE = re.compile(
 _WORD = re.compile(_NOT_ASCII_WORD_BEFORE + r"[A-Za-z][A-Za-z0-9]+" + _NOT_ASCII_WORD_AFTER)
 _CAMEL_HUMP = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
 _QUOTED = re.compile(
-    r"(?<![A-Za-z0-9_])\"(?P<a>\S[^\"\n]*?\S)\"(?![A-Za-z0-9_])"
-    r"|[“„](?P<b>[^”“„\n]+?)[”“]"
-    r"|«(?P<c>[^»\n]+?)»"
-    r"|‘(?P<d>[^’\n]+?)’"
-    r"|「(?P<e>[^」\n]+?)」"
-    r"|(?<!\w)'(?P<f>\S[^'\n]*?\S)'(?!\w)"
+    # bounded bodies: an unclosed quote costs a bounded look-ahead, not the rest of the line
+    r"(?<![A-Za-z0-9_])\"(?P<a>\S[^\"\n]{0,200}?\S)\"(?![A-Za-z0-9_])"
+    r"|[“„](?P<b>[^”“„\n]{1,200}?)[”“]"
+    r"|«(?P<c>[^«»\n]{1,200}?)»"
+    r"|‘(?P<d>[^‘’\n]{1,200}?)’"
+    r"|「(?P<e>[^「」\n]{1,200}?)」"
+    r"|(?<!\w)'(?P<f>\S[^'\n]{0,200}?\S)'(?!\w)"
 )
 
 
@@ -249,6 +259,8 @@ def _fixed(rank: int) -> _Handler:
 
 def _code(match: re.Match[str]) -> _Take:
     inner = match.group(2).strip()
+    if len(inner) > _MAX_CRUMB_CHARS:  # a long snippet is text to scan, not one entity
+        return None
     whole = (_URL, _WIN_PATH, _POSIX_PATH)
     rank = _R_LOCATOR if any(p.fullmatch(inner) for p in whole) else _R_REFERENCE
     return [(inner, rank, len(match.group(1)))]
@@ -260,7 +272,10 @@ def _host_port(match: re.Match[str]) -> _Take:
     host, port = match.group("host"), match.group("port")
     if not _valid_port(port) or (re.fullmatch(_IPV4, host) and not _valid_ip(host)):
         return None
-    return [(match.group(0), _R_LOCATOR, 0), (port, _R_IDENTIFIER, match.start("port") - match.start())]
+    return [
+        (match.group(0), _R_LOCATOR, 0),
+        (port, _R_IDENTIFIER, match.start("port") - match.start()),
+    ]
 
 
 def _ticket(match: re.Match[str]) -> _Take:

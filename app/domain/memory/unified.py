@@ -35,6 +35,7 @@ __all__ = [
     "best_window",
     "clamp_k",
     "format_hits",
+    "head_excerpt",
     "mark_freshness",
     "merge_tiered",
     "normalize_scope",
@@ -313,7 +314,9 @@ def _relevance(hit: MemoryHit) -> tuple[bool, float, int]:
 
 
 def _instant(value: datetime | None) -> datetime:
-    assert value is not None
+    """Comparable instant: naive is read as UTC; None (never passed here) sorts first."""
+    if value is None:
+        return datetime.min.replace(tzinfo=UTC)
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value
 
 

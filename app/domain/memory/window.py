@@ -90,11 +90,13 @@ def _best_span(hits: list[tuple[int, int, str]], budget: int) -> tuple[int, int]
 def _snap_start(text: str, lo: int, keep_from: int, budget: int) -> int:
     if lo <= 0:
         return 0
-    if text[lo - 1].isspace():
+    if text[lo - 1] == "\n":
         return lo
     line = text.find("\n", lo, min(keep_from, lo + budget // 4))
     if line >= 0:
         return line + 1
+    if text[lo - 1].isspace():
+        return lo
     limit = min(keep_from, lo + _SNAP_WORD)
     for i in range(lo, limit):
         if text[i].isspace():

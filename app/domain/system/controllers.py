@@ -47,6 +47,7 @@ async def _db_state(state: State) -> tuple[str | None, ExtensionsOut]:
 class HealthController(Controller):
     path = "/health"
     tags = ["system"]
+    opt = {"public": True}
 
     @get("/", cache=False)
     async def health(self, state: State) -> Response[HealthOut]:
@@ -64,7 +65,9 @@ class HealthController(Controller):
             )
         ollama_ok = await ping
         emb = await embed
-        embedding = "ok" if emb.ok else (emb.error if emb.reachable and emb.error else "unreachable")
+        embedding = (
+            "ok" if emb.ok else (emb.error if emb.reachable and emb.error else "unreachable")
+        )
         at_head = db_ok and revision == head
         status = "ok" if db_ok and at_head and ext.vector else "down"
         if status == "ok" and (not ollama_ok or not emb.ok):

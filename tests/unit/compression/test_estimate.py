@@ -39,7 +39,9 @@ def test_message_chars_counts_role_content_calls_and_names() -> None:
 
 
 def test_message_chars_ignores_images() -> None:
-    assert message_chars(Msg("user", "x", images=[png(100, 100)])) == message_chars(Msg("user", "x"))
+    assert message_chars(Msg("user", "x", images=[png(100, 100)])) == message_chars(
+        Msg("user", "x")
+    )
 
 
 def test_view_budget_defaults_to_a_sixth_of_the_window() -> None:

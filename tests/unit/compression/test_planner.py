@@ -160,9 +160,7 @@ def test_intra_turn_single_long_turn() -> None:
     assert plan.to_keep[0] is request
     assert ids(plan.to_keep[1:]) == ids(groups[-2] + groups[-1])
     assert ids(plan.to_summarize) == ids([m for g in groups[:-2] for m in g])
-    assert would_compress(
-        ctx, keep_recent=4, keep_recent_messages=4, window=100_000, estimate=est
-    )
+    assert would_compress(ctx, keep_recent=4, keep_recent_messages=4, window=100_000, estimate=est)
 
 
 def test_intra_turn_rounds_up_to_whole_tool_groups() -> None:
@@ -178,9 +176,7 @@ def test_intra_turn_retries_with_two_messages() -> None:
     request = user("go")
     body = [asst("a1"), asst("a2"), asst("a3"), asst("a4")]
     ctx = [request, *body]
-    plan = plan_compression(
-        ctx, keep_recent=4, keep_recent_messages=12, window=10**6, estimate=est
-    )
+    plan = plan_compression(ctx, keep_recent=4, keep_recent_messages=12, window=10**6, estimate=est)
     assert ids(plan.to_keep) == ids([request, body[2], body[3]])
     assert ids(plan.to_summarize) == ids(body[:2])
 

@@ -122,9 +122,7 @@ def test_tool_groups_are_never_split(context: list[Msg], kw: dict[str, Any]) -> 
 
 @SETTINGS
 @given(context=conversations, kw=params)
-def test_kept_region_fits_when_a_turn_partition_can(
-    context: list[Msg], kw: dict[str, Any]
-) -> None:
+def test_kept_region_fits_when_a_turn_partition_can(context: list[Msg], kw: dict[str, Any]) -> None:
     plan = plan_compression(context, estimate=est, **kw)
     budget = kw["window"] * kw["target"]
     systems = [m for m in context if m.role == "system"]
@@ -152,10 +150,13 @@ def test_summarized_history_precedes_kept_unless_swapped(
     context: list[Msg], kw: dict[str, Any]
 ) -> None:
     plan = plan_compression(context, estimate=est, **kw)
-    if plan.swapped or not plan.to_summarize or not plan.to_keep:
+    kept = plan.to_keep
+    if plan.mode == "intra_turn" and kept and kept[0].role == "user":
+        kept = kept[1:]  # the turn's request stays ahead of its summarized tool work
+    if plan.swapped or not plan.to_summarize or not kept:
         return
     order = {id(m): i for i, m in enumerate(context)}
-    assert max(order[id(m)] for m in plan.to_summarize) < min(order[id(m)] for m in plan.to_keep)
+    assert max(order[id(m)] for m in plan.to_summarize) < min(order[id(m)] for m in kept)
 
 
 @SETTINGS
@@ -194,3 +195,35 @@ def test_hard_truncate_invariants(context: list[Msg], window: int, frac: float) 
         assert all(any(k is m for k in kept) for m in last_turn)
     if last_turn and last_turn[0].role == "user":
         assert any(m is last_turn[0] for m in kept)
+
+
+@SETTINGS
+@given(
+    prefix=conversations,
+    recent=st.lists(st.sampled_from(["plain", "code", "tools"]), min_size=1, max_size=5),
+    window=st.integers(200, 20_000),
+)
+def test_swap_keeps_invariants(prefix: list[Msg], recent: list[str], window: int) -> None:
+    """Important turn right before a filler turn at the edge of the kept region."""
+    important = [Msg("user", "Remember: deploy on Fridays"), Msg("assistant", "Noted")]
+    filler = [Msg("user", "thanks"), Msg("assistant", "k")]
+    tail: list[Msg] = []
+    for kind in recent:
+        tail.append(Msg("user", "next?"))
+        if kind == "tools":
+            tail += _build([("tools", 1, 20)])
+        tail.append(Msg("assistant", "```x```" if kind == "code" else "done"))
+    context = [*prefix, *important, *filler, *tail]
+    keep = len(recent) + 1
+    plan = plan_compression(context, keep_recent=keep, window=window, estimate=est)
+    budget = window * 0.65
+    fits_unswapped = est([m for m in context if m.role == "system"] + filler + tail) <= budget
+    if plan.swapped:
+        kept_ids = {id(m) for m in plan.to_keep}
+        assert all(id(m) in kept_ids for m in important)
+        assert not any(id(m) in kept_ids for m in filler)
+        assert est(plan.kept) <= budget
+        assert plan.to_keep[-1] is context[-1]
+    elif fits_unswapped:
+        swapped_size = est([m for m in context if m.role == "system"] + important + tail)
+        assert swapped_size > budget

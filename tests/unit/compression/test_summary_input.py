@@ -114,7 +114,9 @@ def test_images_first_fit_admits_a_later_small_image() -> None:
 def test_image_budget_fraction_and_fallback() -> None:
     junk = b"not-an-image"
     out = format_for_summary(
-        [Msg("user", "x", images=[junk, junk])], window=1000, image_budget_frac=1.0,
+        [Msg("user", "x", images=[junk, junk])],
+        window=1000,
+        image_budget_frac=1.0,
         image_fallback=500,
     )
     assert len(out.images) == 2 and out.image_tokens == 1000
@@ -190,7 +192,9 @@ def test_keys_line_variants(line: str) -> None:
     assert [k.lower() for k in keys] == ["alpha", "beta", "gamma"]
 
 
-@pytest.mark.parametrize("line", ["KEYS: NONE", "keys: none", "**KEYS:** None.", "KEYS:", "KEYS: -"])
+@pytest.mark.parametrize(
+    "line", ["KEYS: NONE", "keys: none", "**KEYS:** None.", "KEYS:", "KEYS: -"]
+)
 def test_keys_none(line: str) -> None:
     assert split_keys_line(f"summary\n{line}") == ("summary", [])
 

@@ -10,9 +10,6 @@ def test_keeps_system_and_newest_turns_within_half_the_window() -> None:
     turns = [turn("q" * 100, "a" * 100) for _ in range(5)]  # 220 each
     ctx = [s1, *turns[0], *turns[1], s2, *[m for t in turns[2:] for m in t]]
     kept, dropped = hard_truncate(ctx, window=1000, estimate=est)  # budget 500
-    assert ids(kept) == ids([s2, *turns[3], *turns[4]]) or ids(kept) == ids(
-        [s1, s2, *turns[3], *turns[4]]
-    )
     assert ids(kept) == ids([s1, s2, *turns[3], *turns[4]])
     assert ids(dropped) == ids([m for t in turns[:3] for m in t])
     assert est(kept) <= 500

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -16,14 +18,27 @@ EXACT = [
     ("posix-abs-trailing-dot", "Edit /etc/nginx/nginx.conf.", ["/etc/nginx/nginx.conf"]),
     ("dot-relative", "open ./src/app.py, then ../lib/util.js;", ["./src/app.py", "../lib/util.js"]),
     ("home", "see ~/x and ~/.bashrc!", ["~/x", "~/.bashrc"]),
+    (
+        "after-equals",
+        "--config=/etc/app/x.conf --out=dist/app.js",
+        ["/etc/app/x.conf", "dist/app.js"],
+    ),
     ("relative-with-ext", "it lives in src/app/main.py?", ["src/app/main.py"]),
     ("windows", r"Файл C:\Users\me\file.txt лежит тут.", [r"C:\Users\me\file.txt"]),
-    ("windows-spaces", r"run C:\Program Files\Navi\navi.exe — ok", [r"C:\Program Files\Navi\navi.exe"]),
+    (
+        "windows-spaces",
+        r"run C:\Program Files\Navi\navi.exe — ok",
+        [r"C:\Program Files\Navi\navi.exe"],
+    ),
     ("windows-unc", r"share \\nas\backups\db.dump, ok", [r"\\nas\backups\db.dump"]),
     ("windows-dir-trailing", r"cd D:\work\proj\ then", ["D:\\work\\proj\\"]),
     ("url-query", "see https://x.io/a?b=1&c=two#frag.", ["https://x.io/a?b=1&c=two#frag"]),
     ("url-in-parens", "(see https://x.io/docs/page)", ["https://x.io/docs/page"]),
-    ("url-balanced-parens", "https://en.wikipedia.org/wiki/Foo_(bar)).", ["https://en.wikipedia.org/wiki/Foo_(bar)"]),
+    (
+        "url-balanced-parens",
+        "https://en.wikipedia.org/wiki/Foo_(bar)).",
+        ["https://en.wikipedia.org/wiki/Foo_(bar)"],
+    ),
     ("md-link", "Read [the docs](https://example.com/a?x=1).", ["https://example.com/a?x=1"]),
     ("md-bold-url", "**https://example.com/b**", ["https://example.com/b"]),
     ("url-cjk-after", "文档https://example.com/zh。谢谢", ["https://example.com/zh"]),
@@ -34,7 +49,11 @@ EXACT = [
     ("snake", "set server_port; MAX_RETRIES=3", ["server_port", "MAX_RETRIES"]),
     ("snake-cjk", "请查看server_port配置", ["server_port"]),
     ("snake-cyrillic", "Параметр memory_recall_k равен двум.", ["memory_recall_k"]),
-    ("camel", "ContextBuilder calls getUserName and HTTPServer.", ["ContextBuilder", "getUserName", "HTTPServer"]),
+    (
+        "camel",
+        "ContextBuilder calls getUserName and HTTPServer.",
+        ["ContextBuilder", "getUserName", "HTTPServer"],
+    ),
     ("bold-camel", "**ContextBuilder**.", ["ContextBuilder"]),
     ("strikethrough", "~~old_value~~ replaced", ["old_value"]),
     ("constant", "NGINX and HTTP2 but not OK or THE", ["NGINX", "HTTP2"]),
@@ -53,9 +72,19 @@ EXACT = [
     ("host-port", "curl localhost:8099/health", ["localhost:8099", "8099"]),
     ("ip", "ssh 10.0.0.7 or 999.1.1.1", ["10.0.0.7"]),
     ("not-a-time", "meet at 12:30", []),
+    (
+        "cjk-glued",
+        "见#1234号，版本v2.25.0版，访问localhost:8099即可，NAVI-7号",
+        ["#1234", "v2.25.0", "localhost:8099", "8099", "NAVI-7"],
+    ),
+    ("version-not-ip", "1.2.3.4 and 1.2.3a", ["1.2.3.4"]),
     ("version", "upgrade to v2.25.0 from 1.2.3", ["v2.25.0", "1.2.3"]),
     ("email", "mail a.b@example.org.", ["a.b@example.org"]),
-    ("file-name", "edit settings.py and __init__.py, Dockerfile", ["settings.py", "__init__.py", "Dockerfile"]),
+    (
+        "file-name",
+        "edit settings.py and __init__.py, Dockerfile",
+        ["settings.py", "__init__.py", "Dockerfile"],
+    ),
     ("quoted", 'He said "use the blue button" twice', ["use the blue button"]),
     ("quoted-guillemets", "Ответ: «Привет, мир!»", ["Привет, мир"]),
     ("quoted-single", "don't say 'keep it short' it's rude", ["keep it short"]),
@@ -80,6 +109,12 @@ CONTAINS = [
         "```python\nimport os\nCONFIG_PATH = '/etc/app/config.yaml'\n```",
         ["CONFIG_PATH", "/etc/app/config.yaml"],
         ["python", "```"],
+    ),
+    (
+        "long-inline-code-scanned",
+        "`" + "cp /srv/data/input.csv " * 12 + "`",
+        ["/srv/data/input.csv"],
+        [],
     ),
     (
         "url-not-split",
@@ -153,6 +188,27 @@ def test_bare_string_is_one_text() -> None:
 def test_empty_inputs() -> None:
     assert extract_breadcrumbs([]) == []
     assert extract_breadcrumbs(["", "   "]) == []
+
+
+PATHOLOGICAL = [
+    "+a/" * 4000,
+    "a%" * 6000,
+    "a.b+c" * 2500,
+    "«a " * 4000,
+    "‘a " * 4000,
+    "「a " * 4000,
+    '"a b' + "c " * 6000,
+    "C:\\" + "a b" * 4000,
+    "1.1 " * 3000,
+]
+
+
+@pytest.mark.parametrize("text", PATHOLOGICAL, ids=range(len(PATHOLOGICAL)))
+def test_no_quadratic_blowup(text: str) -> None:
+    # linear scans take ~20 ms here; the quadratic versions of these patterns took 1-3 s
+    started = time.perf_counter()
+    extract_breadcrumbs([text])
+    assert time.perf_counter() - started < 0.5
 
 
 def test_deterministic() -> None:

@@ -143,7 +143,9 @@ def test_split_text_fallbacks() -> None:
 
 
 def test_timestamps_none_tolerated() -> None:
-    [chunk] = build_chunks([msg(1, created_at=None), msg(2, created_at=T0), msg(3, created_at=None)])
+    [chunk] = build_chunks(
+        [msg(1, created_at=None), msg(2, created_at=T0), msg(3, created_at=None)]
+    )
     assert chunk.started_at == T0 and chunk.ended_at == T0
     [empty] = build_chunks([msg(1, created_at=None)])
     assert empty.started_at is None and empty.ended_at is None

@@ -1,0 +1,218 @@
+from __future__ import annotations
+
+import shutil
+import uuid
+from typing import Annotated
+
+import msgspec
+from litestar import Controller, delete, get, patch, post
+from litestar.params import Parameter
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.db.models import Session
+from app.domain.auth.principal import Principal
+from app.domain.sessions.access import Viewer
+from app.domain.sessions.repositories import SessionRepository
+from app.domain.sessions.schemas import (
+    AppendRequest,
+    AppendResult,
+    ContextOut,
+    HistoryPage,
+    MatchesOut,
+    PlanningLogIn,
+    PlanningOut,
+    SessionCreate,
+    SessionMatches,
+    SessionOut,
+    SessionPatch,
+    SessionSummary,
+    SortBy,
+    SortOrder,
+)
+from app.domain.sessions.services import SessionService
+from app.lib.errors import Unprocessable
+from app.lib.pagination import MAX_LIMIT, Page, page
+
+Limit = Annotated[int, Parameter(ge=1, le=MAX_LIMIT)]
+Offset = Annotated[int, Parameter(ge=0)]
+MAX_MATCH_SESSIONS = 100
+MAX_POSITIONS = 1000
+
+
+def session_out(s: Session) -> SessionOut:
+    return SessionOut(
+        id=s.id,
+        profile_id=s.profile_id,
+        user_id=s.user_id,
+        name=s.name,
+        pinned=s.pinned,
+        created_at=s.created_at,
+        last_active=s.last_active,
+        context_token_count=s.context_token_count,
+        display_message_count=s.next_display_index,
+        session_metadata=s.session_metadata or {},
+    )
+
+
+def _search_term(value: str | None, field: str) -> str | None:
+    if value is None:
+        return None
+    if len(value) > 200:
+        raise Unprocessable(f"{field}: at most 200 characters")
+    return value if value.strip() else None
+
+
+class SessionController(Controller):
+    path = "/sessions"
+    tags = ["sessions"]
+
+    @post("/")
+    async def create_session(
+        self, data: SessionCreate, principal: Principal, db: AsyncSession, settings: Settings
+    ) -> SessionOut:
+        row = await SessionService(db, settings).create(data.profile_id, principal.id, data.name)
+        return session_out(row)
+
+    @get("/")
+    async def list_sessions(
+        self,
+        principal: Principal,
+        db: AsyncSession,
+        limit: Limit = 50,
+        offset: Offset = 0,
+        profile_id: str | None = None,
+        search: str | None = None,
+        sort_by: SortBy = "last_active",
+        sort_order: SortOrder = "desc",
+    ) -> Page[SessionSummary]:
+        viewer = Viewer.of(principal)
+        term = _search_term(search, "search")
+        repo = SessionRepository(db)
+        rows = await repo.list_summaries(
+            viewer,
+            limit=limit,
+            offset=offset,
+            profile_id=profile_id,
+            search=term,
+            sort_by=sort_by,
+            sort_order=sort_order,
+        )
+        total = await repo.count_summaries(viewer, profile_id=profile_id, search=term)
+        return page([SessionSummary(**r._mapping) for r in rows], total, limit, offset)
+
+    @get("/matches")
+    async def search_matches(
+        self,
+        principal: Principal,
+        db: AsyncSession,
+        q: str,
+        session_id: Annotated[list[uuid.UUID], Parameter(query="session_id")],
+    ) -> MatchesOut:
+        term = _search_term(q, "q")
+        if term is None:
+            raise Unprocessable("q: must not be empty")
+        if len(session_id) > MAX_MATCH_SESSIONS:
+            raise Unprocessable(f"session_id: at most {MAX_MATCH_SESSIONS} sessions per request")
+        rows = await SessionRepository(db).search_matches(
+            session_id, Viewer.of(principal), term, MAX_POSITIONS
+        )
+        found = {r.session_id: r for r in rows}
+        return MatchesOut(
+            query=term,
+            sessions=[
+                SessionMatches(
+                    session_id=sid,
+                    positions=list(found[sid].positions),
+                    match_count=int(found[sid].match_count),
+                    snippet=found[sid].snippet,
+                )
+                for sid in dict.fromkeys(session_id)
+                if sid in found
+            ],
+        )
+
+    @get("/{session_id:uuid}")
+    async def get_session(
+        self, session_id: uuid.UUID, principal: Principal, db: AsyncSession, settings: Settings
+    ) -> SessionOut:
+        return session_out(await SessionService(db, settings).get(session_id, Viewer.of(principal)))
+
+    @patch("/{session_id:uuid}")
+    async def patch_session(
+        self,
+        session_id: uuid.UUID,
+        data: SessionPatch,
+        principal: Principal,
+        db: AsyncSession,
+        settings: Settings,
+    ) -> SessionOut:
+        values = {
+            k: getattr(data, k) for k in ("name", "pinned") if getattr(data, k) is not msgspec.UNSET
+        }
+        row = await SessionService(db, settings).patch(session_id, Viewer.of(principal), values)
+        return session_out(row)
+
+    @delete("/{session_id:uuid}", status_code=204)
+    async def delete_session(
+        self, session_id: uuid.UUID, principal: Principal, db: AsyncSession, settings: Settings
+    ) -> None:
+        await SessionService(db, settings).delete(session_id, Viewer.of(principal))
+        shutil.rmtree(settings.data_path / "session_files" / str(session_id), ignore_errors=True)
+
+    @post("/{session_id:uuid}/messages")
+    async def append_messages(
+        self,
+        session_id: uuid.UUID,
+        data: AppendRequest,
+        principal: Principal,
+        db: AsyncSession,
+        settings: Settings,
+    ) -> AppendResult:
+        refs = await SessionService(db, settings).append(
+            session_id, Viewer.of(principal), data.messages
+        )
+        return AppendResult(session_id=session_id, messages=refs)
+
+    @get("/{session_id:uuid}/messages")
+    async def history(
+        self,
+        session_id: uuid.UUID,
+        principal: Principal,
+        db: AsyncSession,
+        settings: Settings,
+        before_seq: Annotated[int | None, Parameter(ge=0)] = None,
+        limit: Limit = 50,
+    ) -> HistoryPage:
+        return await SessionService(db, settings).history(
+            session_id, Viewer.of(principal), before_seq, limit
+        )
+
+    @get("/{session_id:uuid}/context")
+    async def context(
+        self, session_id: uuid.UUID, principal: Principal, db: AsyncSession, settings: Settings
+    ) -> ContextOut:
+        session, msgs = await SessionService(db, settings).context(session_id, Viewer.of(principal))
+        return ContextOut(
+            session_id=session_id, messages=msgs, context_token_count=session.context_token_count
+        )
+
+    @get("/{session_id:uuid}/planning")
+    async def planning(
+        self, session_id: uuid.UUID, principal: Principal, db: AsyncSession, settings: Settings
+    ) -> PlanningOut:
+        s = await SessionService(db, settings).get(session_id, Viewer.of(principal))
+        return PlanningOut(session_id=session_id, planning_logs=list(s.planning_logs or []))
+
+    @post("/{session_id:uuid}/planning", status_code=204)
+    async def add_planning(
+        self,
+        session_id: uuid.UUID,
+        data: PlanningLogIn,
+        principal: Principal,
+        db: AsyncSession,
+        settings: Settings,
+    ) -> None:
+        await SessionService(db, settings).add_planning_log(
+            session_id, Viewer.of(principal), data.entry
+        )

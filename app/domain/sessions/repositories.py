@@ -1,0 +1,370 @@
+"""All SQL of sessions and messages.
+
+Sequence numbers and display positions are assigned under the session row's lock (one
+UPDATE … RETURNING), so concurrent appends never collide and never leave gaps. The display
+position of a message is stored when it is appended, so "which positions match" is a
+lookup, not a numbering of the whole history at read time.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Row, bindparam, delete, func, insert, select, text, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import MemoryChunk, Message, MessageArchive, Session
+from app.domain.sessions.access import Viewer
+
+MESSAGE_COLUMNS = [c.name for c in Message.__table__.columns if c.name != "id"]
+_COLS_SQL = ", ".join(f'"{c}"' for c in MESSAGE_COLUMNS)
+
+SORT_COLUMNS = {
+    "last_active": Session.last_active,
+    "created_at": Session.created_at,
+    "name": Session.name,
+}
+
+
+def like_pattern(term: str) -> str:
+    """`%term%` with the LIKE wildcards of the term itself taken literally."""
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _visible(viewer: Viewer):  # type: ignore[no-untyped-def]
+    return True if viewer.all_users else Session.user_id == viewer.user_id
+
+
+class SessionRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    # ---------------------------------------------------------------- sessions
+    async def create(self, profile_id: str, user_id: str | None, name: str | None) -> Session:
+        row = Session(profile_id=profile_id, user_id=user_id, name=name)
+        self.session.add(row)
+        await self.session.flush()
+        await self.session.refresh(row)
+        return row
+
+    async def get(self, session_id: uuid.UUID, viewer: Viewer) -> Session | None:
+        return (
+            await self.session.execute(
+                select(Session).where(Session.id == session_id, _visible(viewer))
+            )
+        ).scalar_one_or_none()
+
+    async def lock(self, session_id: uuid.UUID, viewer: Viewer) -> Session | None:
+        """The session row, locked for the rest of the transaction."""
+        return (
+            await self.session.execute(
+                select(Session)
+                .where(Session.id == session_id, _visible(viewer))
+                .with_for_update()
+                .execution_options(populate_existing=True)
+            )
+        ).scalar_one_or_none()
+
+    async def update_fields(self, session_id: uuid.UUID, viewer: Viewer, **values: Any) -> bool:
+        result = await self.session.execute(
+            update(Session).where(Session.id == session_id, _visible(viewer)).values(**values)
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def delete(self, session_id: uuid.UUID, viewer: Viewer) -> bool:
+        """Delete the session; messages, archive, shares, state and sketches cascade.
+
+        Raw chunks have no FK (by design) and are deleted here explicitly.
+        """
+        result = await self.session.execute(
+            delete(Session).where(Session.id == session_id, _visible(viewer))
+        )
+        if not result.rowcount:  # type: ignore[attr-defined]
+            return False
+        await self.session.execute(delete(MemoryChunk).where(MemoryChunk.session_id == session_id))
+        return True
+
+    async def count_summaries(
+        self, viewer: Viewer, *, profile_id: str | None = None, search: str | None = None
+    ) -> int:
+        stmt = select(func.count()).select_from(Session).where(_visible(viewer))
+        stmt = self._filters(stmt, profile_id, search)
+        return (await self.session.execute(stmt)).scalar_one()
+
+    @staticmethod
+    def _filters(stmt, profile_id: str | None, search: str | None):  # type: ignore[no-untyped-def]
+        if profile_id is not None:
+            stmt = stmt.where(Session.profile_id == profile_id)
+        if search:
+            pattern = like_pattern(search)
+            hot = (
+                select(1)
+                .where(
+                    Message.session_id == Session.id,
+                    Message.display_index.is_not(None),
+                    Message.content.ilike(pattern, escape="\\"),
+                )
+                .exists()
+            )
+            cold = (
+                select(1)
+                .where(
+                    MessageArchive.session_id == Session.id,
+                    MessageArchive.display_index.is_not(None),
+                    MessageArchive.content.ilike(pattern, escape="\\"),
+                )
+                .exists()
+            )
+            stmt = stmt.where(hot | cold)
+        return stmt
+
+    async def list_summaries(
+        self,
+        viewer: Viewer,
+        *,
+        limit: int,
+        offset: int,
+        profile_id: str | None = None,
+        search: str | None = None,
+        sort_by: str = "last_active",
+        sort_order: str = "desc",
+    ) -> Sequence[Row[Any]]:
+        """Sidebar rows: pinned first, then the chosen order. Histories are never loaded:
+        the display count is a column kept on append, the preview one index lookup."""
+        preview = (
+            select(func.left(Message.content, 160))
+            .where(Message.session_id == Session.id, Message.display_index.is_not(None))
+            .order_by(Message.display_index.desc())
+            .limit(1)
+            .scalar_subquery()
+        )
+        col = SORT_COLUMNS[sort_by]
+        order = col.asc().nulls_last() if sort_order == "asc" else col.desc().nulls_last()
+        stmt = select(
+            Session.id,
+            Session.profile_id,
+            Session.user_id,
+            Session.name,
+            Session.pinned,
+            Session.created_at,
+            Session.last_active,
+            Session.next_display_index.label("display_message_count"),
+            preview.label("preview"),
+        ).where(_visible(viewer))
+        stmt = self._filters(stmt, profile_id, search)
+        stmt = stmt.order_by(Session.pinned.desc(), order, Session.id).limit(limit).offset(offset)
+        return (await self.session.execute(stmt)).all()
+
+    async def append_planning_log(
+        self, session_id: uuid.UUID, viewer: Viewer, entry: dict[str, Any], keep: int
+    ) -> bool:
+        # Append, keeping the newest `keep` entries.
+        stmt = text(
+            """
+            UPDATE sessions SET planning_logs = (
+                SELECT coalesce(jsonb_agg(e ORDER BY i), '[]'::jsonb) FROM (
+                    SELECT e, i FROM jsonb_array_elements(planning_logs || jsonb_build_array(
+                        CAST(:entry AS jsonb))) WITH ORDINALITY AS t(e, i)
+                    ORDER BY i DESC LIMIT :keep
+                ) kept
+            )
+            WHERE id = :id AND (:all_users OR user_id = :uid)
+            """
+        )
+        import json
+
+        result = await self.session.execute(
+            stmt,
+            {
+                "entry": json.dumps(entry),
+                "keep": keep,
+                "id": session_id,
+                "all_users": viewer.all_users,
+                "uid": viewer.user_id,
+            },
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    # ---------------------------------------------------------------- messages
+    async def reserve(
+        self, session_id: uuid.UUID, viewer: Viewer, n_total: int, n_display: int
+    ) -> tuple[int, int] | None:
+        """Reserve `n_total` sequence numbers and `n_display` display positions.
+
+        One UPDATE takes the session row lock until commit, so concurrent appends to one
+        session serialise here and get disjoint, gap-free ranges. Returns the first
+        sequence number and display position, or None when the session is not visible.
+        """
+        stmt = (
+            update(Session)
+            .where(Session.id == session_id, _visible(viewer))
+            .values(
+                next_seq=Session.next_seq + n_total,
+                next_display_index=Session.next_display_index + n_display,
+                last_active=func.now(),
+            )
+            .returning(Session.next_seq - n_total, Session.next_display_index - n_display)
+        )
+        row = (await self.session.execute(stmt)).first()
+        return (int(row[0]), int(row[1])) if row else None
+
+    async def insert_messages(self, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            await self.session.execute(insert(Message), rows)
+
+    async def history_page(
+        self, session_id: uuid.UUID, before_seq: int | None, limit: int
+    ) -> list[tuple[Message | MessageArchive, bool]]:
+        """Display messages with sequence_number < before_seq, newest first, hot and
+        archived alike. Returns (row, archived) pairs."""
+        bound = before_seq if before_seq is not None else 2**62
+        out: list[tuple[Message | MessageArchive, bool]] = []
+        models: tuple[tuple[type[Message] | type[MessageArchive], bool], ...] = (
+            (Message, False),
+            (MessageArchive, True),
+        )
+        for model, archived in models:
+            rows = await self.session.execute(
+                select(model)
+                .where(
+                    model.session_id == session_id,
+                    model.display_index.is_not(None),
+                    model.sequence_number < bound,
+                )
+                .order_by(model.sequence_number.desc())
+                .limit(limit)
+            )
+            out.extend((r, archived) for r in rows.scalars())  # type: ignore[misc]
+            if not archived and len(out) >= limit:
+                break  # the archive holds only older rows: nothing there can be newer
+        out.sort(key=lambda p: p[0].sequence_number, reverse=True)
+        return out[:limit]
+
+    async def context_messages(self, session_id: uuid.UUID) -> list[Message]:
+        """Rows flagged is_context, in order (the LLM context is rebuilt from these)."""
+        rows = await self.session.execute(
+            select(Message)
+            .where(Message.session_id == session_id, Message.is_context.is_(True))
+            .order_by(Message.sequence_number)
+        )
+        return list(rows.scalars())
+
+    async def all_messages(self, session_id: uuid.UUID) -> list[Message]:
+        rows = await self.session.execute(
+            select(Message)
+            .where(Message.session_id == session_id)
+            .order_by(Message.sequence_number)
+        )
+        return list(rows.scalars())
+
+    async def set_context_flag(
+        self, session_id: uuid.UUID, sequence_numbers: Sequence[int], flag: bool
+    ) -> int:
+        """The narrow update by sequence number. It deliberately does not filter on
+        is_display: context-only rows (old summaries) must be demoted too."""
+        if not sequence_numbers:
+            return 0
+        result = await self.session.execute(
+            update(Message)
+            .where(
+                Message.session_id == session_id,
+                Message.sequence_number.in_(list(sequence_numbers)),
+            )
+            .values(is_context=flag)
+        )
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
+    async def archive_old_messages(self, session_id: uuid.UUID, threshold: int) -> int:
+        """Move rows with sequence_number < threshold to the archive, in one statement.
+
+        Rows still in the LLM context stay hot whatever their age: the context is read from
+        the hot table only.
+        """
+        result = await self.session.execute(
+            text(
+                f"""
+                WITH moved AS (
+                    DELETE FROM session_messages
+                    WHERE session_id = :sid AND sequence_number < :threshold AND NOT is_context
+                    RETURNING {_COLS_SQL}
+                )
+                INSERT INTO session_messages_archive ({_COLS_SQL})
+                SELECT {_COLS_SQL} FROM moved
+                """
+            ),
+            {"sid": session_id, "threshold": threshold},
+        )
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
+    async def get_archived_messages(
+        self, session_id: uuid.UUID, *, before_seq: int | None, limit: int
+    ) -> list[MessageArchive]:
+        stmt = select(MessageArchive).where(MessageArchive.session_id == session_id)
+        if before_seq is not None:
+            stmt = stmt.where(MessageArchive.sequence_number < before_seq)
+        rows = await self.session.execute(
+            stmt.order_by(MessageArchive.sequence_number.desc()).limit(limit)
+        )
+        return list(rows.scalars())
+
+    async def hot_message_count(self, session_id: uuid.UUID) -> int:
+        return (
+            await self.session.execute(select(func.count()).where(Message.session_id == session_id))
+        ).scalar_one()
+
+    async def search_matches(
+        self, session_ids: Sequence[uuid.UUID], viewer: Viewer, term: str, max_positions: int
+    ) -> list[Row[Any]]:
+        """For each visible session: display positions whose content contains `term`
+        (case-insensitive, literal), their count, and a snippet around the first match.
+        One aggregate over hot + archived rows; positions are stored, not numbered here."""
+        stmt = text(
+            """
+            WITH visible AS (
+                SELECT id FROM sessions
+                WHERE id = ANY(:ids) AND (:all_users OR user_id = :uid)
+            ), hits AS (
+                SELECT m.session_id, m.display_index, m.content FROM session_messages m
+                JOIN visible v ON v.id = m.session_id
+                WHERE m.display_index IS NOT NULL AND m.content ILIKE :pattern ESCAPE '\\'
+                UNION ALL
+                SELECT a.session_id, a.display_index, a.content FROM session_messages_archive a
+                JOIN visible v ON v.id = a.session_id
+                WHERE a.display_index IS NOT NULL AND a.content ILIKE :pattern ESCAPE '\\'
+            ), ranked AS (
+                SELECT session_id, display_index, content,
+                       row_number() OVER (PARTITION BY session_id ORDER BY display_index) AS rn,
+                       count(*) OVER (PARTITION BY session_id) AS n
+                FROM hits
+            )
+            SELECT session_id,
+                   array_agg(display_index ORDER BY display_index) AS positions,
+                   max(n) AS match_count,
+                   max(CASE WHEN rn = 1 THEN substr(
+                        content,
+                        greatest(1, strpos(lower(content), lower(:term)) - 60),
+                        200) END) AS snippet
+            FROM ranked WHERE rn <= :max_positions
+            GROUP BY session_id
+            """
+        ).bindparams(bindparam("ids", type_=None))
+        rows = await self.session.execute(
+            stmt,
+            {
+                "ids": list(session_ids),
+                "all_users": viewer.all_users,
+                "uid": viewer.user_id,
+                "pattern": like_pattern(term),
+                "term": term,
+                "max_positions": max_positions,
+            },
+        )
+        return list(rows.all())
+
+
+def now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,146 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+import msgspec
+
+Role = Literal["system", "user", "assistant", "tool"]
+SortBy = Literal["last_active", "created_at", "name"]
+SortOrder = Literal["asc", "desc"]
+
+MAX_APPEND = 500
+
+
+class SessionCreate(msgspec.Struct, forbid_unknown_fields=True):
+    profile_id: str = "default"
+    name: str | None = None
+
+
+class SessionPatch(msgspec.Struct, forbid_unknown_fields=True):
+    name: str | None | msgspec.UnsetType = msgspec.UNSET
+    pinned: bool | msgspec.UnsetType = msgspec.UNSET
+
+
+class SessionOut(msgspec.Struct):
+    id: uuid.UUID
+    profile_id: str
+    user_id: str | None
+    name: str | None
+    pinned: bool
+    created_at: datetime
+    last_active: datetime
+    context_token_count: int
+    display_message_count: int
+    session_metadata: dict[str, Any]
+
+
+class SessionSummary(msgspec.Struct):
+    id: uuid.UUID
+    profile_id: str
+    user_id: str | None
+    name: str | None
+    pinned: bool
+    created_at: datetime
+    last_active: datetime
+    display_message_count: int
+    preview: str | None
+
+
+class MessageIn(msgspec.Struct, forbid_unknown_fields=True):
+    role: Role
+    content: str = ""
+    thinking: str | None = None
+    is_context: bool = True
+    is_display: bool = True
+    is_plan: bool = False
+    is_compression: bool = False
+    is_summary: bool = False
+    is_compression_critical: bool = False
+    is_recall: bool = False
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    elapsed_seconds: float | None = None
+    tool_call_count: int | None = None
+    token_count: int | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    files: list[Any] | None = None
+    images: list[str] | None = None  # base64 image bytes
+    created_at: datetime | None = None
+
+
+class MessageOut(msgspec.Struct):
+    sequence_number: int
+    display_index: int | None
+    role: str
+    content: str
+    created_at: datetime
+    thinking: str | None = None
+    is_context: bool = True
+    is_display: bool = True
+    is_plan: bool = False
+    is_compression: bool = False
+    is_summary: bool = False
+    is_compression_critical: bool = False
+    is_recall: bool = False
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    elapsed_seconds: float | None = None
+    tool_call_count: int | None = None
+    token_count: int | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    files: list[Any] | None = None
+    images: list[str] | None = None
+    archived: bool = False
+
+
+class AppendRequest(msgspec.Struct, forbid_unknown_fields=True):
+    messages: list[MessageIn]
+
+
+class AppendedRef(msgspec.Struct):
+    sequence_number: int
+    display_index: int | None
+
+
+class AppendResult(msgspec.Struct):
+    session_id: uuid.UUID
+    messages: list[AppendedRef]
+
+
+class HistoryPage(msgspec.Struct):
+    """Display history, oldest first within the page; `next_before_seq` pages further back."""
+
+    messages: list[MessageOut]
+    has_more: bool
+    next_before_seq: int | None
+
+
+class SessionMatches(msgspec.Struct):
+    session_id: uuid.UUID
+    positions: list[int]
+    match_count: int
+    snippet: str | None
+
+
+class MatchesOut(msgspec.Struct):
+    query: str
+    sessions: list[SessionMatches]
+
+
+class ContextOut(msgspec.Struct):
+    session_id: uuid.UUID
+    messages: list[MessageOut]
+    context_token_count: int
+
+
+class PlanningLogIn(msgspec.Struct, forbid_unknown_fields=True):
+    entry: dict[str, Any]
+
+
+class PlanningOut(msgspec.Struct):
+    session_id: uuid.UUID
+    planning_logs: list[Any]

@@ -1,0 +1,213 @@
+"""Session rules: creation, the dual buffer, appends, history, ownership (via Viewer)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+import structlog
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.db.models import Message, MessageArchive, Session
+from app.domain.sessions.access import Viewer, reaches_llm
+from app.domain.sessions.repositories import SessionRepository
+from app.domain.sessions.schemas import (
+    MAX_APPEND,
+    AppendedRef,
+    HistoryPage,
+    MessageIn,
+    MessageOut,
+)
+from app.lib.errors import NotFound, PayloadTooLarge, Unprocessable
+
+log = structlog.get_logger()
+
+MAX_NAME = 200
+MAX_PROFILE_ID = 200
+PLANNING_LOGS_KEPT = 200
+PLANNING_ENTRY_MAX_BYTES = 256 * 1024
+
+
+def message_out(row: Message | MessageArchive, archived: bool = False) -> MessageOut:
+    return MessageOut(
+        sequence_number=row.sequence_number,
+        display_index=row.display_index,
+        role=row.role,
+        content=row.content,
+        created_at=row.created_at,
+        thinking=row.thinking,
+        is_context=row.is_context,
+        is_display=row.is_display,
+        is_plan=row.is_plan,
+        is_compression=row.is_compression,
+        is_summary=row.is_summary,
+        is_compression_critical=row.is_compression_critical,
+        is_recall=row.is_recall,
+        metadata=row.message_metadata or {},
+        elapsed_seconds=row.elapsed_seconds,
+        tool_call_count=row.tool_call_count,
+        token_count=row.token_count,
+        tool_calls=row.tool_calls,
+        tool_call_id=row.tool_call_id,
+        name=row.name,
+        files=row.files,
+        images=row.images,
+        archived=archived,
+    )
+
+
+def _check_name(name: str | None) -> str | None:
+    if name is None:
+        return None
+    name = name.strip()
+    if len(name) > MAX_NAME:
+        raise Unprocessable(f"name: at most {MAX_NAME} characters")
+    return name or None
+
+
+def validate_messages(messages: list[MessageIn], settings: Settings) -> None:
+    if not messages:
+        raise Unprocessable("messages: at least one message is required")
+    if len(messages) > MAX_APPEND:
+        raise Unprocessable(f"messages: at most {MAX_APPEND} per request")
+    for i, m in enumerate(messages):
+        if len(m.content) > settings.message_max_chars:
+            raise PayloadTooLarge(
+                f"messages[{i}].content: {len(m.content)} characters, the limit is "
+                f"{settings.message_max_chars} (MESSAGE_MAX_CHARS)"
+            )
+        if m.thinking and len(m.thinking) > settings.message_max_chars:
+            raise PayloadTooLarge(
+                f"messages[{i}].thinking: over {settings.message_max_chars} characters"
+            )
+        if m.role == "tool" and m.is_summary:
+            raise Unprocessable(f"messages[{i}]: a tool result cannot be a summary")
+        for j, img in enumerate(m.images or []):
+            try:
+                base64.b64decode(img, validate=True)
+            except (binascii.Error, ValueError):
+                raise Unprocessable(f"messages[{i}].images[{j}]: not valid base64") from None
+
+
+def message_row(
+    session_id: uuid.UUID, m: MessageIn, seq: int, display_index: int | None, at: datetime
+) -> dict[str, Any]:
+    return {
+        "session_id": session_id,
+        "sequence_number": seq,
+        "display_index": display_index,
+        "role": m.role,
+        "content": m.content,
+        "thinking": m.thinking,
+        "is_context": m.is_context,
+        "is_display": m.is_display,
+        "is_plan": m.is_plan,
+        "is_compression": m.is_compression,
+        "is_summary": m.is_summary,
+        "is_compression_critical": m.is_compression_critical,
+        "is_recall": m.is_recall,
+        "message_metadata": m.metadata,
+        "elapsed_seconds": m.elapsed_seconds,
+        "tool_call_count": m.tool_call_count,
+        "token_count": m.token_count,
+        "tool_calls": m.tool_calls,
+        "tool_call_id": m.tool_call_id,
+        "name": m.name,
+        "files": m.files,
+        "images": m.images,
+        "created_at": m.created_at or at,
+    }
+
+
+class SessionService:
+    def __init__(self, db: AsyncSession, settings: Settings) -> None:
+        self.repo = SessionRepository(db)
+        self.settings = settings
+
+    async def create(self, profile_id: str, user_id: str | None, name: str | None) -> Session:
+        profile_id = profile_id.strip()
+        if not profile_id or len(profile_id) > MAX_PROFILE_ID:
+            raise Unprocessable(f"profile_id: 1-{MAX_PROFILE_ID} characters")
+        row = await self.repo.create(profile_id, user_id, _check_name(name))
+        log.info("session.created", session_id=str(row.id), profile_id=profile_id)
+        return row
+
+    async def get(self, session_id: uuid.UUID, viewer: Viewer) -> Session:
+        row = await self.repo.get(session_id, viewer)
+        if row is None:
+            raise NotFound(f"no session {session_id}")
+        return row
+
+    async def patch(self, session_id: uuid.UUID, viewer: Viewer, values: dict[str, Any]) -> Session:
+        if "name" in values:
+            values["name"] = _check_name(values["name"])
+        if values and not await self.repo.update_fields(session_id, viewer, **values):
+            raise NotFound(f"no session {session_id}")
+        return await self.get(session_id, viewer)
+
+    async def delete(self, session_id: uuid.UUID, viewer: Viewer) -> None:
+        if not await self.repo.delete(session_id, viewer):
+            raise NotFound(f"no session {session_id}")
+        log.info("session.deleted", session_id=str(session_id))
+
+    async def append(
+        self, session_id: uuid.UUID, viewer: Viewer, messages: list[MessageIn]
+    ) -> list[AppendedRef]:
+        """Append atomically: all messages or none, consecutive sequence numbers in
+        request order, display positions for displayed ones; bumps last_active."""
+        validate_messages(messages, self.settings)
+        n_display = sum(1 for m in messages if m.is_display)
+        reserved = await self.repo.reserve(session_id, viewer, len(messages), n_display)
+        if reserved is None:
+            raise NotFound(f"no session {session_id}")
+        seq, disp = reserved
+        at = datetime.now(UTC)
+        rows, refs = [], []
+        for m in messages:
+            d = None
+            if m.is_display:
+                d, disp = disp, disp + 1
+            rows.append(message_row(session_id, m, seq, d, at))
+            refs.append(AppendedRef(sequence_number=seq, display_index=d))
+            seq += 1
+        await self.repo.insert_messages(rows)
+        return refs
+
+    async def history(
+        self, session_id: uuid.UUID, viewer: Viewer, before_seq: int | None, limit: int
+    ) -> HistoryPage:
+        await self.get(session_id, viewer)
+        rows = await self.repo.history_page(session_id, before_seq, limit + 1)
+        has_more = len(rows) > limit
+        rows = rows[:limit]
+        msgs = [message_out(r, archived) for r, archived in reversed(rows)]
+        return HistoryPage(
+            messages=msgs,
+            has_more=has_more,
+            next_before_seq=msgs[0].sequence_number if has_more and msgs else None,
+        )
+
+    async def context(
+        self, session_id: uuid.UUID, viewer: Viewer
+    ) -> tuple[Session, list[MessageOut]]:
+        """What the LLM sees: the is_context rows, stored system records only when their
+        source is on the allowlist."""
+        session = await self.get(session_id, viewer)
+        rows = await self.repo.context_messages(session_id)
+        return session, [
+            message_out(r) for r in rows if reaches_llm(r.role, r.is_context, r.message_metadata)
+        ]
+
+    async def add_planning_log(
+        self, session_id: uuid.UUID, viewer: Viewer, entry: dict[str, Any]
+    ) -> None:
+        size = len(msgspec.json.encode(entry))
+        if size > PLANNING_ENTRY_MAX_BYTES:
+            raise PayloadTooLarge(f"entry: {size} bytes, the limit is {PLANNING_ENTRY_MAX_BYTES}")
+        if not await self.repo.append_planning_log(session_id, viewer, entry, PLANNING_LOGS_KEPT):
+            raise NotFound(f"no session {session_id}")
