@@ -12,10 +12,10 @@ from typing import Any
 import structlog
 from litestar import Litestar, Request, Response
 from litestar.connection import ASGIConnection
-from litestar.handlers.base import BaseRouteHandler
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
+from litestar.handlers.base import BaseRouteHandler
 from litestar.middleware import ASGIMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Receive, Scope, Send
@@ -24,15 +24,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.config import Settings, get_settings
 from app.db.engine import create_engine, resolve_database_url, session_factory, transaction
 from app.db.extensions import ensure_trigram_indexes
-from app.domain.auth.controllers import AdminUserController, MeController
 from app.domain.auth.principal import Principal
 from app.domain.auth.services import bootstrap, resolve_principal
-from app.domain.sessions.controllers import SessionController
-from app.domain.system.controllers import HealthController
 from app.lib.deps import provide_db, provide_settings
 from app.lib.errors import AppError
+from app.lib.jobs import periodic, spawn
 from app.lib.logging import configure_logging
 from app.llm.gateway import LLMGateway
+from app.routes import BACKGROUND_JOBS, ROUTE_HANDLERS
 
 log = structlog.get_logger()
 
@@ -168,6 +167,15 @@ def create_app(
             await bootstrap(session, settings)
             # "built on the next store init": trigram indexes appear once pg_trgm exists.
             await (await session.connection()).run_sync(ensure_trigram_indexes)
+        if not settings.auth_enabled:
+            log.warning("app.auth_disabled", hint="every request is the user anonymous")
+        elif not settings.admin_token:
+            log.info("app.no_admin_token", hint="set NAVI_ADMIN_TOKEN to bootstrap an admin")
+        if background_jobs:
+            for job in BACKGROUND_JOBS:
+                every = job.interval(settings)
+                if every > 0:
+                    spawn(app.state, periodic(app.state, job.name, every, job.run), job.name)
         log.info("app.started", auth_enabled=settings.auth_enabled)
         try:
             yield
@@ -180,7 +188,7 @@ def create_app(
                 await eng.dispose()
 
     return Litestar(
-        route_handlers=[HealthController, AdminUserController, MeController, SessionController],
+        route_handlers=ROUTE_HANDLERS,
         dependencies={
             "db": Provide(provide_db),
             "principal": Provide(provide_principal, sync_to_thread=False),

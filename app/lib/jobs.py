@@ -1,0 +1,42 @@
+"""Periodic background jobs and fire-and-forget tasks, tied to the app's lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from litestar.datastructures import State
+
+log = structlog.get_logger()
+
+
+def spawn(state: State, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
+    """Run `coro` in the background; it is cancelled at shutdown and its errors logged."""
+
+    async def guarded() -> None:
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("job.failed", job=name)
+
+    task = asyncio.create_task(guarded(), name=name)
+    state.tasks.add(task)
+    task.add_done_callback(state.tasks.discard)
+    return task
+
+
+async def periodic(state: State, name: str, interval: float, fn: Callable[[State], Awaitable[Any]]) -> None:
+    """Call `fn(state)` every `interval` seconds until cancelled; a failure is logged and
+    the loop goes on."""
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await fn(state)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("job.failed", job=name)
