@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.domain.auth.controllers import AdminUserController, MeController
+from app.domain.memory.controllers import MemorySearchController, ScratchpadController
 from app.domain.sessions.controllers import SessionController
 from app.domain.system.controllers import HealthController
 
@@ -15,6 +16,8 @@ ROUTE_HANDLERS: list[Any] = [
     AdminUserController,
     MeController,
     SessionController,
+    MemorySearchController,
+    ScratchpadController,
 ]
 
 

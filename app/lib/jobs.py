@@ -29,7 +29,9 @@ def spawn(state: State, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
     return task
 
 
-async def periodic(state: State, name: str, interval: float, fn: Callable[[State], Awaitable[Any]]) -> None:
+async def periodic(
+    state: State, name: str, interval: float, fn: Callable[[State], Awaitable[Any]]
+) -> None:
     """Call `fn(state)` every `interval` seconds until cancelled; a failure is logged and
     the loop goes on."""
     while True:

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import MemoryChunk, Message, MessageArchive, Session
 from app.domain.sessions.access import Viewer
+from app.lib.sql import contains_pattern
 
 MESSAGE_COLUMNS = [c.name for c in Message.__table__.columns if c.name != "id"]
 _COLS_SQL = ", ".join(f'"{c}"' for c in MESSAGE_COLUMNS)
@@ -27,12 +28,6 @@ SORT_COLUMNS = {
     "created_at": Session.created_at,
     "name": Session.name,
 }
-
-
-def like_pattern(term: str) -> str:
-    """`%term%` with the LIKE wildcards of the term itself taken literally."""
-    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
 
 
 def _visible(viewer: Viewer):  # type: ignore[no-untyped-def]
@@ -100,7 +95,7 @@ class SessionRepository:
         if profile_id is not None:
             stmt = stmt.where(Session.profile_id == profile_id)
         if search:
-            pattern = like_pattern(search)
+            pattern = contains_pattern(search)
             hot = (
                 select(1)
                 .where(
@@ -358,7 +353,7 @@ class SessionRepository:
                 "ids": list(session_ids),
                 "all_users": viewer.all_users,
                 "uid": viewer.user_id,
-                "pattern": like_pattern(term),
+                "pattern": contains_pattern(term),
                 "term": term,
                 "max_positions": max_positions,
             },

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+
+class MemorySearchIn(msgspec.Struct, forbid_unknown_fields=True):
+    query: str
+    scope: str = "all"
+    k: int | None = 5
+    session_id: str | None = None  # narrows raw chunks to one conversation
+    current_session_id: str | None = None  # orders sketches, freshness boundary
+    best_window: bool = True
+
+
+class ToolMemorySearchIn(msgspec.Struct):
+    """The `memory_search` tool call, verbatim (unknown fields are ignored)."""
+
+    query: str = ""
+    scope: Any = "all"
+    k: Any = 5
+    session_id: str | None = None
+
+
+class HitOut(msgspec.Struct):
+    source_type: str
+    text: str
+    session_id: str | None
+    timestamp: datetime | None
+    key: str | None
+    category: str | None
+    start_seq: int
+    end_seq: int
+    chunk_id: str | None
+    score: float | None
+    terms_hit: int
+    superseded_by: str | None
+    before_summary: bool
+    breadcrumbs: list[str]
+
+
+class MemorySearchOut(msgspec.Struct):
+    query: str
+    scope: str
+    k: int
+    hits: list[HitOut]
+    text: str
+
+
+class SketchIn(msgspec.Struct, forbid_unknown_fields=True):
+    value: str
+
+
+class SketchOut(msgspec.Struct):
+    section: str
+    value: str
+    updated_at: datetime

@@ -1,0 +1,108 @@
+"""SQL of sketches: the scratchpad's sections in `kv_store` (scope `scratchpad`)."""
+
+from __future__ import annotations
+
+import operator
+import uuid
+from collections.abc import Sequence
+from functools import reduce
+from typing import Any
+
+from sqlalchemy import Row, case, func, or_, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Sketch
+from app.lib.sql import contains_pattern
+
+SCRATCHPAD = "scratchpad"
+
+
+class SketchRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def put(
+        self, user_id: str, scope: str, session_id: uuid.UUID | None, key: str, value: str
+    ) -> None:
+        stmt = insert(Sketch).values(
+            id=uuid.uuid4(),
+            user_id=user_id,
+            scope=scope,
+            session_id=session_id,
+            key=key,
+            value=value,
+        )
+        await self.session.execute(
+            stmt.on_conflict_do_update(
+                constraint="uq_kv_store_user_id_scope_session_id_key",
+                set_={"value": stmt.excluded.value, "updated_at": func.now()},
+            )
+        )
+
+    async def get(
+        self, user_id: str, scope: str, session_id: uuid.UUID | None, key: str
+    ) -> Sketch | None:
+        stmt = select(Sketch).where(
+            Sketch.user_id == user_id,
+            Sketch.scope == scope,
+            Sketch.key == key,
+            Sketch.session_id.is_(None) if session_id is None else Sketch.session_id == session_id,
+        )
+        return (await self.session.execute(stmt)).scalar_one_or_none()
+
+    async def list(
+        self, user_id: str, scope: str, session_id: uuid.UUID | None, limit: int, offset: int
+    ) -> tuple[list[Sketch], int]:
+        where = [Sketch.user_id == user_id, Sketch.scope == scope]
+        where.append(
+            Sketch.session_id.is_(None) if session_id is None else Sketch.session_id == session_id
+        )
+        total = (await self.session.execute(select(func.count()).where(*where))).scalar_one()
+        rows = await self.session.execute(
+            select(Sketch).where(*where).order_by(Sketch.key).limit(limit).offset(offset)
+        )
+        return list(rows.scalars()), total
+
+    async def delete(
+        self, user_id: str, scope: str, session_id: uuid.UUID | None, key: str
+    ) -> bool:
+        row = await self.get(user_id, scope, session_id, key)
+        if row is None:
+            return False
+        await self.session.delete(row)
+        return True
+
+    async def search_values(
+        self,
+        user_id: str,
+        scope: str,
+        terms: Sequence[str],
+        *,
+        limit: int = 10,
+        session_id: uuid.UUID | None = None,
+        prefer_session_id: uuid.UUID | None = None,
+    ) -> list[Row[Any]]:
+        """ILIKE over key and value within a scope; the preferred session ranks first."""
+        if not terms:
+            return []
+        patterns = [contains_pattern(t) for t in terms]
+        hits = [
+            or_(Sketch.key.ilike(p, escape="\\"), Sketch.value.ilike(p, escape="\\"))
+            for p in patterns
+        ]
+        matched = reduce(operator.add, [case((h, 1), else_=0) for h in hits]).label("terms_hit")
+        stmt = select(
+            Sketch.id, Sketch.session_id, Sketch.key, Sketch.value, Sketch.updated_at, matched
+        ).where(
+            Sketch.user_id == user_id,
+            Sketch.scope == scope,
+            or_(*hits),
+        )
+        if session_id is not None:
+            stmt = stmt.where(Sketch.session_id == session_id)
+        order = [matched.desc(), Sketch.updated_at.desc()]
+        if prefer_session_id is not None:
+            order.insert(0, case((Sketch.session_id == prefer_session_id, 0), else_=1))
+        stmt = stmt.order_by(*order).limit(limit)
+        return list((await self.session.execute(stmt)).all())
