@@ -140,7 +140,8 @@ class ChunkRepository:
         if session_id is not None:
             stmt = stmt.where(MemoryChunk.session_id == session_id)
         stmt = stmt.order_by(MemoryChunk.ended_at.desc().nulls_last()).limit(limit)
-        return list((await self.session.execute(stmt)).all())
+        rows: list[Row[Any]] = list((await self.session.execute(stmt)).all())  # type: ignore[arg-type]
+        return rows
 
     async def latest_summary_at(self, session_id: uuid.UUID) -> datetime | None:
         """When the session was last compressed: the freshness boundary of raw excerpts."""

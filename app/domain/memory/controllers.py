@@ -135,7 +135,7 @@ class ScratchpadController(Controller):
         offset: Annotated[int, Parameter(ge=0)] = 0,
     ) -> Page[SketchOut]:
         session = await SessionService(db, settings).get(session_id, Viewer.of(principal))
-        rows, total = await SketchRepository(db).list(
+        rows, total = await SketchRepository(db).list_page(
             session.user_id or principal.id, SCRATCHPAD, session_id, limit, offset
         )
         return page(

@@ -51,7 +51,7 @@ class SketchRepository:
         )
         return (await self.session.execute(stmt)).scalar_one_or_none()
 
-    async def list(
+    async def list_page(
         self, user_id: str, scope: str, session_id: uuid.UUID | None, limit: int, offset: int
     ) -> tuple[list[Sketch], int]:
         where = [Sketch.user_id == user_id, Sketch.scope == scope]
@@ -101,7 +101,7 @@ class SketchRepository:
         )
         if session_id is not None:
             stmt = stmt.where(Sketch.session_id == session_id)
-        order = [matched.desc(), Sketch.updated_at.desc()]
+        order: list[Any] = [matched.desc(), Sketch.updated_at.desc()]
         if prefer_session_id is not None:
             order.insert(0, case((Sketch.session_id == prefer_session_id, 0), else_=1))
         stmt = stmt.order_by(*order).limit(limit)
