@@ -53,6 +53,12 @@ pkg_installed() {
     [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == "install ok installed" ]]
 }
 
+# Run a command that may leave a daemon (the PostgreSQL server) behind without
+# leaking our private fds into it: fd 3 (the real stdout; if it is a pipe, e.g.
+# `url=$(provision-postgres.sh | tail -n1)`, the reader would never see EOF) and
+# fd 9 (the flock; the postmaster would hold the lock forever).
+detached() { "$@" 3>&- 9>&-; }
+
 psql_q() {
     # psql_q <db> <sql>  -> unaligned, tuples-only output
     psql -X -w -v ON_ERROR_STOP=1 -h "$PG_HOST" -p "$PG_PORT" -U "$PG_USER" -d "$1" -Atc "$2"
@@ -77,7 +83,7 @@ fi
 if ((${#missing[@]})); then
     log "installing: ${missing[*]}"
     apt-get update
-    apt-get install -y "${missing[@]}"
+    detached apt-get install -y "${missing[@]}"
 else
     log "postgresql-${PG_MAJOR}, postgresql-server-dev-${PG_MAJOR}, build-essential already installed"
 fi
@@ -93,7 +99,7 @@ cluster_line() {
 line=$(cluster_line)
 if [[ -z "$line" ]]; then
     log "no cluster ${PG_MAJOR}/${PG_CLUSTER}; creating it"
-    pg_createcluster "$PG_MAJOR" "$PG_CLUSTER" --port="$PG_PORT"
+    detached pg_createcluster "$PG_MAJOR" "$PG_CLUSTER" --port="$PG_PORT"
     line=$(cluster_line)
     [[ -n "$line" ]] || die "pg_createcluster did not create ${PG_MAJOR}/${PG_CLUSTER}"
 fi
@@ -106,7 +112,7 @@ if [[ "$status" == online* ]]; then
     log "cluster ${PG_MAJOR}/${PG_CLUSTER} already running (${status})"
 else
     log "starting cluster ${PG_MAJOR}/${PG_CLUSTER} (status: ${status})"
-    pg_ctlcluster --skip-systemctl-redirect "$PG_MAJOR" "$PG_CLUSTER" start
+    detached pg_ctlcluster --skip-systemctl-redirect "$PG_MAJOR" "$PG_CLUSTER" start
 fi
 
 wait_ready() {
@@ -137,7 +143,7 @@ else
         rm -f "$tmp"
     fi
     log "reloading cluster configuration"
-    pg_ctlcluster --skip-systemctl-redirect "$PG_MAJOR" "$PG_CLUSTER" reload
+    detached pg_ctlcluster --skip-systemctl-redirect "$PG_MAJOR" "$PG_CLUSTER" reload
     wait_ready
     ok=0
     for _ in $(seq 1 20); do
@@ -204,7 +210,8 @@ build_pgvector() {
     if ! (cd "$BUILD_DIR/src" && apt-get "${aptopts[@]}" source --download-only pgvector); then
         if ! pkg_installed dpkg-dev; then
             log "apt-get source failed; installing dpkg-dev and retrying"
-            apt-get install -y dpkg-dev || { apt-get update && apt-get install -y dpkg-dev; }
+            detached apt-get install -y dpkg-dev \
+                || { apt-get update && detached apt-get install -y dpkg-dev; }
             (cd "$BUILD_DIR/src" && apt-get "${aptopts[@]}" source --download-only pgvector)
         else
             die "apt-get source --download-only pgvector failed"
