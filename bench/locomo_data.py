@@ -1,0 +1,142 @@
+"""LoCoMo dev split: loading, the evidence-recall metric, and the BM25 reference.
+
+Data: shared/bench/locomo/locomo_dev.json — conversations 0–4 of LoCoMo ("Evaluating Very
+Long-Term Conversational Memory of LLM Agents", ACL 2024, snap-research/LoCoMo,
+data/locomo10.json), CC BY-NC 4.0. Used for benchmarking only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.domain.memory.stopwords import STOPWORDS
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo" / "locomo_dev.json"
+BUDGETS = (1500, 4000)
+_WORD = re.compile(r"\w+", re.UNICODE)
+_SESSION_KEY = re.compile(r"^session_(\d+)$")
+
+
+@dataclass(frozen=True)
+class Turn:
+    dia_id: str
+    speaker: str
+    line: str  # "{speaker}: {text}" (+ " [shares a photo: …]")
+    session_no: int
+    date: str
+
+
+@dataclass(frozen=True)
+class Question:
+    question: str
+    evidence_lines: tuple[str, ...]
+    category: int
+
+
+@dataclass(frozen=True)
+class Conversation:
+    sample_id: str
+    turns: list[Turn]
+    questions: list[Question]
+
+
+def turn_line(turn: dict) -> str:
+    line = f"{turn['speaker']}: {turn['text']}"
+    if turn.get("blip_caption"):
+        line += f" [shares a photo: {turn['blip_caption']}]"
+    return line
+
+
+def load(path: Path = DATA) -> list[Conversation]:
+    out = []
+    for sample in json.loads(path.read_text()):
+        conv = sample["conversation"]
+        numbers = sorted(int(m.group(1)) for k in conv if (m := _SESSION_KEY.match(k)))
+        turns: list[Turn] = []
+        for n in numbers:
+            date = conv.get(f"session_{n}_date_time", "")
+            for t in conv[f"session_{n}"]:
+                turns.append(Turn(t["dia_id"], t["speaker"], turn_line(t), n, date))
+        by_id = {t.dia_id: t.line for t in turns}
+        questions = []
+        for qa in sample["qa"]:
+            if qa.get("category") not in (1, 2, 3, 4):
+                continue
+            lines = tuple(by_id[e] for e in qa.get("evidence", []) if e in by_id)
+            if lines:
+                questions.append(Question(qa["question"], lines, qa["category"]))
+        out.append(Conversation(sample["sample_id"], turns, questions))
+    return out
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def evidence_recall(shown: str, evidence: tuple[str, ...], budget: int) -> float:
+    """Share of evidence lines that appear whole in the first `budget` chars."""
+    cut = _norm(shown[:budget])
+    return sum(1 for line in evidence if _norm(line) in cut) / len(evidence)
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-cased words without stopwords (the reference BM25 drops them too)."""
+    return [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+
+
+class BM25:
+    def __init__(self, docs: list[str], k1: float = 1.2, b: float = 0.75) -> None:
+        self.docs = docs
+        self.tf = [Counter(tokens(d)) for d in docs]
+        self.len = [sum(c.values()) for c in self.tf]
+        self.avg = sum(self.len) / max(1, len(self.len))
+        df: Counter[str] = Counter()
+        for c in self.tf:
+            df.update(c.keys())
+        n = len(docs)
+        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
+        self.k1, self.b = k1, b
+
+    def rank(self, query: str) -> list[int]:
+        q = [t for t in tokens(query) if t in self.idf]
+        scores = []
+        for i, c in enumerate(self.tf):
+            s = 0.0
+            for t in q:
+                f = c.get(t, 0)
+                if f:
+                    s += (
+                        self.idf[t]
+                        * f
+                        * (self.k1 + 1)
+                        / (f + self.k1 * (1 - self.b + self.b * self.len[i] / self.avg))
+                    )
+            scores.append(s)
+        return sorted(range(len(self.docs)), key=lambda i: -scores[i])
+
+
+def bm25_recall(convs: list[Conversation]) -> dict[int, float]:
+    """The reference: BM25 over single turns, text = lines in rank order."""
+    totals = {b: 0.0 for b in BUDGETS}
+    n = 0
+    for conv in convs:
+        lines = [t.line for t in conv.turns]
+        index = BM25(lines)
+        for q in conv.questions:
+            order = index.rank(q.question)
+            shown = "\n".join(lines[i] for i in order[:60])
+            for b in BUDGETS:
+                totals[b] += evidence_recall(shown, q.evidence_lines, b)
+            n += 1
+    return {b: totals[b] / n for b in BUDGETS}
+
+
+if __name__ == "__main__":
+    convs = load()
+    print(sum(len(c.questions) for c in convs), "questions")
+    print("BM25 over single turns:", {b: round(v, 3) for b, v in bm25_recall(convs).items()})
