@@ -13,7 +13,7 @@ help: ## Show this help
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,local]'
 	@rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 install: $(STAMP) ## Create .venv and install the service with its dev tools
@@ -38,10 +38,31 @@ format: install ## Apply ruff formatting and safe fixes
 	$(BIN)/ruff check --fix app tests alembic bench scripts
 	$(BIN)/ruff format app tests alembic bench scripts
 
+reembed: install ## Align vector columns to the embedder and embed rows without a vector (ARGS="--batch-size 64")
+	$(BIN)/python -m app.cli reembed $(ARGS)
+
 typecheck: install ## mypy over app/
 	$(BIN)/mypy
+
+bench-compression: install ## Plan/compress a 2,000-message session; compressions per 1,000 turns (ARGS="--no-db")
+	$(BIN)/python bench/bench_compression.py $(ARGS)
+
+bench-sessions: install ## Session store at production scale: list/search/matches/history/append vs naive (DATABASE_URL=… or embedded; ARGS="--scale 0.05")
+	$(BIN)/python bench/bench_sessions.py $(ARGS)
+
+backfill: install ## Embed the facts stored without an embedding (ARGS="--batch-size 8 --pause 2.0 --limit N")
+	$(BIN)/python -m app.cli backfill $(ARGS)
+
+bench-facts: install ## search_facts p50/p95 at 100k facts over 1k users vs an ILIKE scan (DATABASE_URL=… or embedded)
+	$(BIN)/python bench/bench_facts.py $(ARGS)
+
+bench-context-modes: install ## compress vs rolling context on LoCoMo dev: LLM calls and prompt size per turn (ARGS="--conversations 2")
+	$(BIN)/python bench/bench_context_modes.py $(ARGS)
+
+bench-history-bytes: install ## Cost of the hot-history size check (SESSION_MAX_HISTORY_BYTES) at 500/2k/10k messages
+	$(BIN)/python bench/bench_history_bytes.py $(ARGS)
 
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-unit lint format typecheck clean
+.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes

@@ -26,10 +26,14 @@ from app.db.engine import create_engine, resolve_database_url, session_factory, 
 from app.db.extensions import ensure_trigram_indexes
 from app.domain.auth.principal import Principal
 from app.domain.auth.services import bootstrap, resolve_principal
+from app.domain.context.hooks import DemotionHooks
+from app.domain.context.profiles import load_profiles
+from app.domain.memory.hooks import raw_history_hook
 from app.lib.deps import provide_db, provide_settings
 from app.lib.errors import AppError
 from app.lib.jobs import periodic, spawn
 from app.lib.logging import configure_logging
+from app.llm.embedders import build_embedder
 from app.llm.gateway import LLMGateway
 from app.routes import BACKGROUND_JOBS, ROUTE_HANDLERS
 
@@ -137,10 +141,13 @@ def build_gateway(settings: Settings) -> LLMGateway:
         embed_host=settings.embedding_ollama_host or None,
         embed_api_key=settings.embedding_ollama_api_key or None,
         embed_model=settings.embedding_model,
-        embed_dim=settings.embedding_dim,
+        embed_dim=settings.vector_dim,
         chat_model=settings.ollama_model,
         timeout=settings.ollama_timeout,
         embed_batch_size=settings.embedding_batch_size,
+        max_attempts=settings.llm_max_attempts,
+        backoff_initial=settings.llm_backoff_initial,
+        embedder=build_embedder(settings),
     )
 
 
@@ -153,6 +160,7 @@ def create_app(
 ) -> Litestar:
     settings = settings or get_settings()
     configure_logging(settings.log_level, settings.log_json)
+    profiles = load_profiles(settings)  # a bad NAVI_PROFILES_FILE fails here, by field
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -162,6 +170,9 @@ def create_app(
         app.state.engine = eng
         app.state.session_factory = factory
         app.state.llm = build_gateway(settings)
+        app.state.demotion_hooks = DemotionHooks()
+        if settings.memory_search_enabled:  # the raw history index (memory_chunks)
+            app.state.demotion_hooks.register(raw_history_hook(app.state.llm))
         app.state.tasks = set()
         async with transaction(factory) as session:
             await bootstrap(session, settings)
@@ -204,7 +215,7 @@ def create_app(
         guards=[authenticate],
         middleware=[RequestContextMiddleware()],
         lifespan=[lifespan],
-        state=State({"settings": settings}),
+        state=State({"settings": settings, "profiles": profiles}),
         openapi_config=OpenAPIConfig(title="Navi", version="0.1.0", path="/schema"),
         request_max_body_size=settings.max_request_body_mb * 1024 * 1024,
         debug=False,

@@ -1,4 +1,4 @@
-"""Admin commands: `python -m app.cli serve|migrate|check-config …`."""
+"""Admin commands: `python -m app.cli serve|migrate|check-config|reembed …`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,12 @@ from app.config import SettingsError, get_settings
 
 
 def _settings_or_exit():  # type: ignore[no-untyped-def]
+    from app.domain.context.profiles import load_profiles
+
     try:
-        return get_settings()
+        settings = get_settings()
+        load_profiles(settings)  # NAVI_PROFILES_FILE is checked with the settings
+        return settings
     except SettingsError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -26,6 +30,12 @@ def cmd_serve(args: argparse.Namespace) -> None:
     settings = _settings_or_exit()
     url = resolve_database_url(settings)  # starts the embedded server when needed
     migrate.upgrade(url)
+    from app.domain.memory.reembed import check_database_dimension
+
+    mismatch = check_database_dimension(settings, url)
+    if mismatch:
+        print(f"configuration error: {mismatch}", file=sys.stderr)
+        raise SystemExit(2)
     app = create_app(settings, database_url=url)
     # The embedded server is stopped by pgserver's exit hook when uvicorn returns (Ctrl-C).
     uvicorn.run(
@@ -52,6 +62,7 @@ def cmd_migrate(args: argparse.Namespace) -> None:
 def cmd_check_config(_: argparse.Namespace) -> None:
     settings = _settings_or_exit()
     print(repr(settings))
+    print(f"embedding: provider={settings.embedding_provider} vector_dim={settings.vector_dim}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -67,6 +78,12 @@ def main(argv: list[str] | None = None) -> None:
     mig.set_defaults(fn=cmd_migrate)
     chk = sub.add_parser("check-config", help="validate the settings and print them")
     chk.set_defaults(fn=cmd_check_config)
+    from app.domain.facts.commands import add_commands as add_fact_commands
+
+    add_fact_commands(sub, _settings_or_exit)  # extract, backfill
+    from app.domain.memory.reembed import add_command as add_reembed_command
+
+    add_reembed_command(sub, _settings_or_exit)  # reembed
     args = parser.parse_args(argv)
     args.fn(args)
 

@@ -13,6 +13,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+EMBEDDING_PROVIDERS = ("ollama", "local", "none")
+#: Dimension of the `local` provider's model (all-MiniLM-L6-v2).
+LOCAL_EMBEDDING_DIM = 384
+#: Dimension when EMBEDDING_DIM is unset and the provider is not `local` (nomic-embed-text).
+DEFAULT_EMBEDDING_DIM = 768
+
 
 class SettingsError(ValueError):
     """A setting has a value we cannot use; the message names the variable."""
@@ -86,24 +92,55 @@ FIELDS: dict[str, Spec] = {
     "ollama_timeout": Spec(
         "OLLAMA_TIMEOUT", 120.0, float, "Seconds before one LLM call times out.", 0.1
     ),
+    "embedding_provider": Spec(
+        "EMBEDDING_PROVIDER",
+        "ollama",
+        str,
+        "Who computes embeddings: `ollama` (`EMBEDDING_MODEL` on the embedding host), "
+        "`local` (all-MiniLM-L6-v2 int8 in-process, 384 dimensions; needs the `local` "
+        "extra) or `none` (no vectors: every search is a text search).",
+        choices=EMBEDDING_PROVIDERS,
+    ),
     "embedding_ollama_host": Spec(
         "EMBEDDING_OLLAMA_HOST", "", str, "Ollama for embeddings; empty = `OLLAMA_HOST`."
     ),
     "embedding_ollama_api_key": Spec(
         "EMBEDDING_OLLAMA_API_KEY", "", str, "Bearer key for the embedding host (never logged)."
     ),
-    "embedding_model": Spec("EMBEDDING_MODEL", "nomic-embed-text:latest", str, "Embedding model."),
+    "embedding_model": Spec(
+        "EMBEDDING_MODEL",
+        "nomic-embed-text:latest",
+        str,
+        "Ollama embedding model (`EMBEDDING_PROVIDER=ollama`; `local` has its own).",
+    ),
     "embedding_dim": Spec(
         "EMBEDDING_DIM",
-        768,
+        None,
         int,
         "Dimension of the embedding model; the vector columns follow it (set before the "
-        "first migration).",
+        "first migration; changing it needs `make reembed`). Unset = the provider's: 768 "
+        "for `ollama` (nomic-embed-text), 384 for `local`, which accepts no other value.",
         1,
         16000,
     ),
     "embedding_batch_size": Spec(
         "EMBEDDING_BATCH_SIZE", 32, int, "Texts per embedding request.", 1, 1024
+    ),
+    "llm_max_attempts": Spec(
+        "LLM_MAX_ATTEMPTS",
+        3,
+        int,
+        "Attempts of one LLM call on connection errors / 5xx (never on 4xx).",
+        1,
+        10,
+    ),
+    "llm_backoff_initial": Spec(
+        "LLM_BACKOFF_INITIAL",
+        0.2,
+        float,
+        "First backoff between LLM attempts in seconds (exponential, with jitter).",
+        0,
+        60,
     ),
     # --- context compression
     "context_compression_enabled": Spec(
@@ -194,12 +231,80 @@ FIELDS: dict[str, Spec] = {
         "Period of the extraction worker; 0 disables the loop.",
         0,
     ),
+    # --- conversation history, error memory, rolling context (seed 001)
+    "session_max_history_bytes": Spec(
+        "SESSION_MAX_HISTORY_BYTES",
+        4_194_304,
+        int,
+        "Hot history per session in bytes (content + thinking); above it the oldest "
+        "messages move to the archive, down to 80 %, cut before a user message. 0 disables.",
+        0,
+    ),
+    "history_embed_recent": Spec(
+        "HISTORY_EMBED_RECENT",
+        500,
+        int,
+        "Newest messages of a session searched by `chat_history` semantic mode (embedded "
+        "lazily, on search). 0 = semantic mode falls back to keyword.",
+        0,
+        100_000,
+    ),
+    "error_memory_ttl_days": Spec(
+        "ERROR_MEMORY_TTL_DAYS",
+        90,
+        int,
+        "Days an error-memory entry lives; every hit renews it.",
+        1,
+        36_500,
+    ),
+    "error_memory_purge_seconds": Spec(
+        "ERROR_MEMORY_PURGE_SECONDS",
+        3600,
+        int,
+        "Period of the job deleting expired error-memory entries; 0 disables.",
+        0,
+    ),
+    "rolling_summary_interval_seconds": Spec(
+        "ROLLING_SUMMARY_INTERVAL_SECONDS",
+        900,
+        int,
+        "Period of the rolling-summary job (sessions whose profile has "
+        "`context_mode: rolling`); 0 disables.",
+        0,
+    ),
+    "rolling_summary_chunk_chars": Spec(
+        "ROLLING_SUMMARY_CHUNK_CHARS",
+        32_000,
+        int,
+        "Largest transcript sent in one rolling-summary call (characters).",
+        1000,
+    ),
+    "rolling_summary_noise_filter": Spec(
+        "ROLLING_SUMMARY_NOISE_FILTER",
+        False,
+        bool,
+        "Before summarising, drop noise exchanges (greetings, thanks, repeats, failed "
+        "turns) judged with confidence ≥ 0.7 by one extra LLM call per chunk.",
+    ),
     # --- files
     "session_files_max_size_mb": Spec(
         "SESSION_FILES_MAX_SIZE_MB", 200, int, "Largest uploaded session file.", 1
     ),
     "share_file_max_size_mb": Spec(
         "SHARE_FILE_MAX_SIZE_MB", 1024, int, "Largest file `share_file` copies.", 1
+    ),
+    "share_file_roots": Spec(
+        "SHARE_FILE_ROOTS",
+        "",
+        str,
+        "Comma-separated absolute directories `share_file` may copy from; empty = refused.",
+    ),
+    "session_files_cleanup_seconds": Spec(
+        "SESSION_FILES_CLEANUP_SECONDS",
+        3600,
+        int,
+        "Period of the job deleting session directories whose session is gone; 0 disables.",
+        0,
     ),
 }
 
@@ -222,11 +327,14 @@ class Settings:
     ollama_model: str = "qwen3:8b"
     ollama_num_ctx: int = 32768
     ollama_timeout: float = 120.0
+    embedding_provider: str = "ollama"
     embedding_ollama_host: str = ""
     embedding_ollama_api_key: str = field(default="", repr=False)
     embedding_model: str = "nomic-embed-text:latest"
-    embedding_dim: int = 768
+    embedding_dim: int | None = None
     embedding_batch_size: int = 32
+    llm_max_attempts: int = 3
+    llm_backoff_initial: float = 0.2
     context_compression_enabled: bool = True
     context_compression_threshold: float = 0.90
     context_compression_target: float = 0.65
@@ -245,16 +353,37 @@ class Settings:
     extraction_enabled: bool = True
     extraction_stale_minutes: int = 30
     extraction_interval_seconds: int = 300
+    session_max_history_bytes: int = 4_194_304
+    history_embed_recent: int = 500
+    error_memory_ttl_days: int = 90
+    error_memory_purge_seconds: int = 3600
+    rolling_summary_interval_seconds: int = 900
+    rolling_summary_chunk_chars: int = 32_000
+    rolling_summary_noise_filter: bool = False
     session_files_max_size_mb: int = 200
     share_file_max_size_mb: int = 1024
+    share_file_roots: str = ""
+    session_files_cleanup_seconds: int = 3600
 
     @property
     def embed_host(self) -> str:
         return self.embedding_ollama_host or self.ollama_host
 
     @property
+    def vector_dim(self) -> int:
+        """The effective embedding dimension: `EMBEDDING_DIM`, else the provider's own.
+        The vector columns (models, migrations, `reembed`) and the gateway use this."""
+        if self.embedding_dim is not None:
+            return self.embedding_dim
+        return LOCAL_EMBEDDING_DIM if self.embedding_provider == "local" else DEFAULT_EMBEDDING_DIM
+
+    @property
     def data_path(self) -> Path:
         return Path(self.data_dir).expanduser().resolve()
+
+    @property
+    def share_file_root_paths(self) -> tuple[Path, ...]:
+        return tuple(Path(p.strip()) for p in self.share_file_roots.split(",") if p.strip())
 
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -320,6 +449,19 @@ def load_settings(environ: dict[str, str] | None = None, dotenv: Path | None = N
 
 
 def _check(s: Settings) -> None:
+    if (
+        s.embedding_provider == "local"
+        and s.embedding_dim is not None
+        and s.embedding_dim != LOCAL_EMBEDDING_DIM
+    ):
+        raise SettingsError(
+            f"EMBEDDING_DIM={s.embedding_dim} does not match EMBEDDING_PROVIDER=local, whose "
+            f"model gives {LOCAL_EMBEDDING_DIM} dimensions: unset EMBEDDING_DIM or set it to "
+            f"{LOCAL_EMBEDDING_DIM} (then run `make reembed` if the database has other vectors)"
+        )
+    for root in s.share_file_root_paths:
+        if not root.is_absolute():
+            raise SettingsError(f"SHARE_FILE_ROOTS: {str(root)!r} is not an absolute path")
     if s.database_url and not s.database_url.startswith(("postgresql", "postgres://")):
         raise SettingsError("DATABASE_URL: expected a postgresql+psycopg:// URL")
     if s.admin_token and len(s.admin_token) < 32:

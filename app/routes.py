@@ -7,17 +7,45 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.domain.auth.controllers import AdminUserController, MeController
+from app.domain.context.controllers import ContextController
+from app.domain.error_memory.controllers import ErrorMemoryController
+from app.domain.error_memory.services import purge_expired_errors
+from app.domain.facts.controllers import (
+    AdminMemoryController,
+    MemoryController,
+    MemoryToolController,
+)
+from app.domain.facts.extraction import extract_stale_sessions
+from app.domain.files.controllers import SessionFilesController
+from app.domain.files.services import cleanup_orphan_dirs
+from app.domain.history.controllers import ChatHistoryController
+from app.domain.history.rolling_service import run_rolling_summaries
 from app.domain.memory.controllers import MemorySearchController, ScratchpadController
 from app.domain.sessions.controllers import SessionController
+from app.domain.shares.controllers import (
+    SharedController,
+    ShareIssueController,
+    SharePageController,
+)
 from app.domain.system.controllers import HealthController
 
 ROUTE_HANDLERS: list[Any] = [
+    SessionFilesController,
+    ShareIssueController,
+    SharedController,
+    SharePageController,
     HealthController,
     AdminUserController,
     MeController,
     SessionController,
+    ContextController,
     MemorySearchController,
     ScratchpadController,
+    MemoryController,
+    AdminMemoryController,
+    MemoryToolController,
+    ChatHistoryController,
+    ErrorMemoryController,
 ]
 
 
@@ -31,4 +59,17 @@ class Job:
     run: Callable[[Any], Awaitable[object]]
 
 
-BACKGROUND_JOBS: list[Job] = []
+BACKGROUND_JOBS: list[Job] = [
+    Job("session_files.cleanup", lambda s: s.session_files_cleanup_seconds, cleanup_orphan_dirs),
+    Job(
+        "memory.extraction",
+        lambda s: s.extraction_interval_seconds if s.extraction_enabled else 0,
+        extract_stale_sessions,
+    ),
+    Job("error_memory.purge", lambda s: s.error_memory_purge_seconds, purge_expired_errors),
+    Job(
+        "history.rolling_summary",
+        lambda s: s.rolling_summary_interval_seconds,
+        run_rolling_summaries,
+    ),
+]

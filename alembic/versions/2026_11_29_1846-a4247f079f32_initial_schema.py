@@ -20,8 +20,9 @@ down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# The vector columns follow the configured embedding model (EMBEDDING_DIM).
-EMBEDDING_DIM = get_settings().embedding_dim
+# The vector columns follow the configured embedding model: EMBEDDING_DIM, else the
+# dimension of EMBEDDING_PROVIDER's model (settings.vector_dim).
+EMBEDDING_DIM = get_settings().vector_dim
 
 
 def upgrade() -> None:

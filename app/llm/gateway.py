@@ -10,6 +10,13 @@ the client's many failure shapes into three errors the rest of Navi can rely on:
   Never retried.
 * :class:`EmbeddingDimensionError` -- the embedding model returned vectors of the wrong size.
   Never retried.
+* :class:`EmbeddingDisabledError` -- embeddings are switched off (``EMBEDDING_PROVIDER=none``);
+  raised at once, nothing is sent anywhere.
+
+Embeddings go through an :class:`Embedder`: :class:`OllamaEmbedder` (the default, Ollama's
+``/api/embed`` with the retries above), ``app.llm.local_embedder.LocalEmbedder`` (a model
+run in-process) or :class:`NoEmbedder`. The gateway adds batching and the dimension check,
+so callers see the same ``embed``/``embed_one``/``check_embedding`` whatever the provider.
 
 How ollama 0.6.3's ``AsyncClient`` reports failures (see ``ollama/_client.py``):
 
@@ -36,7 +43,7 @@ import json
 import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import httpx
 import ollama
@@ -53,11 +60,16 @@ from tenacity import (
 __all__ = [
     "ChatResult",
     "EmbedHealth",
+    "EmbedProbe",
+    "Embedder",
     "EmbeddingDimensionError",
+    "EmbeddingDisabledError",
     "LLMError",
     "LLMGateway",
     "LLMRequestError",
     "LLMUnavailableError",
+    "NoEmbedder",
+    "OllamaEmbedder",
 ]
 
 log = structlog.get_logger(__name__)
@@ -118,6 +130,10 @@ class EmbeddingDimensionError(LLMError):
         self.model = model
 
 
+class EmbeddingDisabledError(LLMError):
+    """Embeddings are switched off (``EMBEDDING_PROVIDER=none``): callers use text search."""
+
+
 # --------------------------------------------------------------------------- results
 @dataclass(frozen=True, slots=True)
 class ChatResult:
@@ -143,6 +159,62 @@ class EmbedHealth:
     expected_dim: int
     dim: int | None = None
     error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedProbe:
+    """What an :class:`Embedder` says about itself (the gateway checks the dimension)."""
+
+    reachable: bool
+    dim: int | None = None
+    error: str | None = None
+
+
+# --------------------------------------------------------------------------- embedders
+class Embedder(Protocol):
+    """Turns texts into vectors. The gateway batches (``embed_batch_size``) and checks
+    every vector's dimension; an embedder only computes, and raises :class:`LLMError`
+    subclasses when it cannot."""
+
+    @property
+    def provider(self) -> str:
+        """``ollama`` | ``local`` | ``none``."""
+        ...
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def fixed_dim(self) -> int | None:
+        """The dimension when it is known without asking the model (local), else None."""
+        ...
+
+    async def embed_batch(self, texts: list[str]) -> list[list[float]]: ...
+
+    # ASYNC109: like the gateway's probes, a verdict within the caller's deadline.
+    async def probe(self, timeout: float) -> EmbedProbe:  # noqa: ASYNC109
+        """One un-retried embedding of a fixed text; never raises (except cancellation)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class NoEmbedder:
+    """``EMBEDDING_PROVIDER=none``: every embedding call fails at once, without I/O."""
+
+    provider = "none"
+    model = "none"
+    fixed_dim: int | None = None
+    MESSAGE = "embeddings are disabled (EMBEDDING_PROVIDER=none)"
+
+    async def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        raise EmbeddingDisabledError(self.MESSAGE)
+
+    async def probe(self, timeout: float) -> EmbedProbe:  # noqa: ASYNC109
+        return EmbedProbe(reachable=True, error=self.MESSAGE)
+
+    async def aclose(self) -> None:
+        return None
 
 
 # --------------------------------------------------------------------------- classification
@@ -200,6 +272,55 @@ def _normalise_host(host: str) -> str:
     return host.strip().rstrip("/")
 
 
+CallWithRetries = Callable[[str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+
+class OllamaEmbedder:
+    """Embeddings from Ollama's ``/api/embed`` (``EMBEDDING_PROVIDER=ollama``).
+
+    ``call`` is the gateway's retry core (:meth:`LLMGateway._call`), which turns the
+    client's failures into the gateway's errors."""
+
+    provider = "ollama"
+    fixed_dim: int | None = None
+
+    def __init__(self, client: ollama.AsyncClient, model: str, call: CallWithRetries) -> None:
+        self._client = client
+        self.model = model
+        self._call = call
+
+    async def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        async def do() -> list[list[float]]:
+            resp = await self._client.embed(model=self.model, input=texts)
+            if len(resp.embeddings) != len(texts):
+                raise _MalformedResponseError(
+                    f"expected {len(texts)} embeddings, got {len(resp.embeddings)}"
+                )
+            return [[float(x) for x in vec] for vec in resp.embeddings]
+
+        vectors: list[list[float]] = await self._call("embed", do)
+        return vectors
+
+    async def probe(self, timeout: float) -> EmbedProbe:  # noqa: ASYNC109
+        try:
+            async with asyncio.timeout(timeout):
+                resp = await self._client.embed(model=self.model, input=[_HEALTH_PROBE_TEXT])
+        except ollama.ResponseError as exc:
+            return EmbedProbe(True, error=f"HTTP {exc.status_code}: {exc.error}")
+        except (TimeoutError, httpx.TimeoutException):
+            return EmbedProbe(False, error=f"timed out after {timeout}s")
+        except (httpx.TransportError, ConnectionError) as exc:
+            return EmbedProbe(False, error=_describe(exc))
+        except Exception as exc:  # malformed body etc.: it answered, but not sensibly
+            return EmbedProbe(True, error=f"malformed response: {_describe(exc)}")
+        if not resp.embeddings:
+            return EmbedProbe(True, error="malformed response: no embeddings returned")
+        return EmbedProbe(True, dim=len(resp.embeddings[0]))
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
 # --------------------------------------------------------------------------- gateway
 class LLMGateway:
     """Async access to Ollama chat + embeddings with retries and typed errors."""
@@ -217,7 +338,10 @@ class LLMGateway:
         max_attempts: int = 3,
         backoff_initial: float = 0.2,
         backoff_max: float = 5.0,
+        embedder: Embedder | None = None,
     ) -> None:
+        """``embedder``: who computes embeddings; None = Ollama at ``embed_host`` with
+        ``embed_model`` (the other embedders ignore those two and ``embed_api_key``)."""
         if embed_dim <= 0:
             raise ValueError("embed_dim must be positive")
         if embed_batch_size <= 0:
@@ -226,7 +350,6 @@ class LLMGateway:
             raise ValueError("max_attempts must be >= 1")
         self.chat_host = _normalise_host(chat_host)
         self.embed_host = _normalise_host(embed_host) if embed_host else self.chat_host
-        self.embed_model = embed_model
         self.embed_dim = embed_dim
         self.chat_model = chat_model
         self.timeout = timeout
@@ -239,15 +362,32 @@ class LLMGateway:
         self._chat_client = ollama.AsyncClient(
             host=self.chat_host, timeout=timeout, verify=_ssl_context()
         )
-        self._embed_client = ollama.AsyncClient(
-            host=self.embed_host, timeout=timeout, headers=embed_headers, verify=_ssl_context()
-        )
+        if embedder is None:
+            embed_client = ollama.AsyncClient(
+                host=self.embed_host, timeout=timeout, headers=embed_headers, verify=_ssl_context()
+            )
+            embedder = OllamaEmbedder(embed_client, embed_model, self._call)
+        if embedder.fixed_dim is not None and embedder.fixed_dim != embed_dim:
+            raise ValueError(
+                f"the {embedder.provider} embedding model {embedder.model!r} gives "
+                f"{embedder.fixed_dim} dimensions, not {embed_dim}: check EMBEDDING_DIM and "
+                "EMBEDDING_PROVIDER"
+            )
+        self.embedder: Embedder = embedder
         self._closed = False
+
+    @property
+    def embed_provider(self) -> str:
+        return self.embedder.provider
+
+    @property
+    def embed_model(self) -> str:
+        return self.embedder.model
 
     def __repr__(self) -> str:  # never include the API key
         return (
-            f"LLMGateway(chat_model={self.chat_model!r}, embed_model={self.embed_model!r}, "
-            f"embed_dim={self.embed_dim})"
+            f"LLMGateway(chat_model={self.chat_model!r}, embed_provider={self.embed_provider!r}, "
+            f"embed_model={self.embed_model!r}, embed_dim={self.embed_dim})"
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -256,7 +396,7 @@ class LLMGateway:
             return
         self._closed = True
         await self._chat_client.close()
-        await self._embed_client.close()
+        await self.embedder.aclose()
 
     async def __aenter__(self) -> LLMGateway:
         return self
@@ -350,15 +490,11 @@ class LLMGateway:
         return (await self.embed([text]))[0]
 
     async def _embed_batch(self, batch: list[str]) -> list[list[float]]:
-        async def do() -> list[list[float]]:
-            resp = await self._embed_client.embed(model=self.embed_model, input=batch)
-            if len(resp.embeddings) != len(batch):
-                raise _MalformedResponseError(
-                    f"expected {len(batch)} embeddings, got {len(resp.embeddings)}"
-                )
-            return [[float(x) for x in vec] for vec in resp.embeddings]
-
-        vectors = await self._call("embed", do)
+        vectors = await self.embedder.embed_batch(batch)
+        if len(vectors) != len(batch):  # an embedder's bug, not a model's answer
+            raise LLMUnavailableError(
+                f"embed: expected {len(batch)} embeddings, got {len(vectors)}", operation="embed"
+            )
         for vec in vectors:
             if len(vec) != self.embed_dim:
                 raise EmbeddingDimensionError(self.embed_dim, len(vec), self.embed_model)
@@ -434,40 +570,15 @@ class LLMGateway:
 
     async def check_embedding(self, timeout: float = 5.0) -> EmbedHealth:  # noqa: ASYNC109
         """Single (un-retried) probe of the embedding model: reachable? right dimension?"""
-
-        def health(
-            reachable: bool, *, dim: int | None = None, error: str | None = None
-        ) -> EmbedHealth:
-            return EmbedHealth(
-                reachable=reachable,
-                ok=reachable and error is None and dim == self.embed_dim,
-                model=self.embed_model,
-                expected_dim=self.embed_dim,
-                dim=dim,
-                error=error,
-            )
-
-        try:
-            async with asyncio.timeout(timeout):
-                resp = await self._embed_client.embed(
-                    model=self.embed_model, input=[_HEALTH_PROBE_TEXT]
-                )
-        except ollama.ResponseError as exc:
-            return health(True, error=f"HTTP {exc.status_code}: {exc.error}")
-        except (TimeoutError, httpx.TimeoutException):
-            return health(False, error=f"timed out after {timeout}s")
-        except (httpx.TransportError, ConnectionError) as exc:
-            return health(False, error=_describe(exc))
-        except Exception as exc:  # malformed body etc.: it answered, but not sensibly
-            return health(True, error=f"malformed response: {_describe(exc)}")
-
-        if not resp.embeddings:
-            return health(True, error="malformed response: no embeddings returned")
-        dim = len(resp.embeddings[0])
-        if dim != self.embed_dim:
-            return health(
-                True,
-                dim=dim,
-                error=f"dimension mismatch: model returned {dim}, expected {self.embed_dim}",
-            )
-        return health(True, dim=dim)
+        probe = await self.embedder.probe(timeout)
+        error = probe.error
+        if error is None and probe.dim is not None and probe.dim != self.embed_dim:
+            error = f"dimension mismatch: model returned {probe.dim}, expected {self.embed_dim}"
+        return EmbedHealth(
+            reachable=probe.reachable,
+            ok=probe.reachable and error is None and probe.dim == self.embed_dim,
+            model=self.embed_model,
+            expected_dim=self.embed_dim,
+            dim=probe.dim,
+            error=error,
+        )

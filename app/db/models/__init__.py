@@ -1,5 +1,6 @@
 """All SQLAlchemy models; importing this package registers every table on Base.metadata."""
 
+from app.db.models.history import ErrorMemory, MessageEmbedding, RollingSummary
 from app.db.models.memory import MemoryChunk, MemoryFact, MemorySummary, SessionMemoryState
 from app.db.models.sessions import Message, MessageArchive, Session, SessionShare
 from app.db.models.sketches import Sketch
@@ -7,11 +8,14 @@ from app.db.models.users import ApiToken, User
 
 __all__ = [
     "ApiToken",
+    "ErrorMemory",
     "MemoryChunk",
     "MemoryFact",
     "MemorySummary",
     "Message",
     "MessageArchive",
+    "MessageEmbedding",
+    "RollingSummary",
     "Session",
     "SessionMemoryState",
     "SessionShare",

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from app.config import get_settings
 from app.db.base import Base, created_at_column
 
-EMBEDDING_DIM = get_settings().embedding_dim
+EMBEDDING_DIM = get_settings().vector_dim  # EMBEDDING_DIM, else the provider's
 
 
 def _hnsw(name: str, column: str = "embedding") -> Index:

@@ -17,6 +17,7 @@ from sqlalchemy import (
     UniqueConstraint,
     Uuid,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, declared_attr, mapped_column
@@ -103,12 +104,25 @@ class Message(_MessageColumns, Base):
             "display_index",
             postgresql_where="display_index IS NOT NULL",
         ),
+        # Full-text search of a session's history (chat_history keyword mode).
+        Index(
+            "ix_session_messages_content_fts",
+            text("to_tsvector('simple', content)"),
+            postgresql_using="gin",
+        ),
     )
 
 
 class MessageArchive(_MessageColumns, Base):
     __tablename__ = "session_messages_archive"
-    __table_args__ = (UniqueConstraint("session_id", "sequence_number"),)
+    __table_args__ = (
+        UniqueConstraint("session_id", "sequence_number"),
+        Index(
+            "ix_session_messages_archive_content_fts",
+            text("to_tsvector('simple', content)"),
+            postgresql_using="gin",
+        ),
+    )
 
 
 class SessionShare(Base):

@@ -347,7 +347,9 @@ def _where(hit: MemoryHit) -> str:
             where += f" · {_fmt_time(hit.timestamp)}"
         return where
     if hit.source_type == "error":
-        where = "error" + (f" [{hit.key}]" if hit.key else "") + f" · session {session}"
+        where = "error" + (f" [{hit.key}]" if hit.key else "")
+        if hit.session_id:  # error memory is per user, across sessions: often none
+            where += f" · session {hit.session_id}"
         if hit.end_seq >= 0:
             where += f" · {_turns(hit)}"
         if hit.timestamp is not None:

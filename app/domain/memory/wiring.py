@@ -5,10 +5,17 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from app.domain.memory.search_service import UnifiedSearch
+from app.domain.error_memory.services import unified_error_search
+from app.domain.memory.search_service import FactSearch, UnifiedSearch
 from app.llm.gateway import LLMGateway
 
 
+def fact_search() -> FactSearch | None:
+    """The facts store's search as unified search expects it (None until available)."""
+    return None
+
+
 def unified_search(db: AsyncSession, llm: LLMGateway | None, settings: Settings) -> UnifiedSearch:
-    # The facts store plugs in here once its search is available (see app/domain/facts).
-    return UnifiedSearch(db, llm, settings)
+    return UnifiedSearch(
+        db, llm, settings, facts=fact_search(), errors=unified_error_search(settings)
+    )

@@ -6,12 +6,15 @@ from typing import Annotated
 
 import msgspec
 from litestar import Controller, delete, get, patch, post
+from litestar.datastructures import State
 from litestar.params import Parameter
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.db.models import Session
 from app.domain.auth.principal import Principal
+from app.domain.context.events import ContextEvent
+from app.domain.context.services import context_service
 from app.domain.sessions.access import Viewer
 from app.domain.sessions.repositories import SessionRepository
 from app.domain.sessions.schemas import (
@@ -69,9 +72,20 @@ class SessionController(Controller):
 
     @post("/")
     async def create_session(
-        self, data: SessionCreate, principal: Principal, db: AsyncSession, settings: Settings
+        self,
+        data: SessionCreate,
+        principal: Principal,
+        db: AsyncSession,
+        settings: Settings,
+        state: State,
     ) -> SessionOut:
         row = await SessionService(db, settings).create(data.profile_id, principal.id, data.name)
+        if settings.extraction_enabled:
+            # A new session is when older ones went quiet: learn from them (seed: facts).
+            from app.domain.facts.extraction import extract_stale_sessions
+            from app.lib.jobs import spawn
+
+            spawn(state, extract_stale_sessions(state), "memory.extraction")
         return session_out(row)
 
     @get("/")
@@ -168,11 +182,16 @@ class SessionController(Controller):
         principal: Principal,
         db: AsyncSession,
         settings: Settings,
+        state: State,
     ) -> AppendResult:
-        refs = await SessionService(db, settings).append(
-            session_id, Viewer.of(principal), data.messages
-        )
-        return AppendResult(session_id=session_id, messages=refs)
+        viewer = Viewer.of(principal)
+        refs = await SessionService(db, settings).append(session_id, viewer, data.messages)
+        events: list[ContextEvent] = []
+        if data.usage is not None:  # the post-turn check (app/domain/context)
+            events = await context_service(db, settings, state).after_append(
+                session_id, viewer, data.usage
+            )
+        return AppendResult(session_id=session_id, messages=refs, events=events)
 
     @get("/{session_id:uuid}/messages")
     async def history(

@@ -270,6 +270,10 @@ class SessionRepository:
                 Message.sequence_number.in_(list(sequence_numbers)),
             )
             .values(is_context=flag)
+            # Loaded rows are not synchronised: "evaluate" re-checks the IN list against
+            # every loaded row (~1 s for a 2,000-row context). Readers select by is_context
+            # in SQL, so a stale in-memory flag on a demoted row is never looked at.
+            .execution_options(synchronize_session=False)
         )
         return int(result.rowcount)  # type: ignore[attr-defined]
 
@@ -316,43 +320,58 @@ class SessionRepository:
     ) -> list[Row[Any]]:
         """For each visible session: display positions whose content contains `term`
         (case-insensitive, literal), their count, and a snippet around the first match.
-        One aggregate over hot + archived rows; positions are stored, not numbered here."""
+        One aggregate over hot + archived rows; positions are stored, not numbered here.
+
+        The visible ids are resolved first and the message tables filtered with
+        `session_id = ANY(...)`, so the planner may AND the session index with the trigram
+        index (rare terms). Only (session, position, id) travel through the aggregate: the
+        snippet reads one row per session afterwards, instead of sorting every matching
+        row's content (which spilled to disk for a common term in large sessions)."""
+        visible = list(
+            (
+                await self.session.execute(
+                    select(Session.id).where(Session.id.in_(list(session_ids)), _visible(viewer))
+                )
+            ).scalars()
+        )
+        if not visible:
+            return []
         stmt = text(
             """
-            WITH visible AS (
-                SELECT id FROM sessions
-                WHERE id = ANY(:ids) AND (:all_users OR user_id = :uid)
-            ), hits AS (
-                SELECT m.session_id, m.display_index, m.content FROM session_messages m
-                JOIN visible v ON v.id = m.session_id
-                WHERE m.display_index IS NOT NULL AND m.content ILIKE :pattern ESCAPE '\\'
+            WITH hits AS (
+                SELECT m.session_id, m.display_index, m.id, 0::bigint AS archived
+                FROM session_messages m
+                WHERE m.session_id = ANY(:ids) AND m.display_index IS NOT NULL
+                  AND m.content ILIKE :pattern ESCAPE '\\'
                 UNION ALL
-                SELECT a.session_id, a.display_index, a.content FROM session_messages_archive a
-                JOIN visible v ON v.id = a.session_id
-                WHERE a.display_index IS NOT NULL AND a.content ILIKE :pattern ESCAPE '\\'
-            ), ranked AS (
-                SELECT session_id, display_index, content,
-                       row_number() OVER (PARTITION BY session_id ORDER BY display_index) AS rn,
-                       count(*) OVER (PARTITION BY session_id) AS n
-                FROM hits
+                SELECT a.session_id, a.display_index, a.id, 1::bigint
+                FROM session_messages_archive a
+                WHERE a.session_id = ANY(:ids) AND a.display_index IS NOT NULL
+                  AND a.content ILIKE :pattern ESCAPE '\\'
+            ), agg AS (
+                SELECT session_id,
+                       (array_agg(display_index ORDER BY display_index))[1:CAST(:max_positions AS integer)]
+                           AS positions,
+                       count(*) AS match_count,
+                       min(ARRAY[display_index, id, archived]) AS first  -- the first match
+                FROM hits GROUP BY session_id
             )
-            SELECT session_id,
-                   array_agg(display_index ORDER BY display_index) AS positions,
-                   max(n) AS match_count,
-                   max(CASE WHEN rn = 1 THEN substr(
-                        content,
-                        greatest(1, strpos(lower(content), lower(:term)) - 60),
-                        200) END) AS snippet
-            FROM ranked WHERE rn <= :max_positions
-            GROUP BY session_id
+            SELECT agg.session_id, agg.positions, agg.match_count,
+                   (SELECT substr(c.content,
+                                  greatest(1, strpos(lower(c.content), lower(:term)) - 60), 200)
+                    FROM (SELECT content FROM session_messages
+                          WHERE id = agg.first[2] AND agg.first[3] = 0
+                          UNION ALL
+                          SELECT content FROM session_messages_archive
+                          WHERE id = agg.first[2] AND agg.first[3] = 1) c
+                    LIMIT 1) AS snippet
+            FROM agg
             """
         ).bindparams(bindparam("ids", type_=None))
         rows = await self.session.execute(
             stmt,
             {
-                "ids": list(session_ids),
-                "all_users": viewer.all_users,
-                "uid": viewer.user_id,
+                "ids": visible,
                 "pattern": contains_pattern(term),
                 "term": term,
                 "max_positions": max_positions,

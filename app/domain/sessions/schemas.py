@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from app.domain.context.events import ContextEvent, UsageIn
+
 Role = Literal["system", "user", "assistant", "tool"]
 SortBy = Literal["last_active", "created_at", "name"]
 SortOrder = Literal["asc", "desc"]
@@ -99,6 +101,9 @@ class MessageOut(msgspec.Struct):
 
 class AppendRequest(msgspec.Struct, forbid_unknown_fields=True):
     messages: list[MessageIn]
+    # What the runtime's LLM reported for the prompt that produced this reply: recorded
+    # as the real-token baseline, then the post-turn compression check runs.
+    usage: UsageIn | None = None
 
 
 class AppendedRef(msgspec.Struct):
@@ -109,6 +114,7 @@ class AppendedRef(msgspec.Struct):
 class AppendResult(msgspec.Struct):
     session_id: uuid.UUID
     messages: list[AppendedRef]
+    events: list[ContextEvent] = msgspec.field(default_factory=list)
 
 
 class HistoryPage(msgspec.Struct):

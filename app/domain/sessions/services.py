@@ -14,6 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.db.models import Message, MessageArchive, Session
+from app.domain.context.layout import order_context
+from app.domain.files.images import attach_pasted_images, with_context_note
+from app.domain.history.compaction import after_append
 from app.domain.sessions.access import Viewer, reaches_llm
 from app.domain.sessions.repositories import SessionRepository
 from app.domain.sessions.schemas import (
@@ -59,6 +62,10 @@ def message_out(row: Message | MessageArchive, archived: bool = False) -> Messag
         images=row.images,
         archived=archived,
     )
+
+
+def _metadata(row: Message) -> dict[str, Any] | None:
+    return row.message_metadata
 
 
 def _check_name(name: str | None) -> str | None:
@@ -166,6 +173,8 @@ class SessionService:
         if reserved is None:
             raise NotFound(f"no session {session_id}")
         seq, disp = reserved
+        # Pasted images → session files + the notice of the LLM copy (metadata).
+        await attach_pasted_images(self.repo, self.settings, session_id, viewer, messages)
         at = datetime.now(UTC)
         rows, refs = [], []
         for m in messages:
@@ -176,6 +185,14 @@ class SessionService:
             refs.append(AppendedRef(sequence_number=seq, display_index=d))
             seq += 1
         await self.repo.insert_messages(rows)
+        # Size-based compaction of the hot history (SESSION_MAX_HISTORY_BYTES).
+        await after_append(
+            self.repo.session,
+            session_id,
+            reserved[0],
+            [(m.content, m.thinking) for m in messages],
+            self.settings.session_max_history_bytes,
+        )
         return refs
 
     async def history(
@@ -199,8 +216,10 @@ class SessionService:
         source is on the allowlist."""
         session = await self.get(session_id, viewer)
         rows = await self.repo.context_messages(session_id)
+        visible = [r for r in rows if reaches_llm(r.role, r.is_context, r.message_metadata)]
+        # A compression summary leads the context although its sequence number is newer.
         return session, [
-            message_out(r) for r in rows if reaches_llm(r.role, r.is_context, r.message_metadata)
+            with_context_note(message_out(r)) for r in order_context(visible, _metadata)
         ]
 
     async def add_planning_log(

@@ -1,0 +1,76 @@
+"""HTTP triggers of context compression for an agent runtime that calls its own LLM.
+
+The post-turn trigger is the ``usage`` object of ``POST /sessions/{id}/messages``
+(see app/domain/sessions/controllers.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from litestar import Controller, Response, post
+from litestar.datastructures import State
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.domain.auth.principal import Principal
+from app.domain.compression import ContextTooLargeError
+from app.domain.context.schemas import CompactOut, CompactRequest, PrepareOut, PrepareRequest
+from app.domain.context.services import context_service
+from app.domain.sessions.access import Viewer
+from app.domain.sessions.services import SessionService
+
+
+def too_large(exc: ContextTooLargeError) -> Response[dict[str, Any]]:
+    """422 that does not roll back: a compression that already ran stays committed."""
+    return Response(
+        {
+            "error": "context_too_large",
+            "detail": exc.message,
+            "tokens": exc.tokens,
+            "limit": exc.limit,
+        },
+        status_code=422,
+    )
+
+
+class ContextController(Controller):
+    path = "/sessions"
+    tags = ["context"]
+
+    @post("/{session_id:uuid}/prepare", status_code=200)
+    async def prepare(
+        self,
+        session_id: uuid.UUID,
+        data: PrepareRequest,
+        principal: Principal,
+        db: AsyncSession,
+        settings: Settings,
+        state: State,
+    ) -> Response[PrepareOut] | Response[dict[str, Any]]:
+        viewer = Viewer.of(principal)
+        session = await SessionService(db, settings).get(session_id, viewer)
+        try:
+            out = await context_service(db, settings, state).prepare(
+                session, viewer, data.message, mid_turn=data.mid_turn, model=data.model
+            )
+        except ContextTooLargeError as exc:
+            return too_large(exc)
+        return Response(out, status_code=200)
+
+    @post("/{session_id:uuid}/compact", status_code=200)
+    async def compact(
+        self,
+        session_id: uuid.UUID,
+        principal: Principal,
+        db: AsyncSession,
+        settings: Settings,
+        state: State,
+        data: CompactRequest | None = None,
+    ) -> CompactOut:
+        viewer = Viewer.of(principal)
+        session = await SessionService(db, settings).get(session_id, viewer)
+        return await context_service(db, settings, state).compact(
+            session, viewer, data.model if data else None
+        )

@@ -1,0 +1,63 @@
+"""SQL of the context domain that the sessions repository does not already offer."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Message
+from app.domain.sessions.access import Viewer
+
+
+class ContextRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def context_sequence_numbers(self, session_id: uuid.UUID) -> set[int]:
+        """Sequence numbers of the rows currently flagged is_context (a narrow read)."""
+        rows = await self.session.execute(
+            select(Message.sequence_number).where(
+                Message.session_id == session_id, Message.is_context.is_(True)
+            )
+        )
+        return {int(s) for s in rows.scalars()}
+
+    async def save_state(
+        self,
+        session_id: uuid.UUID,
+        viewer: Viewer,
+        *,
+        token_count: int | None = None,
+        set_metadata: Mapping[str, Any] | None = None,
+        drop_metadata: Iterable[str] = (),
+    ) -> bool:
+        """Set ``context_token_count`` and merge keys into ``session_metadata``.
+
+        The merge happens in one statement (``(metadata - dropped) || patch``), so keys
+        written by other features are never overwritten with a stale copy.
+        """
+        result = await self.session.execute(
+            text(
+                """
+                UPDATE sessions
+                SET session_metadata = (session_metadata - CAST(:drop AS text[]))
+                                       || CAST(:patch AS jsonb),
+                    context_token_count = COALESCE(:tokens, context_token_count)
+                WHERE id = :sid AND (:all_users OR user_id = :uid)
+                """
+            ),
+            {
+                "drop": list(drop_metadata),
+                "patch": json.dumps(dict(set_metadata or {})),
+                "tokens": token_count,
+                "sid": session_id,
+                "all_users": viewer.all_users,
+                "uid": viewer.user_id,
+            },
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]

@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import dataclasses
+
+from litestar import Controller, post
+from litestar.datastructures import State
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.domain.auth.principal import Principal
+from app.domain.error_memory.schemas import (
+    ErrorEntryOut,
+    ErrorHistoryIn,
+    ErrorHistoryOut,
+    WriteErrorIn,
+    WriteErrorOut,
+)
+from app.domain.error_memory.services import ErrorEntry, ErrorMemoryService, render
+from app.domain.memory.unified import clamp_k
+from app.lib.errors import PayloadTooLarge, Unprocessable
+
+MAX_TOOL = 200
+MAX_TEXT = 20_000
+MAX_QUERY = 2000
+
+
+def _text(value: object, field: str, *, required: bool, limit: int = MAX_TEXT) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if required:
+            raise Unprocessable(f"{field}: required")
+        return None
+    if not isinstance(value, str):
+        raise Unprocessable(f"{field}: expected a string")
+    if len(value) > limit:
+        raise PayloadTooLarge(f"{field}: at most {limit} characters")
+    return value.strip()
+
+
+def entry_out(e: ErrorEntry) -> ErrorEntryOut:
+    return ErrorEntryOut(**dataclasses.asdict(e))
+
+
+class ErrorMemoryController(Controller):
+    tags = ["tools"]
+
+    @post("/tools/write_error", status_code=200)
+    async def write_error(
+        self,
+        data: WriteErrorIn,
+        principal: Principal,
+        db: AsyncSession,
+        settings: Settings,
+        state: State,
+    ) -> WriteErrorOut:
+        """Record a resolved tool error and its fix (the caller's, across sessions)."""
+        tool = _text(data.tool, "tool", required=True, limit=MAX_TOOL)
+        error = _text(data.error, "error", required=True)
+        fix = _text(data.fix, "fix", required=True)
+        context = _text(data.context, "context", required=False)
+        assert tool is not None and error is not None and fix is not None
+        entry, created = await ErrorMemoryService(db, state.llm, settings).write(
+            principal.id, tool, error, fix, context
+        )
+        verb = "recorded" if created else "updated"
+        return WriteErrorOut(
+            entry=entry_out(entry),
+            created=created,
+            text=f"write_error: {verb} [{entry.tool}] (kept {settings.error_memory_ttl_days} "
+            "days, renewed on every hit)",
+        )
+
+    @post("/tools/error_history", status_code=200)
+    async def error_history(
+        self,
+        data: ErrorHistoryIn,
+        principal: Principal,
+        db: AsyncSession,
+        settings: Settings,
+        state: State,
+    ) -> ErrorHistoryOut:
+        """Past errors like this one and how they were fixed (text + vector search)."""
+        query = _text(data.query, "query", required=False, limit=MAX_QUERY) or ""
+        tool = _text(data.tool, "tool", required=False, limit=MAX_TOOL)
+        if not query and not tool:
+            raise Unprocessable("query: required — the error to look up (or a tool)")
+        limit = clamp_k(data.limit)
+        entries = await ErrorMemoryService(db, state.llm, settings).search(
+            principal.id, query, tool, limit
+        )
+        return ErrorHistoryOut(
+            query=query,
+            tool=tool,
+            limit=limit,
+            hits=[entry_out(e) for e in entries],
+            text=render(query, tool, entries),
+        )

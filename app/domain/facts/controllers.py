@@ -1,0 +1,225 @@
+"""HTTP: /memory (the caller's facts and summary), /admin/memory (every user's, with
+navi.memory.read_all), /tools/memory (the memory tool call, verbatim)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from litestar import Controller, delete, get, patch, post, put
+from litestar.datastructures import State
+from litestar.params import Parameter
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.domain.auth.principal import Principal
+from app.domain.facts.schemas import (
+    DEFAULT_SEARCH_LIMIT,
+    MAX_QUERY,
+    MAX_SEARCH_LIMIT,
+    CategoriesOut,
+    CategoryCount,
+    FactIn,
+    FactOut,
+    FactPatch,
+    FactSortBy,
+    MemoryToolCall,
+    MemoryToolResult,
+    SearchOut,
+    SortOrder,
+    SummaryIn,
+    SummaryOut,
+)
+from app.domain.facts.services import FactService, fact_out, summary_fields
+from app.domain.facts.tool import run_memory_tool
+from app.lib.errors import Forbidden, NotFound, Unprocessable
+from app.lib.pagination import MAX_LIMIT, Page, page
+
+Limit = Annotated[int, Parameter(ge=1, le=MAX_LIMIT)]
+Offset = Annotated[int, Parameter(ge=0)]
+SearchLimit = Annotated[int, Parameter(ge=1, le=MAX_SEARCH_LIMIT)]
+QueryText = Annotated[str, Parameter(max_length=MAX_QUERY)]
+ListSearch = Annotated[str | None, Parameter(max_length=200)]
+
+
+class FactSaved(FactOut):
+    merged: list[int]  # ids hidden behind this fact by `dedupe`
+
+
+def _term(value: str | None) -> str | None:
+    return value if value and value.strip() else None
+
+
+def _require_read_all(principal: Principal) -> None:
+    if not principal.can_read_all_memory:
+        raise Forbidden("needs the navi.memory.read_all permission")
+
+
+class MemoryController(Controller):
+    path = "/memory"
+    tags = ["memory"]
+
+    @get("/facts")
+    async def list_facts(
+        self,
+        principal: Principal,
+        db: AsyncSession,
+        limit: Limit = 50,
+        offset: Offset = 0,
+        search: ListSearch = None,
+        sort_by: FactSortBy = "category",
+        sort_order: SortOrder = "asc",
+    ) -> Page[FactOut]:
+        service = FactService(db)
+        rows = await service.get_all_facts(
+            principal.id,
+            limit=limit,
+            offset=offset,
+            search=_term(search),
+            sort_by=sort_by,
+            sort_order=sort_order,
+        )
+        total = await service.fact_count(principal.id, search=_term(search))
+        return page([fact_out(r) for r in rows], total, limit, offset)
+
+    @post("/facts")
+    async def save_fact(
+        self, data: FactIn, principal: Principal, db: AsyncSession, state: State
+    ) -> FactSaved:
+        result = await FactService(db, state.llm).upsert_fact(
+            principal.id,
+            data.category,
+            data.key,
+            data.value,
+            source=data.source,
+            confidence=data.confidence,
+            expires_days=data.expires_days,
+            source_context=data.source_context,
+            source_session_id=data.source_session_id,
+            dedupe=data.dedupe,
+        )
+        out = msgspec.structs.asdict(fact_out(result.fact))
+        return FactSaved(**out, merged=result.merged)
+
+    @delete("/facts/{key:str}", status_code=204)
+    async def delete_fact(
+        self,
+        key: str,
+        principal: Principal,
+        db: AsyncSession,
+        category: Annotated[str | None, Parameter(max_length=100)] = None,
+    ) -> None:
+        if not await FactService(db).delete_fact(principal.id, key, _term(category)):
+            raise NotFound(f"key: no fact {key!r}" + (f" in {category!r}" if category else ""))
+
+    @get("/facts/search")
+    async def search_facts(
+        self,
+        principal: Principal,
+        db: AsyncSession,
+        state: State,
+        q: QueryText,
+        limit: SearchLimit = DEFAULT_SEARCH_LIMIT,
+    ) -> SearchOut:
+        if not q.strip():
+            raise Unprocessable("q: must not be empty")
+        found = await FactService(db, state.llm).search_facts(q, principal.id, limit)
+        return SearchOut(query=q, mode=found.mode, items=found.hits)  # type: ignore[arg-type]
+
+    @get("/categories")
+    async def categories(self, principal: Principal, db: AsyncSession) -> CategoriesOut:
+        rows = await FactService(db).categories(principal.id)
+        return CategoriesOut(
+            categories=[CategoryCount(c, n) for c, n in rows], total=sum(n for _, n in rows)
+        )
+
+    @get("/summary")
+    async def get_summary(self, principal: Principal, db: AsyncSession) -> SummaryOut:
+        return SummaryOut(**summary_fields(await FactService(db).get_summary(principal.id)))
+
+    @put("/summary")
+    async def put_summary(
+        self, data: SummaryIn, principal: Principal, db: AsyncSession
+    ) -> SummaryOut:
+        row = await FactService(db).set_summary(principal.id, data.content)
+        return SummaryOut(**summary_fields(row))
+
+
+class AdminMemoryController(Controller):
+    path = "/admin/memory"
+    tags = ["memory"]
+
+    @get("/")
+    async def list_all(
+        self,
+        principal: Principal,
+        db: AsyncSession,
+        include_merged: bool = False,
+        user_id: str | None = None,
+        limit: Limit = 50,
+        offset: Offset = 0,
+        search: ListSearch = None,
+        sort_by: FactSortBy = "category",
+        sort_order: SortOrder = "asc",
+    ) -> Page[FactOut]:
+        _require_read_all(principal)
+        service = FactService(db)
+        rows = await service.get_all_facts(
+            user_id,
+            all_users=True,
+            limit=limit,
+            offset=offset,
+            search=_term(search),
+            sort_by=sort_by,
+            sort_order=sort_order,
+            include_merged=include_merged,
+        )
+        total = await service.fact_count(
+            user_id, all_users=True, search=_term(search), include_merged=include_merged
+        )
+        return page([fact_out(r) for r in rows], total, limit, offset)
+
+    @get("/search")
+    async def search_all(
+        self,
+        principal: Principal,
+        db: AsyncSession,
+        state: State,
+        q: QueryText,
+        user_id: str | None = None,
+        limit: SearchLimit = DEFAULT_SEARCH_LIMIT,
+    ) -> SearchOut:
+        _require_read_all(principal)
+        if not q.strip():
+            raise Unprocessable("q: must not be empty")
+        found = await FactService(db, state.llm).search_facts(q, user_id, limit, all_users=True)
+        return SearchOut(query=q, mode=found.mode, items=found.hits)  # type: ignore[arg-type]
+
+    # `str`, parsed here: a typed path parameter would answer an unauthenticated request
+    # with a non-numeric id 404 before the auth guard runs (401 must come first).
+    @patch("/{fact_id:str}")
+    async def patch_fact(
+        self, fact_id: str, data: FactPatch, principal: Principal, db: AsyncSession
+    ) -> FactOut:
+        if not fact_id.isdigit() or len(fact_id) > 18:
+            raise Unprocessable("fact_id: expected a fact id (an integer)")
+        if isinstance(data.merged_into, msgspec.UnsetType):
+            raise Unprocessable("merged_into: required (null restores a merged fact)")
+        row = await FactService(db).set_merged_into(
+            int(fact_id),
+            data.merged_into,
+            user_id=principal.id,
+            is_admin=principal.is_admin,
+            can_read_all=principal.can_read_all_memory,
+        )
+        return fact_out(row)
+
+
+class MemoryToolController(Controller):
+    path = "/tools"
+    tags = ["tools"]
+
+    @post("/memory", status_code=200)
+    async def memory_tool(
+        self, data: MemoryToolCall, principal: Principal, db: AsyncSession, state: State
+    ) -> MemoryToolResult:
+        return await run_memory_tool(FactService(db, state.llm), principal.id, data)

@@ -1,0 +1,233 @@
+"""Automatic extraction: learn durable facts about users from their stale sessions.
+
+A session is *stale* when it has been idle for `MEMORY_EXTRACTION_STALE_MINUTES`, holds
+at least one user message, belongs to a user, and was never extracted or was extracted
+before its last activity. One pass:
+
+1. gives every stale session a `session_memory_state` row (`INSERT … ON CONFLICT DO
+   NOTHING`), then, one session at a time, claims the next with `SELECT … FOR UPDATE
+   SKIP LOCKED` on that row — the claim, the LLM calls, the fact writes and the mark all
+   happen in that one transaction, so several workers (replicas) never process the same
+   session twice and a crash leaves the session un-extracted;
+2. renders the transcript, asks the LLM for facts (prompt `extract_facts.txt`), parses
+   the reply leniently; a malformed reply is asked again (`EXTRACTION_ATTEMPTS` in all);
+3. upserts every fact with `dedupe=True` (confidence by source), embeddings in one batch;
+4. regenerates the user's summary from all their live facts (prompt
+   `summarize_facts.txt`; on failure a deterministic bullet list);
+5. marks the session extracted.
+
+When every attempt fails, the session's `attempts` grows and `last_error` says why; the
+session stays un-extracted and the next pass tries it again (after the sessions with
+fewer failures). The LLM server being unreachable ends the pass early. Each pass ends by
+purging facts that expired more than `PURGE_GRACE` ago.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import structlog
+from litestar.datastructures import State
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.db.engine import transaction
+from app.domain.facts.render import fact_lines, fallback_summary
+from app.domain.facts.repositories import ExtractionRepository, FactRepository, SummaryRepository
+from app.domain.facts.schemas import MAX_SUMMARY
+from app.domain.facts.services import FactService, embedding_text, normalise_name
+from app.domain.facts.transcript import (
+    ReplyFormatError,
+    clip_middle,
+    parse_facts,
+    render_transcript,
+    strip_think,
+)
+from app.lib.errors import Unprocessable
+from app.llm.gateway import LLMError, LLMGateway, LLMUnavailableError
+
+log = structlog.get_logger()
+
+PROMPTS = Path(__file__).resolve().parents[2] / "llm" / "prompts"
+EXTRACTION_ATTEMPTS = 2
+SUMMARY_FACTS = 200
+MAX_SESSIONS_PER_PASS = 50
+PURGE_GRACE = timedelta(days=7)
+
+
+@cache
+def prompt(name: str) -> str:
+    return (PROMPTS / name).read_text(encoding="utf-8").strip()
+
+
+@dataclass
+class PassResult:
+    extracted: int = 0
+    failed: int = 0
+    facts_saved: int = 0
+    purged: int = 0
+    stopped_early: bool = False
+
+
+@dataclass
+class SessionOutcome:
+    ok: bool
+    facts_saved: int = 0
+    unavailable: bool = False
+
+
+async def _ask_for_facts(llm: LLMGateway, transcript: str) -> tuple[list[Any], list[str]]:
+    """Facts from the LLM; a malformed reply is asked again. Raises ReplyFormatError
+    (every attempt malformed) or LLMError."""
+    error: ReplyFormatError | None = None
+    for attempt in range(1, EXTRACTION_ATTEMPTS + 1):
+        reply = await llm.chat(
+            [
+                {"role": "system", "content": prompt("extract_facts.txt")},
+                {"role": "user", "content": transcript},
+            ],
+            temperature=0.1,
+        )
+        try:
+            return parse_facts(reply.content)
+        except ReplyFormatError as exc:
+            error = exc
+            log.warning("memory.extraction_malformed_reply", attempt=attempt, error=str(exc))
+    assert error is not None
+    raise ReplyFormatError(f"{EXTRACTION_ATTEMPTS} malformed replies; last: {error}")
+
+
+async def regenerate_summary(db: AsyncSession, llm: LLMGateway | None, user_id: str) -> str:
+    """Rewrite the user's summary from all their live facts; never fails on the LLM."""
+    facts = await FactRepository(db).live_facts(user_id, SUMMARY_FACTS)
+    text = ""
+    if facts and llm is not None:
+        try:
+            reply = await llm.chat(
+                [
+                    {"role": "system", "content": prompt("summarize_facts.txt")},
+                    {"role": "user", "content": fact_lines(facts, datetime.now(UTC))},
+                ],
+                temperature=0.3,
+            )
+            text = strip_think(reply.content)
+        except LLMError as exc:
+            log.warning("memory.summary_llm_failed", user_id=user_id, error=str(exc)[:300])
+    if not text:
+        text = fallback_summary(facts)
+    await SummaryRepository(db).put(user_id, text[:MAX_SUMMARY])
+    return text
+
+
+async def extract_session(
+    db: AsyncSession, llm: LLMGateway, session_id: Any, user_id: str
+) -> SessionOutcome:
+    """Extract one claimed session inside the claiming transaction."""
+    repo = ExtractionRepository(db)
+    transcript = clip_middle(render_transcript(await repo.transcript_messages(session_id)))
+    try:
+        items, problems = await _ask_for_facts(llm, transcript)
+    except (ReplyFormatError, LLMError) as exc:
+        await repo.record_failure(session_id, f"{type(exc).__name__}: {exc}")
+        log.error(
+            "memory.extraction_failed",
+            session_id=str(session_id),
+            error_type=type(exc).__name__,
+            error=str(exc)[:300],
+        )
+        return SessionOutcome(ok=False, unavailable=isinstance(exc, LLMUnavailableError))
+    for problem in problems:
+        log.warning("memory.extraction_item_skipped", session_id=str(session_id), problem=problem)
+
+    service = FactService(db, llm)
+    texts = [
+        embedding_text(normalise_name(f.category), normalise_name(f.key), f.value) for f in items
+    ]
+    vectors = await service.embed(texts) if items else None
+    saved = 0
+    for i, fact in enumerate(items):
+        try:
+            await service.upsert_fact(
+                user_id,
+                fact.category,
+                fact.key,
+                fact.value,
+                source=fact.source,
+                source_context=fact.source_context,
+                source_session_id=session_id,
+                dedupe=True,
+                embedding=vectors[i] if vectors else None,
+            )
+            saved += 1
+        except Unprocessable as exc:
+            log.warning(
+                "memory.extraction_item_skipped", session_id=str(session_id), problem=exc.detail
+            )
+    if saved:
+        await regenerate_summary(db, llm, user_id)
+    await repo.mark_extracted(session_id)
+    log.info("memory.session_extracted", session_id=str(session_id), facts=saved)
+    return SessionOutcome(ok=True, facts_saved=saved)
+
+
+async def run_extraction_pass(
+    factory: async_sessionmaker[AsyncSession],
+    llm: LLMGateway,
+    settings: Settings,
+    *,
+    max_sessions: int = MAX_SESSIONS_PER_PASS,
+    now: datetime | None = None,
+) -> PassResult:
+    now = now or datetime.now(UTC)
+    stale_before = now - timedelta(minutes=settings.extraction_stale_minutes)
+    result = PassResult()
+    async with transaction(factory) as db:
+        await ExtractionRepository(db).ensure_state_rows(stale_before)
+    tried: list[Any] = []
+    while len(tried) < max_sessions:
+        async with transaction(factory) as db:
+            claim = await ExtractionRepository(db).claim_next(stale_before, tried)
+            if claim is None:
+                break
+            tried.append(claim.session_id)
+            outcome = await extract_session(db, llm, claim.session_id, claim.user_id)
+        if outcome.ok:
+            result.extracted += 1
+            result.facts_saved += outcome.facts_saved
+        else:
+            result.failed += 1
+            if outcome.unavailable:
+                result.stopped_early = True
+                break
+    async with transaction(factory) as db:
+        result.purged = await FactRepository(db).purge_expired(now - PURGE_GRACE)
+    if result.extracted or result.failed or result.purged:
+        log.info("memory.extraction_pass", **vars(result))
+    return result
+
+
+async def get_extraction_state(
+    factory: async_sessionmaker[AsyncSession], session_id: Any, user_id: str
+) -> Any:
+    """`(extracted_at, attempts, last_error)` of one of the user's sessions, or None."""
+    async with transaction(factory) as db:
+        return await ExtractionRepository(db).state(session_id, user_id, all_users=False)
+
+
+_LOCK_KEY = "facts_extraction_lock"
+
+
+async def extract_stale_sessions(state: State) -> PassResult | None:
+    """The job: one pass, unless this process is already running one (then None)."""
+    lock = state.get(_LOCK_KEY)
+    if lock is None:
+        lock = state[_LOCK_KEY] = asyncio.Lock()
+    if lock.locked():
+        return None
+    async with lock:
+        return await run_extraction_pass(state.session_factory, state.llm, state.settings)

@@ -1,0 +1,125 @@
+"""Request and response shapes of the facts API and the memory tool (msgspec)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Literal
+
+import msgspec
+
+Source = Literal["conversation", "tool_call", "auto_discovery", "user_explicit"]
+SOURCES: tuple[str, ...] = ("conversation", "tool_call", "auto_discovery", "user_explicit")
+FactSortBy = Literal["category", "key", "updated_at", "confidence", "created_at"]
+SortOrder = Literal["asc", "desc"]
+ToolAction = Literal["save", "search", "forget", "list"]
+SearchMode = Literal["vector", "text", "none"]
+
+MAX_CATEGORY = 100
+MAX_KEY = 200
+MAX_VALUE = 10_000
+MAX_SOURCE_CONTEXT = 2_000
+MAX_SUMMARY = 50_000
+MAX_QUERY = 1_000
+MAX_EXPIRES_DAYS = 36_500
+DEFAULT_SEARCH_LIMIT = 15
+MAX_SEARCH_LIMIT = 50
+
+Category = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_CATEGORY)]
+Key = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_KEY)]
+Value = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_VALUE)]
+Confidence = Annotated[int, msgspec.Meta(ge=0, le=100)]
+ExpiresDays = Annotated[int, msgspec.Meta(ge=1, le=MAX_EXPIRES_DAYS)]
+SourceContext = Annotated[str, msgspec.Meta(max_length=MAX_SOURCE_CONTEXT)]
+Query = Annotated[str, msgspec.Meta(max_length=MAX_QUERY)]
+SearchLimit = Annotated[int, msgspec.Meta(ge=1, le=MAX_SEARCH_LIMIT)]
+
+
+class FactIn(msgspec.Struct, forbid_unknown_fields=True):
+    category: Category
+    key: Key
+    value: Value
+    source: Source = "conversation"
+    confidence: Confidence | None = None  # None: by source (see services.default_confidence)
+    expires_days: ExpiresDays | None = None
+    source_context: SourceContext | None = None
+    source_session_id: uuid.UUID | None = None
+    dedupe: bool = False
+
+
+class FactOut(msgspec.Struct):
+    id: int
+    user_id: str
+    category: str
+    key: str
+    value: str
+    source: str
+    confidence: int
+    expires_at: datetime | None
+    source_context: str | None
+    source_session_id: uuid.UUID | None
+    merged_into: int | None
+    has_embedding: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+class FactHit(FactOut):
+    match: Literal["vector", "text"]
+    score: float  # vector: 1 - cosine distance; text: matched query words (+ similarity)
+
+
+class SearchOut(msgspec.Struct):
+    query: str
+    mode: SearchMode  # which path answered; "none" when neither found anything
+    items: list[FactHit]
+
+
+class CategoryCount(msgspec.Struct):
+    category: str
+    count: int
+
+
+class CategoriesOut(msgspec.Struct):
+    categories: list[CategoryCount]
+    total: int
+
+
+class SummaryIn(msgspec.Struct, forbid_unknown_fields=True):
+    content: Annotated[str, msgspec.Meta(max_length=MAX_SUMMARY)]
+
+
+class SummaryOut(msgspec.Struct):
+    content: str
+    updated_at: datetime | None
+
+
+class FactPatch(msgspec.Struct, forbid_unknown_fields=True):
+    # null restores a hidden (merged) fact; an id hides this fact behind that live fact.
+    merged_into: int | None | msgspec.UnsetType = msgspec.UNSET
+
+
+class MemoryToolCall(msgspec.Struct, forbid_unknown_fields=True):
+    """The `memory` tool's arguments, exactly as the model produced them."""
+
+    action: ToolAction
+    category: Annotated[str, msgspec.Meta(max_length=MAX_CATEGORY)] | None = None
+    key: Annotated[str, msgspec.Meta(max_length=MAX_KEY)] | None = None
+    value: Annotated[str, msgspec.Meta(max_length=MAX_VALUE)] | None = None
+    source: Source | None = None
+    confidence: Confidence | None = None
+    expires_days: ExpiresDays | None = None
+    source_context: SourceContext | None = None
+    query: Query | None = None
+    limit: SearchLimit | None = None
+
+
+class MemoryToolResult(msgspec.Struct, omit_defaults=True):
+    action: str
+    ok: bool
+    text: str  # what the agent runtime hands back to the model
+    fact: FactOut | None = None
+    facts: list[FactHit] | None = None
+    categories: list[CategoryCount] | None = None
+    deleted: int | None = None
+    merged: list[int] | None = None

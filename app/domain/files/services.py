@@ -1,0 +1,213 @@
+"""Session files: uploads, listing, share_file, content_publish, and the cleanup job.
+
+Access: every operation first resolves the session through `SessionService.get` with
+the caller's Viewer (404 for a session the caller may not see). Long transfers (uploads,
+share_file copies) check the session in a short transaction of their own, so no
+database connection is held while bytes move.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import stat
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from urllib.parse import quote
+
+import anyio.to_thread
+import structlog
+from litestar.datastructures import State
+
+from app.config import Settings
+from app.db.engine import transaction
+from app.domain.auth.principal import Principal
+from app.domain.files.names import sanitize_filename
+from app.domain.files.repositories import FilesRepository
+from app.domain.files.schemas import CardOut, FileOut
+from app.domain.files.storage import (
+    FileInfo,
+    PendingFile,
+    file_info,
+    relative_path,
+    resolve_stored,
+    session_dir,
+    session_files_root,
+)
+from app.domain.files.uploads import StoredUpload, UploadLimits, receive
+from app.domain.sessions.access import Viewer
+from app.domain.sessions.services import SessionService
+from app.lib.errors import Forbidden, NotFound, PayloadTooLarge, Unprocessable
+
+log = structlog.get_logger()
+
+MAX_FILES_PER_UPLOAD = 20
+COPY_CHUNK = 1024 * 1024
+MB = 1024 * 1024
+
+
+def file_url(session_id: uuid.UUID, name: str) -> str:
+    return f"/sessions/{session_id}/files/{quote(name, safe='')}"
+
+
+def file_out(session_id: uuid.UUID, info: FileInfo, original: str | None = None) -> FileOut:
+    return FileOut(
+        name=info.name,
+        size=info.size,
+        content_type=info.content_type.media_type,
+        type=info.content_type.kind,
+        path=relative_path(session_id, info.name),
+        url=file_url(session_id, info.name),
+        modified_at=info.modified_at,
+        original_name=original if original and original != info.name else None,
+    )
+
+
+def upload_block(session_id: uuid.UUID, stored: list[StoredUpload]) -> str:
+    """The lines the client appends to the user message (seed 003)."""
+    lines = [f"- {s.original} → {relative_path(session_id, s.name)}" for s in stored]
+    return "[Uploaded files on disk:\n" + "\n".join(lines) + "]"
+
+
+async def check_session(
+    state: State, settings: Settings, session_id: uuid.UUID, principal: Principal
+) -> None:
+    """404 unless the caller may see the session; a transaction of its own."""
+    async with transaction(state.session_factory) as db:
+        await SessionService(db, settings).get(session_id, Viewer.of(principal))
+
+
+async def upload(
+    settings: Settings,
+    session_id: uuid.UUID,
+    content_type: str,
+    content_length: int | None,
+    chunks: AsyncIterator[bytes],
+) -> tuple[list[FileOut], str]:
+    limits = UploadLimits(
+        max_file_bytes=settings.session_files_max_size_mb * MB, max_files=MAX_FILES_PER_UPLOAD
+    )
+    if content_length is not None and content_length > limits.max_body_bytes:
+        raise PayloadTooLarge(
+            f"request body: {content_length} bytes, more than {MAX_FILES_PER_UPLOAD} files of "
+            f"{settings.session_files_max_size_mb} MB (SESSION_FILES_MAX_SIZE_MB)"
+        )
+    directory = session_dir(settings, session_id)
+    stored = await receive(chunks, content_type, directory, limits)
+    infos = await anyio.to_thread.run_sync(lambda: [file_info(directory / s.name) for s in stored])
+    log.info("files.uploaded", session_id=str(session_id), files=len(stored))
+    outs = [file_out(session_id, i, s.original) for i, s in zip(infos, stored, strict=True)]
+    return outs, upload_block(session_id, stored)
+
+
+def stored_file(settings: Settings, session_id: uuid.UUID, name: str) -> Path:
+    path = resolve_stored(session_dir(settings, session_id), name)
+    if path is None:
+        raise NotFound(f"filename: no file {name!r} in this session")
+    return path
+
+
+def publish_card(settings: Settings, session_id: uuid.UUID, name: str) -> CardOut:
+    """content_publish: the card of a file already in the session directory."""
+    info = file_info(stored_file(settings, session_id, name))
+    return CardOut(
+        type=info.content_type.kind,
+        content_type=info.content_type.media_type,
+        size=info.size,
+        url=file_url(session_id, info.name),
+        name=info.name,
+    )
+
+
+# ---------------------------------------------------------------- share_file
+def _inside(path: Path, roots: tuple[Path, ...]) -> bool:
+    return any(path == r or path.is_relative_to(r) for r in roots)
+
+
+def copy_shared_file(settings: Settings, session_id: uuid.UUID, raw: str) -> FileInfo:
+    """Copy a local file from under SHARE_FILE_ROOTS into the session directory.
+
+    The source is resolved (every symlink followed) and must then lie inside a root:
+    a link that points out of the roots is refused like any outside path. The file is
+    opened with O_NOFOLLOW and checked again by its descriptor, so it cannot be swapped
+    for a link between the check and the copy.
+    """
+    if not raw or not os.path.isabs(raw):
+        raise Unprocessable("path: must be an absolute path")
+    roots = tuple(Path(os.path.realpath(r)) for r in settings.share_file_root_paths)
+    if not roots:
+        raise Forbidden("path: share_file is disabled (SHARE_FILE_ROOTS is empty)")
+    try:
+        real = Path(raw).resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise Unprocessable(f"path: no such file {raw!r}") from None
+    if not _inside(real, roots):
+        raise Forbidden("path: outside SHARE_FILE_ROOTS (after resolving symlinks)")
+    if real.is_dir():
+        raise Unprocessable("path: is a directory; share_file copies one file")
+    max_bytes = settings.share_file_max_size_mb * MB
+    too_large = PayloadTooLarge(
+        f"path: larger than {settings.share_file_max_size_mb} MB (SHARE_FILE_MAX_SIZE_MB)"
+    )
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise Unprocessable(f"path: cannot be read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as src:
+        st = os.fstat(src.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise Unprocessable("path: not a regular file")
+        if st.st_size > max_bytes:
+            raise too_large
+        pending = PendingFile(session_dir(settings, session_id))
+        try:
+            while chunk := src.read(COPY_CHUNK):
+                if pending.size + len(chunk) > max_bytes:
+                    raise too_large
+                pending.write(chunk)
+        except BaseException:
+            pending.discard()
+            raise
+    name = pending.commit(sanitize_filename(Path(raw).name))
+    return file_info(pending.directory / name)
+
+
+# ---------------------------------------------------------------- cleanup job
+def _session_dir_ids(root: Path) -> dict[uuid.UUID, Path]:
+    out: dict[uuid.UUID, Path] = {}
+    try:
+        entries = list(os.scandir(root))
+    except FileNotFoundError:
+        return out
+    for entry in entries:
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        try:
+            sid = uuid.UUID(entry.name)
+        except ValueError:
+            continue  # not ours: left alone
+        if str(sid) == entry.name:
+            out[sid] = Path(entry.path)
+    return out
+
+
+async def cleanup_orphan_dirs(state: State) -> int:
+    """Delete session directories whose session no longer exists; returns how many.
+
+    One query for the whole set of directory names. Safe with several replicas: deleting
+    an already deleted directory is a no-op.
+    """
+    settings: Settings = state.settings
+    dirs = await anyio.to_thread.run_sync(_session_dir_ids, session_files_root(settings))
+    if not dirs:
+        return 0
+    async with transaction(state.session_factory) as db:
+        existing = await FilesRepository(db).existing_session_ids(dirs.keys())
+    orphans = [path for sid, path in dirs.items() if sid not in existing]
+    for path in orphans:
+        await anyio.to_thread.run_sync(functools.partial(shutil.rmtree, path, ignore_errors=True))
+    if orphans:
+        log.info("files.orphan_dirs_deleted", count=len(orphans))
+    return len(orphans)

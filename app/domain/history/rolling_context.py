@@ -1,0 +1,114 @@
+"""`POST /sessions/{id}/prepare` for a profile in `rolling` context mode.
+
+The context is the session's last `max_history_messages` context messages plus, when
+the rolling summary has anything in it, a user-role `Prior summary` JSON block placed
+last — the turn context, right before the incoming input. No LLM call happens here (the
+summary is kept by the periodic job), so a rolling turn costs its own prompt only.
+
+Rows older than the window are flagged out of the LLM context (`is_context = false`):
+they are no longer what the model sees, the rolling summary covers them (it reads hot
+and archived rows alike), and the size-based compaction may then archive them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import msgspec
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.db.models import Session
+from app.domain.compression import (
+    Msg,
+    calibration_for,
+    check_context_size,
+    truncate_for_view,
+    view_budget_tokens,
+)
+from app.domain.context.compressor import estimator_for, load_context
+from app.domain.context.profiles import Profile
+from app.domain.context.schemas import PrepareOut
+from app.domain.history.rolling import recent_window, summary_block
+from app.domain.history.rolling_repository import RollingRepository
+from app.domain.sessions.repositories import SessionRepository
+from app.domain.sessions.schemas import MessageOut
+from app.domain.sessions.services import message_out
+
+SUMMARY_SOURCE = "rolling_summary"
+
+
+def summary_message(block: str, at: datetime) -> MessageOut:
+    """The synthetic turn-context message (not stored: sequence_number −1)."""
+    return MessageOut(
+        sequence_number=-1,
+        display_index=None,
+        role="user",
+        content=block,
+        created_at=at,
+        is_display=False,
+        is_summary=True,
+        metadata={"source": SUMMARY_SOURCE},
+    )
+
+
+async def prepare_rolling(
+    db: AsyncSession,
+    settings: Settings,
+    session: Session,
+    profile: Profile,
+    model: str,
+    incoming: Msg | None,
+) -> PrepareOut:
+    loaded = await load_context(db, session.id)
+    pairs = list(zip(loaded.rows, loaded.msgs, strict=True))
+    window_pairs = recent_window(
+        [_Pair(row, msg) for row, msg in pairs], profile.max_history_messages
+    )
+    kept = {p.row.sequence_number for p in window_pairs}
+    older = [row.sequence_number for row, _ in pairs if row.sequence_number not in kept]
+    if older:
+        first_kept = min(kept) if kept else None
+        await SessionRepository(db).set_context_flag(
+            session.id,
+            [s for s in older if first_kept is None or s < first_kept],
+            False,
+        )
+    state = await RollingRepository(db).get(session.id)
+    block = summary_block(state.summary if state else None)
+
+    window = profile.context_window
+    calib = calibration_for(model)
+    budget = view_budget_tokens(window, settings.context_message_token_budget)
+    context: list[MessageOut] = []
+    msgs: list[Msg] = []
+    for p in window_pairs:
+        item = message_out(p.row)
+        view = truncate_for_view(p.msg, budget, calib)
+        if view is not p.msg:
+            item = msgspec.structs.replace(item, content=view.content, metadata=view.metadata)
+        context.append(item)
+        msgs.append(p.msg)
+    if block is not None:
+        context.append(summary_message(block, datetime.now(UTC)))
+        msgs.append(Msg(role="user", content=block, is_display=False))
+    estimate = estimator_for(model, window, settings)
+    tokens = estimate(msgs + ([incoming] if incoming is not None else []))
+    check_context_size(tokens, window, settings.output_reserve_tokens)
+    return PrepareOut(
+        session_id=session.id, context=context, tokens=tokens, window=window, events=[]
+    )
+
+
+class _Pair:
+    """A stored row and its Msg, with the `.role` recent_window looks at."""
+
+    __slots__ = ("msg", "row")
+
+    def __init__(self, row, msg: Msg) -> None:  # type: ignore[no-untyped-def]
+        self.row = row
+        self.msg = msg
+
+    @property
+    def role(self) -> str:
+        return self.row.role

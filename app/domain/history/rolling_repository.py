@@ -1,0 +1,198 @@
+"""All SQL of the rolling summary: candidate sessions, the locked state row, the
+messages after the cursor (hot and archived), saving summary and cursor."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import bindparam, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.domain.history.rolling import TranscriptMessage
+
+# What the summary reads: the conversation, not system prompts, summaries or markers.
+_SUMMARISABLE = (
+    "role IN ('user', 'assistant', 'tool') AND NOT is_summary AND NOT is_compression "
+    "AND content <> ''"
+)
+TEMP_PREFIX = "temp-"
+
+
+@dataclass(frozen=True)
+class RollingState:
+    session_id: uuid.UUID
+    summary: dict[str, Any] | None
+    cursor_at: datetime | None
+    attempts: int
+
+
+class RollingRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def candidates(
+        self, *, include: Sequence[str] | None, exclude: Sequence[str], limit: int
+    ) -> list[tuple[uuid.UUID, str]]:
+        """(session id, profile id) of sessions in rolling mode with work to look at —
+        the profile ids `include`d (None = every profile but the `exclude`d ones):
+        never looked at, active since the job last looked (`updated_at`, the seed's
+        mtime gate: message times may be older than the server's clock, so the cursor
+        itself cannot be the gate), a failed last chunk (retried every tick), or a
+        summary without a cursor. Sessions and profiles named `temp-…` are skipped.
+        Oldest activity first."""
+        profile_filter = (
+            "s.profile_id = ANY(:include)" if include is not None else "TRUE"
+        ) + " AND NOT (s.profile_id = ANY(:exclude))"
+        stmt = text(
+            f"""
+            SELECT s.id, s.profile_id FROM sessions s
+            LEFT JOIN rolling_summaries r ON r.session_id = s.id
+            WHERE {profile_filter}
+              AND s.next_seq > 0
+              AND s.profile_id NOT LIKE 'temp-%' AND coalesce(s.name, '') NOT LIKE 'temp-%'
+              AND (r.session_id IS NULL
+                   OR s.last_active > r.updated_at
+                   OR r.attempts > 0
+                   OR (r.cursor_at IS NULL AND r.summary IS NOT NULL))
+            ORDER BY s.last_active
+            LIMIT :limit
+            """
+        ).bindparams(bindparam("include", type_=None), bindparam("exclude", type_=None))
+        params: dict[str, Any] = {"exclude": list(exclude), "limit": limit}
+        if include is not None:
+            params["include"] = list(include)
+        rows = await self.session.execute(stmt, params)
+        return [(r.id, r.profile_id) for r in rows]
+
+    async def ensure_row(self, session_id: uuid.UUID) -> None:
+        await self.session.execute(
+            text(
+                "INSERT INTO rolling_summaries (session_id) VALUES (:sid) "
+                "ON CONFLICT (session_id) DO NOTHING"
+            ),
+            {"sid": session_id},
+        )
+
+    async def lock(self, session_id: uuid.UUID) -> RollingState | None:
+        """The state row, locked until the transaction ends; None when another worker
+        holds it (SKIP LOCKED) or it does not exist."""
+        row = (
+            await self.session.execute(
+                text(
+                    "SELECT session_id, summary, cursor_at, attempts FROM rolling_summaries "
+                    "WHERE session_id = :sid FOR UPDATE SKIP LOCKED"
+                ),
+                {"sid": session_id},
+            )
+        ).first()
+        if row is None:
+            return None
+        return RollingState(row.session_id, row.summary, row.cursor_at, int(row.attempts))
+
+    async def get(self, session_id: uuid.UUID) -> RollingState | None:
+        row = (
+            await self.session.execute(
+                text(
+                    "SELECT session_id, summary, cursor_at, attempts FROM rolling_summaries "
+                    "WHERE session_id = :sid"
+                ),
+                {"sid": session_id},
+            )
+        ).first()
+        if row is None:
+            return None
+        return RollingState(row.session_id, row.summary, row.cursor_at, int(row.attempts))
+
+    async def messages_after(
+        self, session_id: uuid.UUID, cursor_at: datetime | None, limit: int
+    ) -> list[TranscriptMessage]:
+        """Summarisable messages newer than the cursor (all when None), in time order,
+        from the hot table and the archive."""
+        after = "AND created_at > :cursor" if cursor_at is not None else ""
+        cols = "sequence_number, role, content, created_at, name"
+        stmt = text(
+            f"""
+            SELECT * FROM (
+                SELECT {cols} FROM session_messages
+                WHERE session_id = :sid AND {_SUMMARISABLE} {after}
+                UNION ALL
+                SELECT {cols} FROM session_messages_archive
+                WHERE session_id = :sid AND {_SUMMARISABLE} {after}
+            ) m ORDER BY created_at, sequence_number LIMIT :limit
+            """
+        )
+        params: dict[str, Any] = {"sid": session_id, "limit": limit}
+        if cursor_at is not None:
+            params["cursor"] = cursor_at
+        rows = await self.session.execute(stmt, params)
+        return [
+            TranscriptMessage(
+                sequence_number=int(r.sequence_number),
+                role=r.role,
+                content=r.content,
+                created_at=r.created_at,
+                name=r.name,
+            )
+            for r in rows
+        ]
+
+    async def latest_message_at(self, session_id: uuid.UUID) -> datetime | None:
+        return (
+            await self.session.execute(
+                text(
+                    "SELECT max(created_at) FROM ("
+                    "SELECT max(created_at) AS created_at FROM session_messages "
+                    "WHERE session_id = :sid UNION ALL "
+                    "SELECT max(created_at) FROM session_messages_archive "
+                    "WHERE session_id = :sid) t"
+                ),
+                {"sid": session_id},
+            )
+        ).scalar_one_or_none()
+
+    async def save(
+        self, session_id: uuid.UUID, summary: dict[str, Any] | None, cursor_at: datetime | None
+    ) -> None:
+        """Summary and cursor after a chunk (the attempt counter starts over)."""
+        await self.session.execute(
+            text(
+                "UPDATE rolling_summaries SET summary = CAST(:summary AS jsonb), "
+                "cursor_at = :cursor, updated_at = now(), attempts = 0, last_error = NULL "
+                "WHERE session_id = :sid"
+            ),
+            {
+                "sid": session_id,
+                "summary": json.dumps(summary, ensure_ascii=False) if summary is not None else None,
+                "cursor": cursor_at,
+            },
+        )
+
+    async def set_cursor(self, session_id: uuid.UUID, cursor_at: datetime | None) -> None:
+        await self.session.execute(
+            text(
+                "UPDATE rolling_summaries SET cursor_at = :cursor, updated_at = now() "
+                "WHERE session_id = :sid"
+            ),
+            {"sid": session_id, "cursor": cursor_at},
+        )
+
+    async def touch(self, session_id: uuid.UUID) -> None:
+        """Looked at, nothing to summarise yet (e.g. a question still unanswered)."""
+        await self.session.execute(
+            text("UPDATE rolling_summaries SET updated_at = now() WHERE session_id = :sid"),
+            {"sid": session_id},
+        )
+
+    async def fail(self, session_id: uuid.UUID, error: str) -> None:
+        await self.session.execute(
+            text(
+                "UPDATE rolling_summaries SET attempts = attempts + 1, last_error = :err, "
+                "updated_at = now() WHERE session_id = :sid"
+            ),
+            {"sid": session_id, "err": error[:1000]},
+        )

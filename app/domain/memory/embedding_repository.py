@@ -1,0 +1,203 @@
+"""SQL of `reembed`: the dimension of the vector columns, changing it, and filling vectors.
+
+A maintenance path over every user's rows (like migrations), so unlike the request-path
+repositories its methods take no user scope.
+
+* Every `vector` column of the schema follows the configured dimension (the models
+  import one `EMBEDDING_DIM`), so :meth:`EmbeddingRepository.align_dimensions` changes
+  all of them, not only the two it can refill: a column's values become NULL (the rows of
+  a NOT NULL column, derived data such as `message_embeddings`, are deleted), and the
+  indexes on it are dropped and re-created from their own definitions (`pg_get_indexdef`),
+  so they stay what the migrations made.
+* Rows to embed are claimed in primary-key order after a cursor (keyset: each claim is an
+  index range scan, never a rescan of the filled rows) with `FOR UPDATE SKIP LOCKED`:
+  concurrent runs take disjoint rows, and the locks last until the batch's commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+#: pg_advisory_xact_lock key of the dimension change ("navi" "reem").
+ALIGN_LOCK_KEY = 0x6E617669_7265656D & 0x7FFFFFFFFFFFFFFF
+
+
+@dataclass(frozen=True)
+class VectorColumn:
+    table: str
+    column: str
+    dim: int | None  # None: a `vector` column without a declared dimension
+    not_null: bool
+
+
+@dataclass
+class ColumnChange:
+    table: str
+    column: str
+    old_dim: int | None
+    new_dim: int
+    indexes: list[str] = field(default_factory=list)
+    deleted_rows: int = 0
+    cleared_rows: int = 0
+
+
+def fact_text(category: str, key: str, value: str) -> str:
+    """What a fact's vector embeds (the same text the facts service embeds)."""
+    return f"{category} {key}: {value}"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def vector_literal(vector: Sequence[float]) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+_VECTOR_COLUMNS = text(
+    """
+    SELECT c.relname AS table_name, a.attname AS column_name, a.atttypmod AS typmod,
+           a.attnotnull AS not_null
+    FROM pg_attribute a
+    JOIN pg_class c ON c.oid = a.attrelid
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    JOIN pg_type t ON t.oid = a.atttypid
+    WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')
+      AND a.attnum > 0 AND NOT a.attisdropped AND t.typname = 'vector'
+    ORDER BY c.relname, a.attnum
+    """
+)
+
+_COLUMN_INDEXES = text(
+    """
+    SELECT i.relname AS name, pg_get_indexdef(x.indexrelid) AS definition
+    FROM pg_index x
+    JOIN pg_class i ON i.oid = x.indexrelid
+    JOIN pg_class c ON c.oid = x.indrelid
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = ANY(x.indkey)
+    WHERE n.nspname = current_schema() AND c.relname = :table AND a.attname = :column
+    ORDER BY i.relname
+    """
+)
+
+# What each re-embeddable table claims: its text columns and its filter.
+_CLAIMS = {
+    "memory_facts": ("category, key, value", "embedding IS NULL AND merged_into IS NULL"),
+    "memory_chunks": ("content", "embedding IS NULL"),
+}
+
+
+def _claim_sql(table: str, after: bool) -> Any:
+    columns, where = _CLAIMS[table]
+    cursor = " AND id > :after" if after else ""  # two statements: each an index range scan
+    return text(
+        f"SELECT id, {columns} FROM {table} WHERE {where}{cursor} "
+        "ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED"
+    )
+
+
+class EmbeddingRepository:
+    """All SQL of re-embedding; one instance per transaction."""
+
+    TABLES = tuple(_CLAIMS)
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    # ------------------------------------------------------------------ dimensions
+    async def vector_columns(self) -> list[VectorColumn]:
+        rows = (await self.session.execute(_VECTOR_COLUMNS)).all()
+        return [
+            VectorColumn(
+                table=r.table_name,
+                column=r.column_name,
+                dim=r.typmod if r.typmod and r.typmod > 0 else None,
+                not_null=bool(r.not_null),
+            )
+            for r in rows
+        ]
+
+    async def mismatched_columns(self, dim: int) -> list[VectorColumn]:
+        """The vector columns whose dimension is not `dim`."""
+        return [c for c in await self.vector_columns() if c.dim != dim]
+
+    async def align_dimensions(self, dim: int) -> list[ColumnChange]:
+        """Make every vector column `vector(dim)`; returns what changed (nothing when all
+        columns already have `dim` dimensions). Serialised by an advisory lock, so two
+        runs at once change the columns once; the caller's commit publishes it."""
+        if dim < 1:
+            raise ValueError("dim must be positive")
+        await self.session.execute(text("SET LOCAL lock_timeout = '30s'"))
+        await self.session.execute(
+            text("SELECT pg_advisory_xact_lock(:key)"), {"key": ALIGN_LOCK_KEY}
+        )
+        changes: list[ColumnChange] = []
+        for col in await self.mismatched_columns(dim):  # re-read under the lock
+            table, column = _ident(col.table), _ident(col.column)
+            change = ColumnChange(col.table, col.column, col.dim, dim)
+            indexes = (
+                await self.session.execute(
+                    _COLUMN_INDEXES, {"table": col.table, "column": col.column}
+                )
+            ).all()
+            for index in indexes:
+                change.indexes.append(index.name)
+                await self.session.execute(text(f"DROP INDEX {_ident(index.name)}"))
+            if col.not_null:
+                result: Any = await self.session.execute(text(f"DELETE FROM {table}"))
+                change.deleted_rows = result.rowcount or 0
+            else:
+                change.cleared_rows = int(
+                    (
+                        await self.session.execute(
+                            text(f"SELECT count(*) FROM {table} WHERE {column} IS NOT NULL")
+                        )
+                    ).scalar_one()
+                )
+            await self.session.execute(
+                text(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE vector({dim}) USING NULL")
+            )
+            for index in indexes:
+                await self.session.execute(text(index.definition))
+            changes.append(change)
+        return changes
+
+    # ------------------------------------------------------------------ filling
+    async def count_pending(self, table: str) -> int:
+        where = _CLAIMS[table][1]
+        sql = text(f"SELECT count(*) FROM {table} WHERE {where}")
+        return int((await self.session.execute(sql)).scalar_one())
+
+    async def claim(self, table: str, after: Any, limit: int) -> list[tuple[Any, str]]:
+        """Lock up to `limit` rows of `table` without a vector, after the primary key
+        `after` (None = from the start), in key order; returns (id, text to embed).
+        Facts: live ones only (a fact merged into another is hidden)."""
+        if table not in _CLAIMS:
+            raise ValueError(f"cannot re-embed {table}")
+        params: dict[str, Any] = {"limit": limit}
+        if after is not None:
+            params["after"] = after
+        rows = (await self.session.execute(_claim_sql(table, after is not None), params)).all()
+        if table == "memory_facts":
+            return [(r.id, fact_text(r.category, r.key, r.value)) for r in rows]
+        return [(r.id, r.content) for r in rows]
+
+    async def set_embeddings(self, table: str, pairs: Sequence[tuple[Any, list[float]]]) -> None:
+        """Write the vectors of claimed rows (rows that got one meanwhile are kept)."""
+        if table not in _CLAIMS:
+            raise ValueError(f"cannot re-embed {table}")
+        if not pairs:
+            return
+        await self.session.execute(
+            text(
+                f"UPDATE {_ident(table)} SET embedding = CAST(:embedding AS vector) "
+                "WHERE id = :id AND embedding IS NULL"
+            ),
+            [{"id": key, "embedding": vector_literal(vec)} for key, vec in pairs],
+        )

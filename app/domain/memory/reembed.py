@@ -1,0 +1,263 @@
+"""`python -m app.cli reembed` (`make reembed`): vectors for the configured embedder.
+
+After a change of embedding provider or model (another dimension), and whenever rows were
+stored without a vector (the embedder was down):
+
+1. probe the embedder (nothing is changed when it does not answer with the configured
+   dimension);
+2. when the database's vector columns have another dimension than the configured one
+   (`settings.vector_dim`), change them to `vector(N)`: their values become NULL, the HNSW
+   indexes are dropped and re-created (one transaction, serialised between runs);
+3. embed every live fact (`"{category} {key}: {value}"`; facts merged into another are
+   hidden and skipped) and every raw chunk (its content) whose vector is NULL, in
+   batches, one transaction each. Claims use `FOR UPDATE SKIP LOCKED`, so two runs at once
+   share the work, and an interrupted run is resumed by running it again.
+
+Progress goes to stderr, the final count to stdout. An embedding failure stops the run
+(exit 1); what was committed stays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.db.engine import transaction
+from app.domain.memory.embedding_repository import ColumnChange, EmbeddingRepository
+from app.llm.gateway import LLMError, LLMGateway
+
+log = structlog.get_logger()
+
+Progress = Callable[[str], None]
+
+
+class ReembedError(Exception):
+    """The run could not start (the embedder does not answer); nothing was changed."""
+
+
+@dataclass
+class ReembedResult:
+    dim: int
+    changes: list[ColumnChange] = field(default_factory=list)
+    embedded: dict[str, int] = field(default_factory=dict)
+    remaining: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def total_embedded(self) -> int:
+        return sum(self.embedded.values())
+
+    def summary(self) -> str:
+        parts = [f"{n} {table}" for table, n in self.embedded.items()]
+        left = sum(self.remaining.values())
+        rate = self.total_embedded / self.seconds if self.seconds > 0 else 0.0
+        return (
+            f"reembed: vector({self.dim}); embedded {self.total_embedded} row(s) "
+            f"({', '.join(parts) or 'none'}) in {self.seconds:.1f}s ({rate:.1f}/s); "
+            f"{left} still without a vector"
+        )
+
+
+async def reembed(
+    factory: async_sessionmaker[AsyncSession],
+    llm: LLMGateway,
+    *,
+    batch_size: int = 32,
+    limit: int | None = None,
+    progress: Progress | None = None,
+    probe_timeout: float = 60.0,
+) -> ReembedResult:
+    """Align the vector columns to `llm.embed_dim` and fill the missing vectors (at most
+    `limit` rows when given). Raises ReembedError when the embedder is not usable."""
+    if batch_size < 1:
+        raise ValueError("batch_size must be >= 1")
+    say = progress or (lambda _: None)
+    started = time.perf_counter()
+    dim = llm.embed_dim
+    health = await llm.check_embedding(timeout=probe_timeout)
+    if not health.ok:
+        raise ReembedError(
+            f"the {llm.embed_provider} embedding model {health.model!r} is not usable "
+            f"({health.error or 'unreachable'}); nothing was changed"
+        )
+    result = ReembedResult(dim=dim)
+
+    async with transaction(factory) as db:
+        result.changes = await EmbeddingRepository(db).align_dimensions(dim)
+    for change in result.changes:
+        what = (
+            f"{change.deleted_rows} row(s) deleted"
+            if change.deleted_rows
+            else f"{change.cleared_rows} vector(s) cleared"
+        )
+        say(
+            f"{change.table}.{change.column}: vector({change.old_dim}) -> vector({dim}), "
+            f"{what}, index(es) re-created: {', '.join(change.indexes) or 'none'}"
+        )
+        log.info(
+            "memory.reembed_column_changed",
+            table=change.table,
+            column=change.column,
+            old_dim=change.old_dim,
+            new_dim=dim,
+            deleted=change.deleted_rows,
+            cleared=change.cleared_rows,
+        )
+
+    done = 0
+    for table in EmbeddingRepository.TABLES:
+        async with transaction(factory) as db:
+            pending = await EmbeddingRepository(db).count_pending(table)
+        count = 0
+        after: Any = None
+        table_started = time.perf_counter()
+        while limit is None or done < limit:
+            want = batch_size if limit is None else min(batch_size, limit - done)
+            try:
+                async with transaction(factory) as db:
+                    repo = EmbeddingRepository(db)
+                    rows = await repo.claim(table, after, want)
+                    if rows:
+                        vectors = await llm.embed([text for _, text in rows])
+                        await repo.set_embeddings(
+                            table, [(row[0], vec) for row, vec in zip(rows, vectors, strict=True)]
+                        )
+            except LLMError as exc:
+                result.error = f"{type(exc).__name__}: {exc}"
+                log.error("memory.reembed_failed", table=table, embedded=done, error=str(exc))
+                break
+            if not rows:
+                if after is None:
+                    break  # nothing left that no other run holds
+                after = None  # one more pass from the start: rows skipped while locked
+                continue
+            after = rows[-1][0]
+            count += len(rows)
+            done += len(rows)
+            rate = count / max(time.perf_counter() - table_started, 1e-9)
+            say(f"{table}: {count}/{max(pending, count)} embedded ({rate:.1f}/s)")
+        result.embedded[table] = count
+        if result.error is not None:
+            break
+
+    async with transaction(factory) as db:
+        repo = EmbeddingRepository(db)
+        for table in EmbeddingRepository.TABLES:
+            result.remaining[table] = await repo.count_pending(table)
+    result.seconds = time.perf_counter() - started
+    log.info(
+        "memory.reembed_done",
+        dim=dim,
+        embedded=result.embedded,
+        remaining=result.remaining,
+        seconds=round(result.seconds, 1),
+    )
+    return result
+
+
+async def dimension_mismatch(factory: async_sessionmaker[AsyncSession], dim: int) -> str | None:
+    """A message naming the vector columns that do not have `dim` dimensions, or None."""
+    async with transaction(factory) as db:
+        wrong = await EmbeddingRepository(db).mismatched_columns(dim)
+    if not wrong:
+        return None
+    found = ", ".join(f"{c.table}.{c.column} vector({c.dim})" for c in wrong)
+    return (
+        f"the database's vector columns ({found}) do not have the {dim} dimensions of the "
+        "configured embedder (EMBEDDING_PROVIDER / EMBEDDING_DIM): run `make reembed` "
+        "(python -m app.cli reembed) to convert them and re-embed, or restore the previous "
+        "EMBEDDING_PROVIDER / EMBEDDING_DIM"
+    )
+
+
+def check_database_dimension(settings: Settings, url: str) -> str | None:
+    """`serve`'s start-up check (see dimension_mismatch); None with EMBEDDING_PROVIDER=none,
+    which writes no vectors."""
+    if settings.embedding_provider == "none":
+        return None
+    from app.db.engine import create_engine, session_factory
+
+    async def go() -> str | None:
+        engine = create_engine(url)
+        try:
+            return await dimension_mismatch(session_factory(engine), settings.vector_dim)
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(go())
+
+
+# --------------------------------------------------------------------------- command
+def _positive(raw: str) -> int:
+    value = int(raw)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be >= 1")
+    return value
+
+
+def cmd_reembed(settings: Settings, args: argparse.Namespace) -> None:
+    from app.asgi import build_gateway
+    from app.db import migrate
+    from app.db.engine import create_engine, resolve_database_url, session_factory
+    from app.lib.logging import configure_logging
+
+    if settings.embedding_provider == "none":
+        print("reembed: EMBEDDING_PROVIDER=none: there is no embedder to use", file=sys.stderr)
+        raise SystemExit(2)
+    configure_logging(settings.log_level, settings.log_json)
+    url = resolve_database_url(settings)
+    migrate.upgrade(url)
+
+    def to_stderr(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    async def go() -> ReembedResult:
+        engine = create_engine(url, settings)
+        llm = build_gateway(settings)
+        try:
+            return await reembed(
+                session_factory(engine),
+                llm,
+                batch_size=args.batch_size or settings.embedding_batch_size,
+                limit=args.limit,
+                progress=to_stderr,
+            )
+        finally:
+            await llm.aclose()
+            await engine.dispose()
+
+    try:
+        result = asyncio.run(go())
+    except ReembedError as exc:
+        print(f"reembed: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    print(result.summary())
+    if result.error:
+        print(f"reembed: stopped: {result.error}; run it again to resume", file=sys.stderr)
+        raise SystemExit(1)
+
+
+def add_command(sub: Any, settings_or_exit: Callable[[], Settings]) -> None:
+    """Register `reembed` on the CLI's sub-parsers."""
+    p = sub.add_parser(
+        "reembed",
+        help="align the vector columns to the embedder's dimension and embed rows without one",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=_positive,
+        default=None,
+        help="rows per transaction (EMBEDDING_BATCH_SIZE)",
+    )
+    p.add_argument("--limit", type=_positive, default=None, help="stop after this many rows")
+    p.set_defaults(fn=lambda args: cmd_reembed(settings_or_exit(), args))

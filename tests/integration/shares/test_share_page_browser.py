@@ -1,0 +1,312 @@
+"""The share page in a real browser: headless Chromium driven over the DevTools protocol,
+against the app served by uvicorn (a subprocess) on the test database.
+
+Chromium comes from Debian's `chromium` package (.ci/run installs it). Without it the
+test is skipped locally and fails in CI (CI=true), so CI can never pass it silently.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import ADMIN_TOKEN
+from tests.fakes.ollama_server import FakeOllama
+
+ROOT = Path(__file__).resolve().parents[3]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--remote-debugging-port=0",
+    "--remote-allow-origins=*",
+]
+TIMEOUT = 30.0
+
+
+def _chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path:
+        return path
+    reason = "Chromium is not installed (apt-get install chromium chromium-driver)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason}: CI must run the browser test")
+    pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait(predicate, what: str, timeout: float = TIMEOUT) -> Any:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+        except Exception as exc:  # not up yet
+            last = exc
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+@pytest.fixture
+def server(db_url: str, ollama: FakeOllama, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The app under uvicorn on 127.0.0.1:<free port>; yields (base url, its log file)."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "NAVI_DATA_DIR": str(tmp_path / "data"),
+        "NAVI_AUTH_ENABLED": "true",
+        "NAVI_ADMIN_TOKEN": ADMIN_TOKEN,
+        "OLLAMA_HOST": ollama.url,
+        "EMBEDDING_OLLAMA_HOST": ollama.url,
+        "OLLAMA_TIMEOUT": "2",
+        "MEMORY_EXTRACTION_INTERVAL_SECONDS": "0",
+        "LOG_JSON": "true",
+        "LOG_LEVEL": "info",
+        "PYTHONPATH": str(ROOT),
+    }
+    log_path = tmp_path / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                *("-m", "uvicorn", "--factory", "app.asgi:create_app"),
+                *("--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"),
+            ],
+            cwd=tmp_path,  # no stray .env
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+
+        def up() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited: {log_path.read_text()[-2000:]}")
+            return httpx.get(f"{base}/health", timeout=2).status_code in (200, 503)
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if up():
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"server did not start: {log_path.read_text()[-2000:]}")
+            time.sleep(0.2)
+        yield base, log_path
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class Browser:
+    """A minimal Chrome DevTools protocol client over one page target."""
+
+    def __init__(self, ws_url: str) -> None:
+        from websockets.sync.client import connect
+
+        self.ws = connect(ws_url, max_size=None, open_timeout=TIMEOUT)
+        self.ids = itertools.count(1)
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        msg_id = next(self.ids)
+        self.ws.send(json.dumps({"id": msg_id, "method": method, "params": params}))
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            reply = json.loads(self.ws.recv(timeout=TIMEOUT))
+            if reply.get("id") == msg_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+        raise AssertionError(f"{method}: no reply")
+
+    def js(self, expression: str) -> Any:
+        result = self.call(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def wait_js(self, expression: str, what: str) -> Any:
+        return _wait(lambda: self.js(expression), what)
+
+    def click(self, selector: str) -> None:
+        """A real mouse click at the element's centre (not element.click())."""
+        box = self.js(
+            f"""(() => {{
+                const el = document.querySelector({json.dumps(selector)});
+                el.scrollIntoView({{block: "center"}});
+                const r = el.getBoundingClientRect();
+                return {{x: r.left + r.width / 2, y: r.top + r.height / 2}};
+            }})()"""
+        )
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            self.call(
+                "Input.dispatchMouseEvent",
+                type=kind,
+                x=box["x"],
+                y=box["y"],
+                button="left" if kind != "mouseMoved" else "none",
+                clickCount=1 if kind != "mouseMoved" else 0,
+            )
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Browser]:
+    chromium = _chromium()
+    profile = tmp_path / "chromium-profile"
+    profile.mkdir()
+    proc = subprocess.Popen(
+        [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        port_file = profile / "DevToolsActivePort"
+        port = _wait(
+            lambda: port_file.exists() and port_file.read_text().split("\n")[0].strip(),
+            "Chromium's DevTools port",
+        )
+
+        def page_target() -> str | None:
+            targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=2).json()
+            pages = [t for t in targets if t.get("type") == "page"]
+            return pages[0]["webSocketDebuggerUrl"] if pages else None
+
+        b = Browser(_wait(page_target, "a page target"))
+        try:
+            b.call("Page.enable")
+            b.call("Runtime.enable")
+            yield b
+        finally:
+            b.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+MESSAGES_JS = "[...document.querySelectorAll('#messages > li')]"
+
+
+def shown(selector: str) -> str:
+    """JS: is the element rendered (not merely lacking a `hidden` attribute)?"""
+    return (
+        f"(() => {{ const el = document.querySelector({json.dumps(selector)});"
+        " return !!el && getComputedStyle(el).display !== 'none'"
+        " && el.getClientRects().length > 0; })()"
+    )
+
+
+def test_share_page_reads_pages_back_and_dies_with_the_session(
+    browser: Browser, server: tuple[str, Path]
+) -> None:
+    # (browser first: without Chromium the test stops before starting the server)
+    base, log_path = server
+    api = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    sid = api.post("/sessions", json={"name": "Rocket <b>science</b>"}).json()["id"]
+    first = [
+        {"role": "user", "content": "How do rockets work?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"function": {"name": "search", "arguments": {"q": "thrust"}}}],
+        },
+        {"role": "tool", "name": "search", "content": "Newton's third law"},
+        {"role": "assistant", "content": "Step 1: read", "is_plan": True, "is_context": False},
+        {"role": "system", "content": "older turns summarised", "is_compression": True},
+        {"role": "user", "content": '<img src=x onerror="window.__pwned=1"><b>bold</b>'},
+    ]
+    later = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}"}
+        for i in range(56)
+    ]
+    for batch in (first, later):
+        r = api.post(f"/sessions/{sid}/messages", json={"messages": batch})
+        assert r.status_code == 201, r.text
+    r = api.post(f"/sessions/{sid}/share")
+    assert r.status_code == 200, r.text
+    token, url = r.json()["token"], r.json()["url"]
+
+    # --- open the link: the newest page (50 messages) and an "older messages" button
+    browser.call("Page.navigate", url=base + url)
+    browser.wait_js(f"{MESSAGES_JS}.length === 50", "the newest page")
+    assert browser.js("document.getElementById('title').textContent") == "Rocket <b>science</b>"
+    assert browser.js(f"{MESSAGES_JS}.at(-1).textContent").endswith("message 55")
+    assert browser.js(shown("#older")) is True
+    assert browser.js("document.querySelector('textarea, input, form')") is None  # no reply box
+    assert browser.js("location.hash") == f"#share={token}"
+
+    # --- really click "older messages": the first six records come in on top
+    browser.click("#older")
+    browser.wait_js(f"{MESSAGES_JS}.length === 62", "the older page")
+    assert browser.js(shown("#older")) is False
+    texts = browser.js(f"{MESSAGES_JS}.map(li => li.textContent)")
+    assert "How do rockets work?" in texts[0]
+    classes = browser.js(f"{MESSAGES_JS}.map(li => li.className)")
+    assert "plan" in classes[3] and "compression" in classes[4]
+    # tool calls and results are collapsed
+    closed = browser.js(
+        "[...document.querySelectorAll('#messages details')].filter(d => !d.open).length"
+    )
+    assert closed >= 3
+    assert "search" in texts[1] and "Newton" in texts[2]
+    # message text is text, never markup
+    assert "<b>bold</b>" in texts[5]
+    assert browser.js("document.querySelectorAll('#messages b, #messages img').length") == 0
+    assert browser.js("window.__pwned === undefined") is True
+
+    # --- delete the session, reload: the link is dead
+    assert api.delete(f"/sessions/{sid}").status_code == 204
+    browser.call("Page.reload", ignoreCache=True)
+    browser.wait_js(
+        "document.getElementById('status').className === 'dead'", "the dead-link message"
+    )
+    assert "does not work" in browser.js("document.getElementById('status').textContent")
+    assert browser.js(f"{MESSAGES_JS}.length") == 0
+    assert browser.js(shown("#status")) is True
+    assert browser.js(shown("#older")) is False and browser.js(shown("#header")) is False
+
+    # the token reached the server only in /shared/<token> paths, which are logged redacted
+    logs = log_path.read_text()
+    assert "/shared/[redacted]" in logs
+    assert token not in logs
