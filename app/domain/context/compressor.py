@@ -52,6 +52,7 @@ from app.domain.context.layout import CONTEXT_HEAD, order_context
 from app.domain.context.profiles import Profile
 from app.domain.context.repositories import ContextRepository
 from app.domain.context.summarizer import Summarizer, SummaryError, breadcrumbs_of, merge_keys
+from app.domain.files.images import context_view
 from app.domain.sessions.access import Viewer, reaches_llm
 from app.domain.sessions.repositories import SessionRepository
 from app.domain.sessions.schemas import MessageIn
@@ -94,9 +95,11 @@ def _decode_images(images: list[str] | None) -> list[bytes] | None:
 
 
 def msg_from_row(row: Message) -> Msg:
+    # As the LLM receives it: a pasted-image notice appended, only the admitted images.
+    content, images = context_view(row.content or "", row.images, row.message_metadata)
     return Msg(
         role=row.role,
-        content=row.content or "",
+        content=content,
         sequence_number=row.sequence_number,
         is_context=row.is_context,
         is_display=row.is_display,
@@ -107,7 +110,7 @@ def msg_from_row(row: Message) -> Msg:
         tool_calls=row.tool_calls,
         tool_call_id=row.tool_call_id,
         name=row.name,
-        images=_decode_images(row.images),
+        images=_decode_images(images),
         metadata=dict(row.message_metadata or {}),
         created_at=row.created_at,
     )

@@ -60,6 +60,7 @@ from app.domain.context.profiles import Profile, Profiles, load_profiles
 from app.domain.context.repositories import ContextRepository
 from app.domain.context.schemas import CompactOut, IncomingMessage, PrepareOut
 from app.domain.context.summarizer import LLMSummarizer, Summarizer
+from app.domain.files.images import with_context_note
 from app.domain.sessions.access import Viewer
 from app.domain.sessions.repositories import SessionRepository
 from app.domain.sessions.schemas import MessageOut
@@ -209,7 +210,7 @@ class ContextService:
         budget = view_budget_tokens(window, self.settings.context_message_token_budget)
         out = []
         for row, msg in zip(loaded.rows, loaded.msgs, strict=True):
-            item = message_out(row)
+            item = with_context_note(message_out(row))
             view = truncate_for_view(msg, budget, calib)
             if view is not msg:
                 item = msgspec.structs.replace(item, content=view.content, metadata=view.metadata)

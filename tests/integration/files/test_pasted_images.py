@@ -93,6 +93,11 @@ async def test_images_past_the_budget_are_not_loaded(make_client, settings: Sett
             f"loaded;\nopen them with image_view: {p}/image_2.png, {p}/image_3.png]"
         )
         assert ctx[0]["images"] == [b64(big1)]  # only the admitted one reaches the model
+        # the prepare endpoint sends the model the same view, priced with one image only
+        prep = (await c.post(f"/sessions/{sid}/prepare", json={})).json()
+        assert prep["context"][0]["content"] == ctx[0]["content"]
+        assert prep["context"][0]["images"] == [b64(big1)]
+        assert 1026 <= prep["tokens"] < 2 * 1026
         hist = (await c.get(f"/sessions/{sid}/messages")).json()["messages"]
         assert hist[0]["content"] == "three" and len(hist[0]["images"]) == 3
         # the context now holds ~1026 image tokens: the next big image no longer fits
