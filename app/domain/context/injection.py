@@ -1,5 +1,7 @@
-"""Memory the context carries that is not stored in it: recalled raw excerpts (and, with
-the facts store, the user summary and facts). Built fresh for every pre-turn prepare."""
+"""Memory the context carries that is not stored in it, built fresh for every pre-turn
+prepare: the user summary (`## What I remember about the user`) and the facts most
+relevant to the incoming message ahead of the stored context; recalled raw excerpts right
+before the incoming message."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.db.models import Session
 from app.domain.compression import Msg, calibration_for, estimate_tokens
+from app.domain.facts.unified import memory_notes
 from app.domain.memory.recall import INJECTED_KEY, recall_for_turn, remembered_ids
 from app.domain.memory.wiring import fact_search
 from app.domain.sessions.schemas import MessageOut
@@ -52,15 +55,22 @@ async def build_injection(
     window: int,
 ) -> Injection:
     out = Injection()
+    user_id = session.user_id or "anonymous"
+    query = incoming.content if incoming else ""
+    summary, facts = await memory_notes(db, llm, user_id, query)
+    if summary:
+        out.before.append(system_note(summary, "memory_summary"))
+    if facts:
+        out.before.append(system_note(f"## Facts about the user\n{facts}", "memory_facts"))
     recall = await recall_for_turn(
         db,
         llm,
         settings,
-        user_id=session.user_id or "anonymous",
+        user_id=user_id,
         session_id=session.id,
         metadata=session.session_metadata,
         context=context,
-        incoming=incoming.content if incoming else "",
+        incoming=query,
         facts=fact_search(),
     )
     if recall is not None:

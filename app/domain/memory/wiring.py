@@ -11,8 +11,10 @@ from app.llm.gateway import LLMGateway
 
 
 def fact_search() -> FactSearch | None:
-    """The facts store's search as unified search expects it (None until available)."""
-    return None
+    """The facts store's search as unified search expects it."""
+    from app.domain.facts.unified import fact_hits  # the facts domain imports memory
+
+    return fact_hits
 
 
 def unified_search(db: AsyncSession, llm: LLMGateway | None, settings: Settings) -> UnifiedSearch:

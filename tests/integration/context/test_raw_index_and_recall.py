@@ -117,3 +117,61 @@ async def test_recall_disabled(make_client, settings, ctx_settings) -> None:  # 
             )
         ).json()["context"]
         assert not [m for m in ctx if m["metadata"].get("source") == "memory_recall"]
+
+
+async def test_prepare_carries_memory_summary_and_facts(cclient) -> None:  # type: ignore[no-untyped-def]
+    r = await cclient.post(
+        "/memory/facts",
+        json={
+            "category": "preferences",
+            "key": "editor",
+            "value": "neovim",
+            "source": "user_explicit",
+        },
+    )
+    assert r.status_code in (200, 201), r.text
+    assert (
+        await cclient.put("/memory/summary", json={"content": "Likes terse answers."})
+    ).status_code in (200, 201)
+    sid = await new_session(cclient)
+    await append(
+        cclient, sid, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    )
+    ctx = (
+        await cclient.post(
+            f"/sessions/{sid}/prepare",
+            json={"message": {"role": "user", "content": "which editor do I use?"}},
+        )
+    ).json()["context"]
+    sources = [m["metadata"].get("source") for m in ctx]
+    assert sources[:2] == ["memory_summary", "memory_facts"]
+    assert ctx[0]["content"] == "## What I remember about the user\n\nLikes terse answers."
+    assert "• [preferences] editor → neovim (confidence: 90%, updated today)" in ctx[1]["content"]
+    assert [m["content"] for m in ctx[2:]] == ["hi", "hello"]
+
+
+async def test_unified_search_puts_facts_first_and_flags_outdated_raw(
+    cclient, engine, settings
+) -> None:  # type: ignore[no-untyped-def]
+    sid = await new_session(cclient)
+    await _fill(cclient, sid)
+    await cclient.post(f"/sessions/{sid}/compact", json={})
+    r = await cclient.post(
+        "/memory/facts",
+        json={
+            "category": "technical",
+            "key": "nginx_proxy_port",
+            "value": "nginx reverse proxy now on port 9000",
+        },
+    )
+    assert r.status_code in (200, 201), r.text
+    body = (
+        await cclient.post(
+            "/memory/search", json={"query": "nginx reverse proxy port", "current_session_id": sid}
+        )
+    ).json()
+    kinds = [h["source_type"] for h in body["hits"]]
+    assert kinds[0] == "fact" and "raw" in kinds
+    raw = next(h for h in body["hits"] if h["source_type"] == "raw" and "nginx" in h["text"])
+    assert raw["superseded_by"] == "nginx_proxy_port"
+    assert "⚠ outdated" in body["text"]

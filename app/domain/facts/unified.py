@@ -1,0 +1,55 @@
+"""The facts store as the unified memory search and the context builder use it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.domain.facts.render import fact_lines, memory_message
+from app.domain.facts.services import FactService
+from app.domain.memory.unified import MemoryHit
+from app.llm.gateway import LLMGateway
+
+# Facts listed in every prompt: the most relevant to the turn when a query is given,
+# else the most confident and recent.
+PROMPT_FACTS = 20
+
+
+async def fact_hits(
+    db: AsyncSession, llm: LLMGateway | None, user_id: str, query: str, limit: int
+) -> list[MemoryHit]:
+    if not query.strip():
+        return []
+    result = await FactService(db, llm).search_facts(query, user_id, limit)
+    return [
+        MemoryHit(
+            source_type="fact",
+            text=f"{h.key}: {h.value}",
+            session_id=str(h.source_session_id) if h.source_session_id else None,
+            timestamp=h.updated_at,
+            key=h.key,
+            category=h.category,
+            score=h.score if h.match == "vector" else None,
+            terms_hit=int(h.score) if h.match == "text" else 0,
+        )
+        for h in result.hits
+    ]
+
+
+async def memory_notes(
+    db: AsyncSession, llm: LLMGateway | None, user_id: str, query: str
+) -> tuple[str | None, str | None]:
+    """(the summary system message text, the facts list text) for a prompt."""
+    service = FactService(db, llm)
+    summary_row = await service.get_summary(user_id)
+    summary = memory_message(summary_row.content if summary_row else None)
+    facts = []
+    if query.strip():
+        facts = (await service.search_facts(query, user_id, PROMPT_FACTS)).hits
+    if not facts:
+        facts = await service.get_all_facts(  # type: ignore[assignment]
+            user_id, limit=PROMPT_FACTS, sort_by="confidence", sort_order="desc"
+        )
+    lines = fact_lines(facts, datetime.now(UTC)) if facts else None
+    return (summary["content"] if summary else None), lines
