@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.db.models import Session
 from app.domain.compression import Msg, calibration_for, estimate_tokens
-from app.domain.facts.unified import memory_notes
+from app.domain.facts.prompt_notes import memory_notes
 from app.domain.memory.recall import INJECTED_KEY, recall_for_turn, remembered_ids
 from app.domain.memory.wiring import fact_search
 from app.domain.sessions.schemas import MessageOut

@@ -397,9 +397,15 @@ class FactRepository:
         )
         return list((await self.session.execute(stmt)).all())
 
-    async def naive_scan(self, words: Sequence[str], limit: int) -> list[tuple[int, str]]:
+    async def naive_scan(
+        self, words: Sequence[str], limit: int, *, indexes: bool = False
+    ) -> list[tuple[int, str]]:
         """The baseline the benchmark compares against: ILIKE over every fact of every
-        user, the newest matches first (so every row is read, as a ranked answer needs)."""
+        user, newest matches first. `indexes=False` is the naive way (a full scan, the
+        planner kept off the trigram indexes); `indexes=True` lets it use them."""
+        if not indexes:
+            await self.session.execute(text("SET LOCAL enable_bitmapscan = off"))
+            await self.session.execute(text("SET LOCAL enable_indexscan = off"))
         conds = [h.ilike(like_pattern(w), escape="\\") for w in words for h in _HAYSTACKS]
         stmt = (
             select(MemoryFact.id, MemoryFact.value)

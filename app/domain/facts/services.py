@@ -265,7 +265,10 @@ class FactService:
                     "vector", [fact_hit(row, "vector", 1.0 - row.distance) for row in found]
                 )
         words = query_words(query)
-        trigram = await self.facts.has_pg_trgm()
+        # Typo-tolerant matching (pg_trgm `%>`) only within one user's facts: across every
+        # user a short word is "similar" to a great many values (plain ILIKE there, which
+        # the trigram indexes still serve).
+        trigram = user_id is not None and await self.facts.has_pg_trgm()
         rows = await self.facts.text_search(
             user_id, words, limit=limit, all_users=all_users, trigram=trigram
         )

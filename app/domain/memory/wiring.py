@@ -12,9 +12,9 @@ from app.llm.gateway import LLMGateway
 
 def fact_search() -> FactSearch | None:
     """The facts store's search as unified search expects it."""
-    from app.domain.facts.unified import fact_hits  # the facts domain imports memory
+    from app.domain.facts.memory_hits import search_fact_hits  # facts imports memory
 
-    return fact_hits
+    return search_fact_hits
 
 
 def unified_search(db: AsyncSession, llm: LLMGateway | None, settings: Settings) -> UnifiedSearch:

@@ -1,4 +1,4 @@
-"""The facts store as the unified memory search and the context builder use it."""
+"""The facts a prompt carries: the user summary and the facts relevant to the turn."""
 
 from __future__ import annotations
 
@@ -8,33 +8,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.facts.render import fact_lines, memory_message
 from app.domain.facts.services import FactService
-from app.domain.memory.unified import MemoryHit
 from app.llm.gateway import LLMGateway
 
 # Facts listed in every prompt: the most relevant to the turn when a query is given,
 # else the most confident and recent.
 PROMPT_FACTS = 20
-
-
-async def fact_hits(
-    db: AsyncSession, llm: LLMGateway | None, user_id: str, query: str, limit: int
-) -> list[MemoryHit]:
-    if not query.strip():
-        return []
-    result = await FactService(db, llm).search_facts(query, user_id, limit)
-    return [
-        MemoryHit(
-            source_type="fact",
-            text=f"{h.key}: {h.value}",
-            session_id=str(h.source_session_id) if h.source_session_id else None,
-            timestamp=h.updated_at,
-            key=h.key,
-            category=h.category,
-            score=h.score if h.match == "vector" else None,
-            terms_hit=int(h.score) if h.match == "text" else 0,
-        )
-        for h in result.hits
-    ]
 
 
 async def memory_notes(
