@@ -12,7 +12,10 @@
      (the `server-timing` header of `_common.ServerTiming`), auth on, per-user tokens;
    - SQL: the repository method alone on an open transaction (what the endpoint's
      queries cost, without HTTP/auth/serialisation);
-   - naive: the way it is done without stored counts/positions/indexes (SQL level).
+   - naive: the way it is done without stored counts/positions/indexes (SQL level);
+   and for each block the CPU per operation (Python thread + PostgreSQL backends, from
+   /proc), which does not depend on what else runs on a shared machine.
+   Appends: 8 concurrent clients, 1, 4 and 16 messages per request, msgs/s.
 3. Writes `EXPLAIN (ANALYZE, BUFFERS)` of the key queries to bench/.cache/plans-<server>.txt
    and the figures to bench/.cache/results-<server>.json.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -752,7 +756,9 @@ async def explain(
         if setup:
             await s.execute(text(setup))
         for stmt, params in cap.statements:
-            if stmt.lstrip().upper().startswith("SET "):
+            if stmt.lstrip().upper().startswith("SET "):  # the naive search's planner setting
+                await conn.exec_driver_sql(stmt, params)
+                parts.append(stmt.strip())
                 continue
             rows = await conn.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS) " + stmt, params)
             parts.append(stmt.strip())
@@ -1151,7 +1157,7 @@ async def run_bench(
     results: list[Result] = []
     throughput: dict[str, Throughput] = {}
 
-    for sp in specs:
+    for sp in [] if args.plans_only else specs:
         step(f"· SQL   {sp.label} …")
         sql = await time_sql(factory, pg, sp.ours, ns, warm)
         naive = None
@@ -1163,15 +1169,17 @@ async def run_bench(
         )
 
     app = create_app(app_settings(), database_url=target.url, background_jobs=False)
-    with serve(app) as server:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=120) as client:
+    with serve(app) if not args.plans_only else contextlib.nullcontext() as server:
+        async with httpx.AsyncClient(
+            base_url=server.base_url if server else "", timeout=120
+        ) as client:
             by_key = {r.key: r for r in results}
             for sp in specs:
-                if sp.request is None:
+                if sp.request is None or server is None:
                     continue
                 step(f"· API   {sp.label} …")
                 by_key[sp.key].api = await time_api(client, pg, sp.request, n, warm)
-            if only is None or "append" in only:
+            if server is not None and (only is None or "append" in only):
                 appended, throughput = await bench_append(
                     target, client, server, factory, pg, facts, args
                 )
@@ -1200,7 +1208,7 @@ async def run_bench(
         plans.append(await explain(factory, cap, title, fn))
     pg.close()
     await engine.dispose()
-    plan_file = CACHE / f"plans-{target.label}.txt"
+    plan_file = CACHE / f"plans-{target.label}{_partial(args)}.txt"
     plan_file.write_text("\n\n".join(plans) + "\n")
     print(f"plans: {plan_file.relative_to(CACHE.parents[1])}")
     return results, throughput
@@ -1215,6 +1223,11 @@ class Spec:
     naive: SqlFn | None
     naive_label: str
     request: Callable[[int], tuple[str, dict[str, str]]] | None
+
+
+def _partial(args: argparse.Namespace) -> str:
+    """File-name suffix of a run limited by --only (the full run's files stay intact)."""
+    return "-" + args.only.replace(",", "-") if args.only else ""
 
 
 def _ms(m: Measured | None) -> str:
@@ -1234,6 +1247,7 @@ def report(
     fresh: bool,
     results: list[Result],
     throughput: dict[str, Throughput],
+    args: argparse.Namespace,
 ) -> None:
     verdict = {True: "yes", False: "NO", None: ""}
     rows = []
@@ -1338,7 +1352,7 @@ def report(
         "append": {k: v.as_dict() for k, v in throughput.items()},
         "at": datetime.now(UTC).isoformat(),
     }
-    path = CACHE / f"results-{target.label}.json"
+    path = CACHE / f"results-{target.label}{_partial(args)}.json"
     path.write_text(json.dumps(out, indent=2, default=str))
     print(f"results: {path.relative_to(CACHE.parents[1])}")
 
@@ -1357,6 +1371,9 @@ def main(argv: list[str] | None = None) -> int:
         "--only", default="", help="comma list: list,search,rare,matches,history,append"
     )
     ap.add_argument("--generate-only", action="store_true")
+    ap.add_argument(
+        "--plans-only", action="store_true", help="only write the EXPLAIN (ANALYZE) file"
+    )
     args = ap.parse_args(argv)
 
     p = Params(scale=args.scale, seed=args.seed)
@@ -1382,7 +1399,8 @@ def _main(args: argparse.Namespace, p: Params, target: Target) -> int:
     if args.generate_only:
         return 0
     results, throughput = asyncio.run(run_bench(target, p, args))
-    report(target, p, data, fresh, results, throughput)
+    if not args.plans_only:
+        report(target, p, data, fresh, results, throughput, args)
     return 0
 
 
