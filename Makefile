@@ -59,10 +59,19 @@ bench-facts: install ## search_facts p50/p95 at 100k facts over 1k users vs an I
 bench-context-modes: install ## compress vs rolling context on LoCoMo dev: LLM calls and prompt size per turn (ARGS="--conversations 2")
 	$(BIN)/python bench/bench_context_modes.py $(ARGS)
 
+bench-locomo: install ## LoCoMo dev evidence recall@1500/@4000 of memory_search vs BM25, best window on/off (ARGS="--conversations 2 --embedder fake")
+	$(BIN)/python bench/bench_locomo.py $(ARGS)
+
+bench-breadcrumbs: install ## Share of a compressed agent session's literals memory_search top-5 shows (ARGS="--episodes 60")
+	$(BIN)/python bench/bench_breadcrumbs.py $(ARGS)
+
+bench-search: install ## memory_search p50/p95 at 100k then 300k chunks + 100k facts vs a sequential scan (ARGS="--sizes 100000")
+	$(BIN)/python bench/bench_search.py $(ARGS)
+
 bench-history-bytes: install ## Cost of the hot-history size check (SESSION_MAX_HISTORY_BYTES) at 500/2k/10k messages
 	$(BIN)/python bench/bench_history_bytes.py $(ARGS)
 
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes
+.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-locomo bench-breadcrumbs bench-search

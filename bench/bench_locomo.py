@@ -435,7 +435,7 @@ def report(
     )
 
 
-INDEX_VERSION = 1  # bump when indexing (chunking, embedding) changes: --reuse ingests again
+INDEX_VERSION = 2  # bump when indexing (chunking, embedding) changes: --reuse ingests again
 
 
 def main(argv: list[str] | None = None) -> None:

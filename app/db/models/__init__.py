@@ -1,7 +1,13 @@
 """All SQLAlchemy models; importing this package registers every table on Base.metadata."""
 
 from app.db.models.history import ErrorMemory, MessageEmbedding, RollingSummary
-from app.db.models.memory import MemoryChunk, MemoryFact, MemorySummary, SessionMemoryState
+from app.db.models.memory import (
+    MemoryChunk,
+    MemoryChunkVector,
+    MemoryFact,
+    MemorySummary,
+    SessionMemoryState,
+)
 from app.db.models.sessions import Message, MessageArchive, Session, SessionShare
 from app.db.models.sketches import Sketch
 from app.db.models.users import ApiToken, User
@@ -10,6 +16,7 @@ __all__ = [
     "ApiToken",
     "ErrorMemory",
     "MemoryChunk",
+    "MemoryChunkVector",
     "MemoryFact",
     "MemorySummary",
     "Message",

@@ -25,6 +25,14 @@ from app.db.base import Base, created_at_column
 
 EMBEDDING_DIM = get_settings().vector_dim  # EMBEDDING_DIM, else the provider's
 
+# The text search document of a raw chunk: its content and breadcrumbs with ASCII
+# punctuation turned into spaces, so `nginx.conf`, `/etc/nginx/x.conf`, `INV-2291` and
+# `server_port` are indexed as the words a query names them by (`query_terms` splits the
+# same way). `navi_chunk_search_text` is an IMMUTABLE plpgsql function (migration
+# 2026_11_29_2130); the expression is written the way PostgreSQL reflects it, and queries
+# use it verbatim so the planner uses the index.
+CHUNK_SEARCH_TSV = "to_tsvector('simple'::regconfig, navi_chunk_search_text(content, breadcrumbs))"
+
 
 def _hnsw(name: str, column: str = "embedding") -> Index:
     return Index(
@@ -118,11 +126,35 @@ class MemoryChunk(Base):
         Index(
             "ix_memory_chunks_user_session_ended", "user_id", "session_id", text("ended_at DESC")
         ),
-        Index(
-            "ix_memory_chunks_content_fts",
-            text("to_tsvector('simple', content)"),
-            postgresql_using="gin",
-        ),
+        Index("ix_memory_chunks_content_fts", text(CHUNK_SEARCH_TSV), postgresql_using="gin"),
         Index("ix_memory_chunks_breadcrumbs", "breadcrumbs", postgresql_using="gin"),
         _hnsw("ix_memory_chunks_embedding_hnsw"),
+    )
+
+
+class MemoryChunkVector(Base):
+    """One vector per segment of a raw chunk (whole lines up to `ranking.SEGMENT_CHARS`).
+
+    A small embedding model reads a text's head only (all-MiniLM: 256 tokens, about
+    1,000 chars), so one vector per 4,000-char chunk leaves most of it unsearchable by
+    meaning; segments are read whole, and tell the search which lines matched. Derived
+    data: rebuilt from the chunk by `make reembed` (after a dimension change its rows are
+    deleted and the chunk's own vector cleared). `user_id`/`session_id` repeat the chunk's
+    scope so a nearest-neighbour search filters without a join."""
+
+    __tablename__ = "memory_chunk_vectors"
+
+    chunk_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("memory_chunks.id", ondelete="CASCADE"), primary_key=True
+    )
+    part: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[str | None] = mapped_column(Text)
+    session_id: Mapped[uuid.UUID] = mapped_column(Uuid, nullable=False)
+    start_char: Mapped[int] = mapped_column(Integer, nullable=False)
+    end_char: Mapped[int] = mapped_column(Integer, nullable=False)
+    embedding: Mapped[list[float]] = mapped_column(Vector(EMBEDDING_DIM), nullable=False)
+
+    __table_args__ = (
+        Index("ix_memory_chunk_vectors_user_session", "user_id", "session_id"),
+        _hnsw("ix_memory_chunk_vectors_embedding_hnsw"),
     )

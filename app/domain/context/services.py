@@ -286,11 +286,16 @@ class ContextService:
             )
             # Injected memory is a bonus: it rides only when it fits under the size limit.
             room = context_limit(window, self.settings.output_reserve_tokens) - tokens
+            injected = 0
             if extra.tokens and extra.tokens <= room:
                 view = [*extra.before, *view, *extra.after]
                 tokens += extra.tokens
+                injected = sum(len(m.content) for m in [*extra.before, *extra.after])
             else:
                 extra.metadata_patch.clear()
+            # The runtime's next `usage` covers these notes too: after_append counts them.
+            if injected or (session.session_metadata or {}).get(INJECTED_CHARS_KEY):
+                extra.metadata_patch[INJECTED_CHARS_KEY] = injected
             if extra.metadata_patch:
                 await ContextRepository(self.db).save_state(
                     session.id, viewer, set_metadata=extra.metadata_patch
@@ -329,6 +334,8 @@ class ContextService:
             calib = calibration_for(model)
             budget = view_budget_tokens(window, self.settings.context_message_token_budget)
             our_chars = context_chars(truncate_for_view(m, budget, calib) for m in prompt)
+            # the memory notes prepare injected were sent with that prompt, not stored
+            our_chars += int(metadata.get(INJECTED_CHARS_KEY) or 0)
             sent_tokens = usage.sent_tokens or self._tokens(
                 prompt, model=model, window=window, metadata=metadata
             )
@@ -410,6 +417,10 @@ class ContextService:
             context_token_count=result.tokens_after,
             window=window,
         )
+
+
+#: session_metadata: chars of the memory notes the last pre-turn prepare injected.
+INJECTED_CHARS_KEY = "injected_chars"
 
 
 def context_service(db: AsyncSession, settings: Settings, state: State) -> ContextService:

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Row, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import MemoryChunk, Message
+from app.db.models import MemoryChunk, MemoryChunkVector, Message
+from app.db.models.memory import CHUNK_SEARCH_TSV
 from app.domain.memory.chunks import RawChunk
-from app.lib.sql import contains_pattern
+from app.domain.memory.ranking import PREFIX_MIN
 
 _CHUNK_COLUMNS = (
     MemoryChunk.id,
@@ -27,6 +29,19 @@ _CHUNK_COLUMNS = (
 )
 
 
+def term_tsquery(term: str) -> str:
+    """The `to_tsquery('simple', …)` text of one query term (`query_terms` output: letters
+    and digits only): a word prefix from `PREFIX_MIN` chars, else the whole word."""
+    return f"{term}:*" if len(term) >= PREFIX_MIN else term
+
+
+@dataclass(frozen=True)
+class Segment:
+    start: int
+    end: int
+    similarity: float
+
+
 class ChunkRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -37,11 +52,14 @@ class ChunkRepository:
         session_id: uuid.UUID,
         chunks: Sequence[RawChunk],
         embeddings: Sequence[list[float] | None],
+        segments: Sequence[Sequence[tuple[int, int, list[float]]]] | None = None,
     ) -> int:
         """Insert chunks; a (session_id, content_hash) already stored is skipped.
-        Returns the number actually written."""
+        `segments` (per chunk: (start, end, embedding) of its segments) are stored with
+        the chunks actually written. Returns the number actually written."""
         written = 0
-        for chunk, emb in zip(chunks, embeddings, strict=True):
+        parts = segments if segments is not None else [()] * len(chunks)
+        for chunk, emb, segs in zip(chunks, embeddings, parts, strict=True):
             result = await self.session.execute(
                 insert(MemoryChunk)
                 .values(
@@ -60,7 +78,13 @@ class ChunkRepository:
                 .on_conflict_do_nothing(index_elements=["session_id", "content_hash"])
                 .returning(MemoryChunk.id)
             )
-            written += result.first() is not None
+            row = result.first()
+            if row is None:
+                continue
+            written += 1
+            await self.add_segments(
+                user_id, session_id, [(row.id, n, a, b, e) for n, (a, b, e) in enumerate(segs)]
+            )
         return written
 
     async def existing_hashes(self, session_id: uuid.UUID, hashes: Sequence[str]) -> set[str]:
@@ -70,6 +94,120 @@ class ChunkRepository:
             )
         )
         return set(rows.scalars())
+
+    async def add_segments(
+        self,
+        user_id: str | None,
+        session_id: uuid.UUID,
+        rows: Sequence[tuple[uuid.UUID, int, int, int, list[float]]],
+    ) -> None:
+        """Store segment vectors: (chunk id, part, start char, end char, embedding)."""
+        if not rows:
+            return
+        await self.session.execute(
+            insert(MemoryChunkVector).on_conflict_do_nothing(),
+            [
+                {
+                    "chunk_id": chunk_id,
+                    "part": part,
+                    "user_id": user_id,
+                    "session_id": session_id,
+                    "start_char": start,
+                    "end_char": end,
+                    "embedding": emb,
+                }
+                for chunk_id, part, start, end, emb in rows
+            ],
+        )
+
+    async def term_matches(
+        self,
+        user_id: str,
+        terms: Sequence[str],
+        *,
+        session_id: uuid.UUID | None,
+        cap: int,
+    ) -> tuple[int, list[list[uuid.UUID]]]:
+        """The number of the user's chunks, and for each term the ids of (at most `cap`)
+        chunks whose text or breadcrumbs contain it — one GIN lookup per term, in one
+        round trip; a term found in `cap` chunks is at least that common."""
+        scope = "user_id = :uid" + (" AND session_id = :sid" if session_id is not None else "")
+        parts = [
+            f"SELECT -1 AS term, NULL::uuid AS id, count(*) AS n FROM memory_chunks WHERE {scope}"
+        ]
+        params: dict[str, Any] = {"uid": user_id, "cap": cap}
+        if session_id is not None:
+            params["sid"] = session_id
+        for i, term in enumerate(terms):
+            params[f"q{i}"] = term_tsquery(term)
+            parts.append(
+                f"(SELECT {i}, id, 0 FROM memory_chunks WHERE {scope} "
+                f"AND {CHUNK_SEARCH_TSV} @@ to_tsquery('simple', :q{i}) LIMIT :cap)"
+            )
+        rows = (await self.session.execute(text(" UNION ALL ".join(parts)), params)).all()
+        total = 0
+        found: list[list[uuid.UUID]] = [[] for _ in terms]
+        for term, chunk_id, n in rows:
+            if term < 0:
+                total = int(n)
+            else:
+                found[term].append(chunk_id)
+        return total, found
+
+    async def nearest_segments(
+        self,
+        user_id: str,
+        query_embedding: list[float],
+        *,
+        session_id: uuid.UUID | None,
+        limit: int,
+    ) -> list[tuple[uuid.UUID, float]]:
+        """(chunk id, cosine similarity) of the user's segments nearest to the query."""
+        await self.session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+        distance = MemoryChunkVector.embedding.cosine_distance(query_embedding).label("distance")
+        stmt = select(MemoryChunkVector.chunk_id, distance).where(
+            MemoryChunkVector.user_id == user_id
+        )
+        if session_id is not None:
+            stmt = stmt.where(MemoryChunkVector.session_id == session_id)
+        rows = (await self.session.execute(stmt.order_by(distance).limit(limit))).all()
+        return [(r.chunk_id, 1.0 - float(r.distance)) for r in rows]
+
+    async def load_candidates(
+        self,
+        user_id: str,
+        ids: Sequence[uuid.UUID],
+        query_embedding: list[float] | None,
+    ) -> list[tuple[Row[Any], list[Segment]]]:
+        """The user's chunks `ids` with every segment's similarity to the query (none
+        without a query vector)."""
+        if not ids:
+            return []
+        result = (
+            await self.session.execute(
+                select(*_CHUNK_COLUMNS).where(
+                    MemoryChunk.user_id == user_id, MemoryChunk.id.in_(list(ids))
+                )
+            )
+        ).all()
+        rows: list[Any] = list(result)
+        segments: dict[uuid.UUID, list[Segment]] = {r.id: [] for r in rows}
+        if query_embedding is not None and rows:
+            distance = MemoryChunkVector.embedding.cosine_distance(query_embedding)
+            seg_rows = await self.session.execute(
+                select(
+                    MemoryChunkVector.chunk_id,
+                    MemoryChunkVector.start_char,
+                    MemoryChunkVector.end_char,
+                    distance.label("distance"),
+                ).where(
+                    MemoryChunkVector.user_id == user_id,
+                    MemoryChunkVector.chunk_id.in_(list(segments)),
+                )
+            )
+            for chunk_id, start, end, dist in seg_rows:
+                segments[chunk_id].append(Segment(start, end, 1.0 - float(dist)))
+        return [(r, segments[r.id]) for r in rows]
 
     async def search_vector(
         self,
@@ -101,37 +239,31 @@ class ChunkRepository:
         session_id: uuid.UUID | None,
         limit: int,
     ) -> list[tuple[Row[Any], int]]:
-        """Full text (`plainto_tsquery` on content) or any term in content or breadcrumbs;
-        scored by how many distinct terms matched, then by recency."""
-        patterns = [contains_pattern(t) for t in terms]
-        session_filter = "AND session_id = :sid" if session_id is not None else ""
-        stmt = text(
-            f"""
-            SELECT id, session_id, content, start_seq, end_seq, started_at, ended_at,
-                   breadcrumbs, terms_hit
-            FROM (
-                SELECT c.*, (
-                    SELECT count(*) FROM unnest(CAST(:patterns AS text[])) AS p
-                    WHERE c.content ILIKE p
-                       OR array_to_string(c.breadcrumbs, ' ') ILIKE p
-                ) AS terms_hit
-                FROM memory_chunks c
-                WHERE user_id = :uid {session_filter}
-                  AND (
-                    to_tsvector('simple', content) @@ plainto_tsquery('simple', :q)
-                    OR content ILIKE ANY(CAST(:patterns AS text[]))
-                    OR array_to_string(breadcrumbs, ' ') ILIKE ANY(CAST(:patterns AS text[]))
-                  )
-            ) scored
-            ORDER BY terms_hit DESC, ended_at DESC NULLS LAST
-            LIMIT :limit
-            """
-        )
-        params: dict[str, Any] = {"uid": user_id, "q": query, "patterns": patterns, "limit": limit}
-        if session_id is not None:
-            params["sid"] = session_id
-        rows = (await self.session.execute(stmt, params)).all()
-        return [(r, int(r.terms_hit)) for r in rows]
+        """Chunks whose text or breadcrumbs contain any term (word prefixes, through the
+        GIN index: `term_matches`); scored by how many distinct terms matched, then by
+        recency. `query` is kept for callers; the terms decide."""
+        if not terms or limit <= 0:
+            return []
+        _, found = await self.term_matches(user_id, terms, session_id=session_id, cap=5000)
+        hits: dict[uuid.UUID, int] = {}
+        for ids in found:
+            for chunk_id in ids:
+                hits[chunk_id] = hits.get(chunk_id, 0) + 1
+        if not hits:
+            return []
+        floor = sorted(hits.values(), reverse=True)[min(limit, len(hits)) - 1]
+        wanted = [c for c, n in hits.items() if n >= floor]
+        result = (
+            await self.session.execute(
+                select(*_CHUNK_COLUMNS).where(
+                    MemoryChunk.user_id == user_id, MemoryChunk.id.in_(wanted)
+                )
+            )
+        ).all()
+        rows: list[Any] = list(result)
+        oldest = datetime.min.replace(tzinfo=UTC)
+        rows.sort(key=lambda r: (-hits[r.id], -(r.ended_at or oldest).timestamp()))
+        return [(r, hits[r.id]) for r in rows[:limit]]
 
     async def recent(
         self, user_id: str, *, session_id: uuid.UUID | None, limit: int

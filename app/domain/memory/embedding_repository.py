@@ -201,3 +201,29 @@ class EmbeddingRepository:
             ),
             [{"id": key, "embedding": vector_literal(vec)} for key, vec in pairs],
         )
+
+    async def replace_chunk_segments(
+        self, pairs: Sequence[tuple[Any, Sequence[tuple[int, int, list[float]]]]]
+    ) -> None:
+        """Replace the segment vectors of raw chunks: (chunk id, [(start, end, vector)])."""
+        if not pairs:
+            return
+        await self.session.execute(
+            text("DELETE FROM memory_chunk_vectors WHERE chunk_id = ANY(:ids)"),
+            {"ids": [key for key, _ in pairs]},
+        )
+        rows = [
+            {"id": key, "part": n, "start": a, "end": b, "embedding": vector_literal(vec)}
+            for key, segments in pairs
+            for n, (a, b, vec) in enumerate(segments)
+        ]
+        if rows:
+            await self.session.execute(
+                text(
+                    "INSERT INTO memory_chunk_vectors "
+                    "(chunk_id, part, user_id, session_id, start_char, end_char, embedding) "
+                    "SELECT id, :part, user_id, session_id, :start, :end, "
+                    "CAST(:embedding AS vector) FROM memory_chunks WHERE id = :id"
+                ),
+                rows,
+            )

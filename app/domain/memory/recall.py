@@ -24,7 +24,7 @@ from app.domain.memory.chunk_repository import ChunkRepository
 from app.domain.memory.search_service import FactSearch, search_raw
 from app.domain.memory.unified import (
     MemoryHit,
-    best_window,
+    hit_excerpt,
     mark_freshness,
     query_terms,
     recall_filter,
@@ -67,7 +67,7 @@ def render_recall(hits: Sequence[MemoryHit], query: str) -> str:
             hit.timestamp.strftime("%Y-%m-%d %H:%M") if isinstance(hit.timestamp, datetime) else "?"
         )
         parts.append(f"\n[turns {hit.start_seq}–{hit.end_seq} · {when}]")
-        parts.append(best_window(hit.text, [*terms, *hit.matched_terms], EXCERPT_CHARS))
+        parts.append(hit_excerpt(hit, terms, EXCERPT_CHARS))
     return "\n".join(parts)
 
 

@@ -9,7 +9,8 @@ stored without a vector (the embedder was down):
    (`settings.vector_dim`), change them to `vector(N)`: their values become NULL, the HNSW
    indexes are dropped and re-created (one transaction, serialised between runs);
 3. embed every live fact (`"{category} {key}: {value}"`; facts merged into another are
-   hidden and skipped) and every raw chunk (its content) whose vector is NULL, in
+   hidden and skipped) and every raw chunk (its content, and its segments into
+   `memory_chunk_vectors`) whose vector is NULL, in
    batches, one transaction each. Claims use `FOR UPDATE SKIP LOCKED`, so two runs at once
    share the work, and an interrupted run is resumed by running it again.
 
@@ -33,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.db.engine import transaction
 from app.domain.memory.embedding_repository import ColumnChange, EmbeddingRepository
+from app.domain.memory.indexer import chunk_embedding_texts, split_chunk_vectors
 from app.llm.gateway import LLMError, LLMGateway
 
 log = structlog.get_logger()
@@ -127,7 +129,9 @@ async def reembed(
                 async with transaction(factory) as db:
                     repo = EmbeddingRepository(db)
                     rows = await repo.claim(table, after, want)
-                    if rows:
+                    if rows and table == "memory_chunks":
+                        await _embed_chunks(repo, llm, rows)
+                    elif rows:
                         vectors = await llm.embed([text for _, text in rows])
                         await repo.set_embeddings(
                             table, [(row[0], vec) for row, vec in zip(rows, vectors, strict=True)]
@@ -163,6 +167,22 @@ async def reembed(
         seconds=round(result.seconds, 1),
     )
     return result
+
+
+async def _embed_chunks(
+    repo: EmbeddingRepository, llm: LLMGateway, rows: list[tuple[Any, str]]
+) -> None:
+    """A raw chunk gets its own vector and its segments' (see `memory_chunk_vectors`)."""
+    contents = [content for _, content in rows]
+    texts, spans = chunk_embedding_texts(contents)
+    own, segments = split_chunk_vectors(contents, spans, await llm.embed(texts))
+    await repo.set_embeddings(
+        "memory_chunks",
+        [(row[0], vec) for row, vec in zip(rows, own, strict=True) if vec is not None],
+    )
+    await repo.replace_chunk_segments(
+        [(row[0], segs) for row, segs in zip(rows, segments, strict=True)]
+    )
 
 
 async def dimension_mismatch(factory: async_sessionmaker[AsyncSession], dim: int) -> str | None:

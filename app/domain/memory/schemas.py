@@ -35,6 +35,7 @@ class HitOut(msgspec.Struct):
     end_seq: int
     chunk_id: str | None
     score: float | None
+    rank: float | None  # raw: the fused relevance the hits are ordered by
     terms_hit: int
     superseded_by: str | None
     before_summary: bool

@@ -7,9 +7,9 @@ functions of `unified.py`.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import structlog
 from sqlalchemy import Row
@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.domain.memory.chunk_repository import ChunkRepository
+from app.domain.memory.ranking import Candidate, idf, rank_chunks
 from app.domain.memory.sketch_repository import SCRATCHPAD, SketchRepository
 from app.domain.memory.unified import (
     MemoryHit,
@@ -31,7 +32,11 @@ from app.llm.gateway import LLMError, LLMGateway
 
 log = structlog.get_logger()
 
-RAW_MAX_DISTANCE = 0.45
+RAW_MAX_DISTANCE = 0.45  # a chunk matching no query term needs a segment this close
+TEXT_CANDIDATES = 40  # chunks taken from the text side (by summed IDF of matched terms)
+VECTOR_CANDIDATES = 40  # nearest segments taken from the vector side
+TERM_CAP = 2000  # chunk ids read per term; a term in more chunks weighs ~nothing anyway
+MAX_TERMS = 24  # query terms looked up (recall queries are several messages long)
 
 # (db, llm, user_id, query, limit) -> fact hits. Provided by the facts domain.
 FactSearch = Callable[[AsyncSession, LLMGateway, str, str, int], Awaitable[list[MemoryHit]]]
@@ -47,7 +52,15 @@ class SearchResult:
     text: str
 
 
-def raw_hit(row: Row[Any], *, score: float | None = None, terms_hit: int = 0) -> MemoryHit:
+def raw_hit(
+    row: Row[Any],
+    *,
+    score: float | None = None,
+    terms_hit: int = 0,
+    matched: tuple[str, ...] = (),
+    rank: float | None = None,
+    focus: tuple[tuple[int, int], ...] = (),
+) -> MemoryHit:
     return MemoryHit(
         source_type="raw",
         text=row.content,
@@ -59,6 +72,9 @@ def raw_hit(row: Row[Any], *, score: float | None = None, terms_hit: int = 0) ->
         score=score,
         terms_hit=terms_hit,
         breadcrumbs=tuple(row.breadcrumbs or ()),
+        matched_terms=matched,
+        rank=rank,
+        focus=focus,
     )
 
 
@@ -71,25 +87,66 @@ async def search_raw(
     *,
     session_id: uuid.UUID | None = None,
 ) -> list[MemoryHit]:
-    """Vector search first (cosine distance < 0.45); else full text scored by matched
-    terms; an empty normalised query returns the most recent chunks."""
+    """Hybrid search of raw chunks, ranked by their best line (`ranking.rank_chunks`).
+
+    Candidates come from both sides: the chunks holding the query's rarest terms (one
+    GIN lookup per term gives each term's document frequency over the user's chunks and
+    the chunks that contain it) and the chunks of the segments nearest to the query
+    vector. A chunk is returned when it contains a query term or one of its segments is
+    within cosine distance `RAW_MAX_DISTANCE`. `score` is that similarity when it passes
+    the cutoff (None otherwise: automatic recall then judges the hit by its matched
+    terms), `rank` the fused relevance, `focus` the lines to show. Without a query
+    vector (no embedder) the text side decides alone. An empty normalised query returns
+    the most recent chunks."""
     repo = ChunkRepository(db)
     terms = query_terms(query)
     if not terms:
         return [raw_hit(r) for r in await repo.recent(user_id, session_id=session_id, limit=k)]
+    terms = terms[:MAX_TERMS]
+    vec: list[float] | None = None
     if llm is not None:
         try:
-            vec = await llm.embed_one(query)
+            vec = await llm.embed_one(query.strip())
         except LLMError as exc:
             log.info("memory.raw_vector_unavailable", error=str(exc))
-        else:
-            found = await repo.search_vector(
-                user_id, vec, session_id=session_id, limit=k, max_distance=RAW_MAX_DISTANCE
-            )
-            if found:
-                return [raw_hit(r, score=1.0 - d) for r, d in found]
-    rows = await repo.search_text(user_id, query, terms, session_id=session_id, limit=k)
-    return [raw_hit(r, terms_hit=n) for r, n in rows]
+    total, matches = await repo.term_matches(user_id, terms, session_id=session_id, cap=TERM_CAP)
+    weights = {t: idf(len(ids), total) for t, ids in zip(terms, matches, strict=True) if ids}
+    summed: dict[uuid.UUID, float] = {}
+    for term, ids in zip(terms, matches, strict=True):
+        for chunk_id in ids:
+            summed[chunk_id] = summed.get(chunk_id, 0.0) + weights.get(term, 0.0)
+    ids = sorted(summed, key=lambda c: -summed[c])[:TEXT_CANDIDATES]
+    if vec is not None:
+        near = await repo.nearest_segments(
+            user_id, vec, session_id=session_id, limit=VECTOR_CANDIDATES
+        )
+        ids += [c for c in dict.fromkeys(cid for cid, _ in near) if c not in summed]
+    order = {chunk_id: n for n, chunk_id in enumerate(ids)}
+    loaded = sorted(await repo.load_candidates(user_id, ids, vec), key=lambda x: order[x[0].id])
+    rows = {str(r.id): r for r, _ in loaded}
+    candidates = [
+        Candidate(
+            key=str(r.id),
+            text=r.content,
+            keys=tuple(r.breadcrumbs or ()),
+            segments=tuple((s.start, s.end, s.similarity) for s in segs),
+        )
+        for r, segs in loaded
+    ]
+    ranked = rank_chunks(candidates, weights, k=k, min_similarity=1.0 - RAW_MAX_DISTANCE)
+    return [
+        raw_hit(
+            rows[r.key],
+            score=r.similarity
+            if r.similarity is not None and r.similarity >= 1.0 - RAW_MAX_DISTANCE
+            else None,
+            terms_hit=len(r.terms),
+            matched=r.terms,
+            rank=r.score,
+            focus=r.focus,
+        )
+        for r in ranked
+    ]
 
 
 async def search_sketches(
@@ -109,6 +166,37 @@ async def search_sketches(
         )
         for r in rows
     ]
+
+
+class QueryEmbeddings:
+    """The gateway with the embeddings of one search remembered: the facts store and the
+    raw index embed the same query, the model runs once (a failure is remembered too,
+    so a down embedder costs one timeout, not one per store)."""
+
+    def __init__(self, llm: LLMGateway) -> None:
+        self._llm = llm
+        self._done: dict[str, list[float] | LLMError] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._llm, name)
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._done]
+        if missing:
+            try:
+                self._done.update(zip(missing, await self._llm.embed(missing), strict=True))
+            except LLMError as exc:
+                self._done.update(dict.fromkeys(missing, exc))
+        out = []
+        for t in texts:
+            got = self._done[t]
+            if isinstance(got, LLMError):
+                raise got
+            out.append(got)
+        return out
+
+    async def embed_one(self, text: str) -> list[float]:
+        return (await self.embed([text]))[0]
 
 
 class UnifiedSearch:
@@ -140,19 +228,20 @@ class UnifiedSearch:
     ) -> SearchResult:
         scope_ = normalize_scope(scope)
         k_ = clamp_k(k)
+        llm = cast(LLMGateway, QueryEmbeddings(self.llm)) if self.llm is not None else None
         want = lambda s: scope_ in ("all", s)  # noqa: E731
         facts: list[MemoryHit] = []
         raws: list[MemoryHit] = []
         sketches: list[MemoryHit] = []
         errors: list[MemoryHit] = []
         if want("facts") and self.facts is not None:
-            facts = await self.facts(self.db, self.llm, user_id, query, k_)  # type: ignore[arg-type]
+            facts = await self.facts(self.db, llm, user_id, query, k_)  # type: ignore[arg-type]
         if want("raw"):
-            raws = await search_raw(self.db, self.llm, user_id, query, k_, session_id=session_id)
+            raws = await search_raw(self.db, llm, user_id, query, k_, session_id=session_id)
         if want("sketches"):
             sketches = await search_sketches(self.db, user_id, query, k_, current_session_id)
         if scope_ == "errors" and self.errors is not None:  # only when asked for
-            errors = await self.errors(self.db, self.llm, user_id, query, k_)  # type: ignore[arg-type]
+            errors = await self.errors(self.db, llm, user_id, query, k_)  # type: ignore[arg-type]
         summary_at = None
         if current_session_id is not None and raws:
             summary_at = await ChunkRepository(self.db).latest_summary_at(current_session_id)

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from app.domain.memory.stopwords import STOPWORDS
-from app.domain.memory.window import best_window
+from app.domain.memory.window import best_window, line_windows
 
 __all__ = [
     "DEFAULT_K",
@@ -36,6 +36,8 @@ __all__ = [
     "clamp_k",
     "format_hits",
     "head_excerpt",
+    "hit_excerpt",
+    "keys_shown",
     "mark_freshness",
     "merge_tiered",
     "normalize_scope",
@@ -52,6 +54,7 @@ DEFAULT_K = 5
 MAX_K = 20
 HIT_TEXT_CHARS = 1200
 MAX_KEYS_SHOWN = 12
+KEYS_CHARS = 200  # the keys line stops before this many chars (at least one key is shown)
 RECALL_MESSAGES = 4
 RECALL_MESSAGE_CHARS = 1000
 
@@ -86,6 +89,10 @@ class MemoryHit:
     before_summary: bool = False  # raw, older than the current session's last summary
     breadcrumbs: tuple[str, ...] = ()
     matched_terms: tuple[str, ...] = ()  # terms the store matched, if it reports them
+    # raw: the store's fused relevance (ranks before `score` / `terms_hit` when set) and
+    # the (start, end) spans of the lines the excerpt centres on, best first
+    rank: float | None = None
+    focus: tuple[tuple[int, int], ...] = ()
 
 
 def normalize_scope(scope: object) -> str:
@@ -189,8 +196,9 @@ def merge_tiered(
 ) -> list[MemoryHit]:
     """Facts (as given), raws by relevance, errors by relevance, sketches (as given).
 
-    Relevance: vector similarity descending (hits with a score before hits without),
-    then matched terms descending; ties keep the store's order.
+    Relevance: the store's fused `rank` descending when it reports one (hits with a
+    rank first), then vector similarity descending (hits with a score before hits
+    without), then matched terms descending; ties keep the store's order.
     """
     return [
         *facts,
@@ -229,16 +237,41 @@ def format_hits(
             elif hit.before_summary:
                 notes.append(BEFORE_SUMMARY)
             if hit.breadcrumbs:
-                notes.append(f"keys: {', '.join(hit.breadcrumbs[:MAX_KEYS_SHOWN])}")
+                notes.append(f"keys: {keys_shown(hit.breadcrumbs, terms)}")
         if hit.source_type == "fact":
             body = hit.text.strip()
         elif best_window_enabled:
-            body = best_window(hit.text, [*terms, *hit.matched_terms], text_chars)
+            body = hit_excerpt(hit, terms, text_chars)
         else:
             body = head_excerpt(hit.text, text_chars)
         lines.extend(_INDENT + note for note in notes)
         lines.extend(_INDENT + line if line.strip() else "" for line in body.splitlines())
     return "\n".join(lines)
+
+
+def hit_excerpt(hit: MemoryHit, terms: Sequence[str], chars: int = HIT_TEXT_CHARS) -> str:
+    """What a hit shows of its text: windows of whole lines around the lines the store
+    ranked best (`focus`), else the `chars`-char window with the most query terms."""
+    words = [*terms, *hit.matched_terms]
+    if hit.focus:
+        return line_windows(hit.text, hit.focus, chars, words)
+    return best_window(hit.text, words, chars)
+
+
+def keys_shown(keys: Sequence[str], terms: Sequence[str]) -> str:
+    """The breadcrumbs line: keys that contain a query term first, at most
+    `MAX_KEYS_SHOWN` and about `KEYS_CHARS` chars (the first key always)."""
+    wanted = set(terms)
+    first = [k for k in keys if wanted & set(query_terms(k))]
+    ordered = [*first, *(k for k in keys if k not in first)][:MAX_KEYS_SHOWN]
+    shown: list[str] = []
+    size = 0
+    for key in ordered:
+        size += len(key) + (2 if shown else 0)
+        if shown and size > KEYS_CHARS:
+            break
+        shown.append(key)
+    return ", ".join(shown)
 
 
 def head_excerpt(text: str, chars: int = HIT_TEXT_CHARS) -> str:
@@ -307,10 +340,17 @@ def _clip(text: str, chars: int) -> str:
     return text[: cut if cut > chars // 2 else chars]
 
 
-def _relevance(hit: MemoryHit) -> tuple[bool, float, int]:
-    score = hit.score
+def _relevance(hit: MemoryHit) -> tuple[bool, float, bool, float, int]:
+    rank, score = hit.rank, hit.score
+    has_rank = rank is not None and not math.isnan(rank)
     has_score = score is not None and not math.isnan(score)
-    return (not has_score, -(score or 0.0) if has_score else 0.0, -hit.terms_hit)
+    return (
+        not has_rank,
+        -(rank or 0.0) if has_rank else 0.0,
+        not has_score,
+        -(score or 0.0) if has_score else 0.0,
+        -hit.terms_hit,
+    )
 
 
 def _instant(value: datetime | None) -> datetime:

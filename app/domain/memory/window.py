@@ -124,3 +124,83 @@ def _cut(text: str, lo: int, hi: int) -> str:
     if hi < len(text):
         body = f"{body} {ELLIPSIS}"
     return body
+
+
+# ------------------------------------------------------------------ line windows
+NEIGHBOURS_BEFORE = 1
+NEIGHBOURS_AFTER = 1
+GAP = "…"
+
+
+def line_windows(
+    text: str,
+    focus: Sequence[tuple[int, int]],
+    budget: int = 1200,
+    terms: Sequence[str] = (),
+    *,
+    before: int = NEIGHBOURS_BEFORE,
+    after: int = NEIGHBOURS_AFTER,
+) -> str:
+    """Short windows of whole lines around the `focus` lines, best first, within `budget`.
+
+    `focus` holds (start, end) spans of lines of `text` (see `ranking.line_spans`), best
+    first. Each becomes a window with `before` lines before it and `after` after it (fewer
+    when the budget is short); overlapping or adjacent windows merge. Windows are shown in
+    the order of their best line, separated by a `…` line; `… ` / ` …` mark text cut
+    before the first window and after the last one. A focus line longer than the budget
+    on its own falls back to `best_window` inside that line. No usable focus: the head of
+    `text`, cut at a word (as `best_window` does without a matching term).
+    """
+    from app.domain.memory.ranking import line_spans
+
+    if budget <= 0:
+        return ""
+    lines = line_spans(text)
+    index = {span: i for i, span in enumerate(lines)}
+    wanted = [index[s] for s in focus if s in index]
+    if not wanted:
+        return best_window(text, terms, budget)
+    windows: list[list[int]] = []  # [lo, hi] line indexes, in the order they were added
+    for i in wanted:
+        for b, a in ((before, after), (0, after), (0, 0)):
+            trial = _add_window(windows, max(0, i - b), min(len(lines) - 1, i + a))
+            if _render(text, lines, trial)[1] <= budget:
+                windows = trial
+                break
+        else:
+            if not windows:  # one line longer than the whole budget
+                start, end = lines[i]
+                return best_window(text[start:end], terms, budget)
+    return _render(text, lines, windows)[0]
+
+
+def _add_window(windows: list[list[int]], lo: int, hi: int) -> list[list[int]]:
+    """`windows` plus lines lo..hi: merged into the first window it overlaps or touches
+    (which keeps its place in the order), else appended."""
+    out = [list(w) for w in windows]
+    new = [lo, hi]
+    place = len(out)
+    changed = True
+    while changed:
+        changed = False
+        for n, w in enumerate(out):
+            if new[0] <= w[1] + 1 and new[1] >= w[0] - 1:
+                new = [min(new[0], w[0]), max(new[1], w[1])]
+                place = min(place, n)
+                del out[n]
+                changed = True
+                break
+    out.insert(min(place, len(out)), new)
+    return out
+
+
+def _render(text: str, lines: list[tuple[int, int]], windows: list[list[int]]) -> tuple[str, int]:
+    if not windows:
+        return "", 0
+    parts = [text[lines[lo][0] : lines[hi][1]].strip() for lo, hi in windows]
+    body = f"\n{GAP}\n".join(parts)
+    if windows[0][0] > 0:
+        body = f"{ELLIPSIS} {body}"
+    if windows[-1][1] < len(lines) - 1:
+        body = f"{body} {ELLIPSIS}"
+    return body, len(body)

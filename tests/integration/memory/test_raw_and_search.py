@@ -3,6 +3,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from litestar.testing import AsyncTestClient
+from sqlalchemy import text
 
 from app.asgi import build_gateway
 from app.db.engine import session_factory, transaction
@@ -194,3 +195,48 @@ async def test_scratchpad_sections(client) -> None:  # type: ignore[no-untyped-d
     assert page["total"] == 1 and page["items"][0]["value"] == "b"
     assert (await client.delete(f"/sessions/{sid}/scratchpad/todo")).status_code == 204
     assert (await client.get(f"/sessions/{sid}/scratchpad/todo")).status_code == 404
+
+
+FILLER = [
+    Demoted("user" if n % 2 == 0 else "assistant", f"Filler turn {n} about the weather {n} " * 8, n)
+    for n in range(12)
+]
+EVIDENCE = Demoted(
+    "user", "Remember: the backup bucket is s3://navi-archive/nightly and rotates at 03:15.", 12
+)
+
+
+async def test_segments_find_evidence_late_in_a_chunk(client, engine, settings, ollama) -> None:  # type: ignore[no-untyped-def]
+    """A chunk is embedded per segment: a line far past the model's first ~1,000 chars is
+    found by meaning, the excerpt centres on it, and the segments go with the session."""
+    sid = await _session(client)
+    assert await _index(engine, settings, "admin", sid, demoted=[*FILLER, EVIDENCE], keys=()) == 1
+    async with transaction(session_factory(engine)) as db:
+        (chunk,) = await ChunkRepository(db).recent("admin", session_id=uuid.UUID(sid), limit=5)
+        assert chunk.content.index("backup bucket") > 2000
+        parts = (
+            await db.execute(
+                text("SELECT start_char, end_char FROM memory_chunk_vectors WHERE chunk_id = :c"),
+                {"c": chunk.id},
+            )
+        ).all()
+    assert len(parts) >= 3
+    assert all(0 <= a < b <= len(chunk.content) and b - a <= 800 for a, b in parts)
+    r = await client.post(
+        "/memory/search", json={"query": "where does the nightly backup bucket live", "k": 3}
+    )
+    body = r.json()
+    assert body["hits"] and body["hits"][0]["source_type"] == "raw"
+    assert "s3://navi-archive/nightly" in body["text"]
+    assert "Filler turn 0 " not in body["text"]  # the head of the chunk is not what is shown
+    # with the embedder down, the punctuation-split text index still finds path parts
+    ollama.fail("refuse")
+    try:
+        r = await client.post("/memory/search", json={"query": "navi-archive", "scope": "raw"})
+        assert "s3://navi-archive/nightly" in r.json()["text"]
+    finally:
+        ollama.recover()
+    assert (await client.delete(f"/sessions/{sid}")).status_code == 204
+    async with transaction(session_factory(engine)) as db:
+        left = await db.execute(text("SELECT count(*) FROM memory_chunk_vectors"))
+        assert left.scalar_one() == 0

@@ -1,0 +1,254 @@
+"""Hybrid ranking of raw chunks by their best lines — the pure half of `search_raw`.
+
+A raw chunk holds up to 4,000 chars: a dozen or more messages, of which one or two answer
+a given question. Ranking whole chunks (one vector for the chunk, one text score for the
+chunk) ranks the wrong thing — and a small embedding model reads only a chunk's head
+(all-MiniLM stops at 256 tokens, about 1,000 chars). So a chunk is ranked by its best
+*line*, and the same line scores decide what the excerpt shows:
+
+* **text**: BM25 over the chunk's lines with the query terms' IDF over the user's chunks
+  (a name or word present in every chunk weighs nothing; a rare one decides). A term
+  of three or more chars matches at the start of a word (`paint` finds `painting`,
+  `порт` finds `порта`), shorter ones match whole words. The chunk's breadcrumbs count
+  as one more line (a key the summarizer wrote that the text does not contain).
+* **vector**: every chunk is stored with one vector per *segment* — whole lines packed
+  up to `SEGMENT_CHARS`, which the model reads completely — and a line takes its
+  segment's similarity to the query.
+* **fusion**: `TEXT_WEIGHT · t + (1 − TEXT_WEIGHT) · v`, where `t` is the share of the
+  query's IDF mass the line matches (BM25, saturating at 1) and `v` the similarity
+  rescaled from `VECTOR_FLOOR` (0) to the best candidate's — but never above the recall
+  cutoff, so a query nothing is really similar to leaves the text to decide.
+
+A chunk's relevance is its best line's; a chunk is returned when it matched a query term
+or a segment is at least `min_similarity` similar. Its `focus` lists the lines the
+excerpt is centred on, best first: the chunk's own best line and any line among the
+`FOCUS_LINES` best of all candidates.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+__all__ = [
+    "FOCUS_LINES",
+    "SEGMENT_CHARS",
+    "TEXT_WEIGHT",
+    "Candidate",
+    "Ranked",
+    "idf",
+    "line_spans",
+    "rank_chunks",
+    "segment_spans",
+    "term_pattern",
+]
+
+SEGMENT_CHARS = 800  # ≈ 200 tokens: all-MiniLM reads 256, so a segment is embedded whole
+FOCUS_LINES = 10
+TEXT_WEIGHT = 0.5
+VECTOR_FLOOR = 0.1  # a similarity this low carries no signal (unrelated texts score ~0-0.2)
+PREFIX_MIN = 3
+K1 = 1.2
+B = 0.75
+
+_WORD = re.compile(r"[^\W_]+")
+
+Span = tuple[int, int]
+
+
+def line_spans(text: str) -> list[Span]:
+    """(start, end) of every line of `text` that holds more than whitespace."""
+    spans: list[Span] = []
+    pos = 0
+    for line in text.split("\n"):
+        end = pos + len(line)
+        if line.strip():
+            spans.append((pos, end))
+        pos = end + 1
+    return spans
+
+
+def segment_spans(text: str, max_chars: int = SEGMENT_CHARS) -> list[Span]:
+    """Consecutive whole lines packed into spans of at most `max_chars` chars (a longer
+    line is cut at whitespace). Every non-blank char of `text` is in exactly one span."""
+    if max_chars <= 0:
+        raise ValueError("max_chars must be positive")
+    pieces: list[Span] = []
+    for start, end in line_spans(text):
+        while end - start > max_chars:
+            cut = text.rfind(" ", start + max_chars // 2, start + max_chars + 1)
+            cut = cut if cut > start else start + max_chars
+            pieces.append((start, cut))
+            start = cut
+            while start < end and text[start].isspace():
+                start += 1
+        if end > start:
+            pieces.append((start, end))
+    segments: list[Span] = []
+    for start, end in pieces:
+        if segments and end - segments[-1][0] <= max_chars:
+            segments[-1] = (segments[-1][0], end)
+        else:
+            segments.append((start, end))
+    return segments
+
+
+def idf(df: int, n: int) -> float:
+    """BM25's IDF (never negative): a term in every one of `n` chunks weighs ~0."""
+    n = max(n, 1)
+    df = min(max(df, 0), n)
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+def term_pattern(terms: Iterable[str]) -> re.Pattern[str] | None:
+    """One case-insensitive pattern for all terms, matching at the start of a word: as a
+    prefix for terms of `PREFIX_MIN`+ chars, as a whole word for shorter ones. The
+    matched text, lower-cased, is the term."""
+    alts = []
+    for term in sorted({t.lower() for t in terms if t}, key=len, reverse=True):
+        alt = re.escape(term)
+        alts.append(alt if len(term) >= PREFIX_MIN else alt + r"(?![^\W_])")
+    if not alts:
+        return None
+    return re.compile(r"(?<![^\W_])(?:" + "|".join(alts) + ")", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A chunk to rank: its text, its breadcrumbs, its segments' similarities."""
+
+    key: str
+    text: str
+    keys: Sequence[str] = ()
+    segments: Sequence[tuple[int, int, float]] = ()  # (start, end, similarity)
+
+
+@dataclass(frozen=True)
+class Ranked:
+    key: str
+    score: float  # fused relevance of the best line, 0..1
+    similarity: float | None  # best segment similarity (None: no vector)
+    terms: tuple[str, ...]  # query terms found in the text or the breadcrumbs
+    focus: tuple[Span, ...] = field(default=())  # lines to centre the excerpt on, best first
+
+
+@dataclass
+class _Lines:
+    cand: Candidate
+    spans: list[Span]
+    vector: list[float | None]  # per line, then None for the breadcrumbs "line"
+    terms: set[str]
+
+
+def rank_chunks(
+    candidates: Sequence[Candidate],
+    weights: Mapping[str, float],
+    *,
+    k: int,
+    min_similarity: float,
+    text_weight: float = TEXT_WEIGHT,
+    focus_lines: int = FOCUS_LINES,
+) -> list[Ranked]:
+    """The `k` best candidates by their best line (see the module docstring).
+
+    `weights` maps each query term to its IDF over the user's chunks; candidates without
+    any segment similarity are ranked by text alone."""
+    pattern = term_pattern(t for t, w in weights.items() if w > 0)
+    scored = [_score_lines(c, weights, pattern) for c in candidates]
+    if not scored:
+        return []
+    lens = [n for s in scored for n in _line_lengths(s)]
+    avg = sum(lens) / len(lens) if lens else 1.0
+    mass = sum(w for w in weights.values() if w > 0) or 1.0
+    sims = [v for s in scored for v in s.vector if v is not None]
+    have_vectors = bool(sims)
+    top_sim = max([*sims, min_similarity]) if sims else min_similarity
+    span = max(top_sim - VECTOR_FLOOR, 1e-9)
+    wt = text_weight if have_vectors else 1.0
+
+    fused: list[list[float]] = []
+    for s in scored:
+        bm25 = _bm25(s, weights, pattern, avg)
+        row = []
+        for i, t in enumerate(bm25):
+            v = s.vector[i] if i < len(s.vector) else None
+            vs = 0.0 if v is None else min(1.0, max(0.0, (v - VECTOR_FLOOR) / span))
+            row.append(wt * min(1.0, t / mass) + (1.0 - wt) * vs)
+        fused.append(row)
+
+    all_lines = sorted((x for row in fused for x in row[:-1]), reverse=True)
+    cutoff = all_lines[min(focus_lines, len(all_lines)) - 1] if all_lines else math.inf
+    ranked: list[Ranked] = []
+    for s, row in zip(scored, fused, strict=True):
+        sim = max((v for v in s.vector if v is not None), default=None)
+        if not s.terms and (sim is None or sim < min_similarity):
+            continue
+        lines = row[:-1]
+        order = sorted(range(len(lines)), key=lambda i: -lines[i])
+        focus = tuple(
+            s.spans[i]
+            for n, i in enumerate(order)
+            if lines[i] > 0 and (n == 0 or lines[i] >= cutoff)
+        )
+        ranked.append(
+            Ranked(
+                key=s.cand.key,
+                score=max(row) if row else 0.0,
+                similarity=sim,
+                terms=tuple(t for t in weights if t in s.terms),
+                focus=focus,
+            )
+        )
+    ranked.sort(key=lambda r: -r.score)  # stable: ties keep the candidates' order
+    return ranked[: max(k, 0)]
+
+
+def _score_lines(
+    c: Candidate, weights: Mapping[str, float], pattern: re.Pattern[str] | None
+) -> _Lines:
+    spans = line_spans(c.text)
+    keys = " ".join(c.keys)
+    terms: set[str] = set()
+    if pattern is not None:
+        terms.update(m.group(0).lower() for m in pattern.finditer(c.text))
+        terms.update(m.group(0).lower() for m in pattern.finditer(keys))
+    vector: list[float | None] = []
+    for start, end in spans:
+        best: float | None = None
+        for s0, s1, sim in c.segments:
+            if s0 < end and start < s1 and (best is None or sim > best):
+                best = sim
+        vector.append(best)
+    vector.append(None)  # the breadcrumbs line has no vector of its own
+    return _Lines(c, spans, vector, terms & set(weights))
+
+
+def _line_lengths(s: _Lines) -> list[int]:
+    text = s.cand.text
+    return [len(_WORD.findall(text[a:b])) for a, b in s.spans]
+
+
+def _bm25(
+    s: _Lines, weights: Mapping[str, float], pattern: re.Pattern[str] | None, avg: float
+) -> list[float]:
+    """BM25 of each line, then of the breadcrumbs (one more "line")."""
+    text = s.cand.text
+    bodies = [text[a:b] for a, b in s.spans] + [" ".join(s.cand.keys)]
+    out = []
+    for body in bodies:
+        if pattern is None or not s.terms:
+            out.append(0.0)
+            continue
+        tf: dict[str, int] = {}
+        for m in pattern.finditer(body):
+            term = m.group(0).lower()
+            tf[term] = tf.get(term, 0) + 1
+        if not tf:
+            out.append(0.0)
+            continue
+        length = len(_WORD.findall(body))
+        norm = K1 * (1 - B + B * length / max(avg, 1e-9))
+        out.append(sum(weights.get(t, 0.0) * n * (K1 + 1) / (n + norm) for t, n in tf.items()))
+    return out

@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import math
+
+from app.domain.memory.ranking import (
+    Candidate,
+    idf,
+    line_spans,
+    rank_chunks,
+    segment_spans,
+    term_pattern,
+)
+from app.domain.memory.unified import MemoryHit, format_hits, hit_excerpt, keys_shown
+from app.domain.memory.window import line_windows
+
+
+def chunk(lines: list[str]) -> str:
+    return "\n\n".join(lines)
+
+
+def test_line_spans_skip_blank_lines() -> None:
+    text = "User: a\n\n  \nAssistant: b\n"
+    assert [text[a:b] for a, b in line_spans(text)] == ["User: a", "Assistant: b"]
+
+
+def test_segments_pack_whole_lines_and_cut_long_ones() -> None:
+    lines = [f"User: line {i} " + "word " * 30 for i in range(12)]
+    text = chunk(lines)
+    segs = segment_spans(text, 500)
+    assert all(b - a <= 500 for a, b in segs)
+    covered = "".join(text[a:b] for a, b in segs)
+    assert covered.replace(" ", "").replace("\n", "") == text.replace(" ", "").replace("\n", "")
+    for a, _b in segs:  # whole lines: a segment starts at a line start
+        assert a == 0 or text[a - 1] == "\n"
+    long = "x " * 2000
+    pieces = segment_spans(long, 300)
+    assert all(b - a <= 300 for a, b in pieces) and len(pieces) >= 13
+
+
+def test_idf_weighs_common_terms_down() -> None:
+    assert idf(1, 100) > idf(50, 100) > idf(100, 100) > 0
+    assert math.isfinite(idf(0, 0)) and idf(0, 0) > 0  # no chunks: never a division by zero
+
+
+def test_term_pattern_prefix_and_whole_words() -> None:
+    pat = term_pattern(["paint", "go", "порт"])
+    assert pat is not None
+    found = [m.group(0).lower() for m in pat.finditer("Painting, repaint; go gone порта")]
+    assert found == ["paint", "go", "порт"]
+    assert term_pattern([]) is None
+
+
+def test_rank_by_best_line_with_idf() -> None:
+    # "caroline" is in every chunk (weight ~0); "adoption" decides
+    a = chunk(
+        [
+            "User: Caroline: nice weather today",
+            "Assistant: Melanie: sure is",
+            "User: Caroline: I researched adoption agencies last week",
+            "Assistant: Melanie: that is wonderful news",
+        ]
+    )
+    b = chunk(["User: Caroline: hi", "Assistant: Melanie: hello Caroline, Caroline!"])
+    weights = {"caroline": idf(2, 2), "adoption": idf(1, 2)}
+    ranked = rank_chunks([Candidate("b", b), Candidate("a", a)], weights, k=5, min_similarity=0.55)
+    assert [r.key for r in ranked] == ["a", "b"]
+    best = ranked[0]
+    start, end = best.focus[0]
+    assert "adoption" in a[start:end]
+    assert best.terms == ("caroline", "adoption") and best.similarity is None
+
+
+def test_vector_segments_rank_and_gate() -> None:
+    text = chunk(["User: the garden is green", "Assistant: we adopted a turtle named Shelly"])
+    second = line_spans(text)[1]
+    near = Candidate("near", text, segments=[(0, second[0] - 2, 0.2), (second[0], len(text), 0.8)])
+    far = Candidate("far", "User: quantum chromodynamics", segments=[(0, 28, 0.3)])
+    ranked = rank_chunks([far, near], {}, k=5, min_similarity=0.55)
+    # no term matched anywhere: only a segment past the cutoff qualifies a chunk
+    assert [r.key for r in ranked] == ["near"]
+    assert ranked[0].focus[0] == second and ranked[0].similarity == 0.8
+
+
+def test_breadcrumbs_count_as_a_line() -> None:
+    c = Candidate("k", "User: something unrelated", keys=("server_port",))
+    ranked = rank_chunks([c], {"server": 1.0}, k=1, min_similarity=0.55)
+    assert ranked and ranked[0].terms == ("server",) and ranked[0].focus == ()
+
+
+def test_line_windows_best_first_with_neighbours() -> None:
+    lines = [f"User: filler line {i:02d} " + "x" * 40 for i in range(30)]
+    lines[20] = "User: the vault rotation runs every 90 days"
+    lines[5] = "Assistant: vault mentioned once"
+    text = chunk(lines)
+    spans = line_spans(text)
+    out = line_windows(text, [spans[20], spans[5]], 1200, before=1, after=1)
+    first, second = out.split("\n…\n")
+    assert "line 19" in first and "vault rotation" in first and "line 21" in first
+    assert "vault mentioned once" in second
+    assert out.startswith("… ") and out.endswith(" …")
+    # a tight budget keeps the best line and drops neighbours first
+    tight = line_windows(text, [spans[20], spans[5]], 60, before=1, after=1)
+    assert "vault rotation" in tight and "filler" not in tight
+    # adjacent focus lines merge into one window
+    merged = line_windows(text, [spans[20], spans[21]], 1200, before=0, after=0)
+    assert GAP_LINE not in merged and "line 21" in merged
+
+
+GAP_LINE = "\n…\n"
+
+
+def test_line_windows_long_line_and_no_focus() -> None:
+    text = "User: " + "word " * 500 + "needle here " + "word " * 500
+    span = line_spans(text)[0]
+    out = line_windows(text, [span], 200, ["needle"])
+    assert "needle" in out and len(out) <= 204
+    assert line_windows("User: head text", [], 100) == "User: head text"
+
+
+def test_format_hits_uses_focus_and_keys_first_matching() -> None:
+    text = chunk([f"User: small talk {i}" for i in range(40)] + ["Assistant: port 8098 it is"])
+    focus = (line_spans(text)[-1],)
+    hit = MemoryHit("raw", text, session_id="s1", start_seq=1, end_seq=41, focus=focus)
+    assert hit_excerpt(hit, ["port"], 200).endswith("Assistant: port 8098 it is")
+    out = format_hits("port", "raw", [hit])
+    assert "port 8098" in out and "small talk 0" not in out
+    keys = ("alpha", "beta", "server_port", "8098")
+    assert keys_shown(keys, ["port"]) == "server_port, alpha, beta, 8098"
+    many = tuple(f"/very/long/path/number/{i:03d}/file.conf" for i in range(12))
+    shown = keys_shown(many, [])
+    assert len(shown) <= 200 and shown.startswith(many[0])
