@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import dataclasses
 import json
-import os
 import random
 import sys
 import tempfile
@@ -38,18 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def _embedder_arg(argv: list[str]) -> str:
-    for i, a in enumerate(argv):
-        if a == "--embedder" and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith("--embedder="):
-            return a.split("=", 1)[1]
-    return "local"
+from _embedder import select_embedder  # noqa: E402
 
-
-if _embedder_arg(sys.argv[1:]) == "local":  # the vector columns follow the embedder
-    os.environ["EMBEDDING_PROVIDER"] = "local"
-    os.environ.pop("EMBEDDING_DIM", None)
+select_embedder(sys.argv[1:])  # before any app import
 
 import psycopg  # noqa: E402
 from _common import CACHE, libpq_url, print_table, provision, with_database  # noqa: E402

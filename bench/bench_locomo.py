@@ -39,7 +39,6 @@ import argparse
 import asyncio
 import dataclasses
 import json
-import os
 import sys
 import tempfile
 import time
@@ -52,23 +51,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def _embedder_arg(argv: list[str]) -> str:
-    for i, a in enumerate(argv):
-        if a == "--embedder" and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith("--embedder="):
-            return a.split("=", 1)[1]
-    return "local"
+from _embedder import select_embedder  # noqa: E402
 
-
-# The vector columns follow the embedder: settle it before app modules are imported.
-if _embedder_arg(sys.argv[1:]) == "local":
-    os.environ["EMBEDDING_PROVIDER"] = "local"
-    os.environ.pop("EMBEDDING_DIM", None)
+select_embedder(sys.argv[1:])  # before any app import
 
 import psycopg  # noqa: E402
 from _common import CACHE, libpq_url, print_table, provision, with_database  # noqa: E402
-from locomo_data import BUDGETS, Conversation, bm25_recall, evidence_recall, load  # noqa: E402
+from locomo_data import (  # noqa: E402
+    BUDGETS,
+    Conversation,
+    _norm,
+    bm25_recall,
+    evidence_recall,
+    load,
+)
 
 from app.config import get_settings  # noqa: E402
 from tests.fakes.ollama_server import FakeOllama  # noqa: E402
@@ -240,6 +236,18 @@ async def ask_all(
                             "category": q.category,
                             "evidence": list(q.evidence_lines),
                             "text": body["text"],
+                            # per evidence line: the hit whose whole chunk holds it, or None
+                            "in_hit": [
+                                next(
+                                    (
+                                        n
+                                        for n, h in enumerate(body["hits"])
+                                        if _norm(line) in _norm(h["text"])
+                                    ),
+                                    None,
+                                )
+                                for line in q.evidence_lines
+                            ],
                             "recall": {
                                 b: evidence_recall(body["text"], q.evidence_lines, b)
                                 for b in BUDGETS

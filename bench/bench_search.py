@@ -68,7 +68,7 @@ DIM = 384
 CHUNK_USERS = 200
 FACT_USERS = 1000
 FACTS = 100_000
-MAINTENANCE_WORK_MEM = "2GB"
+MAINTENANCE_WORK_MEM = "4GB"
 INDEXES = {  # dropped before COPY, built after (name → definition)
     "ix_memory_chunks_content_fts": "CREATE INDEX ix_memory_chunks_content_fts ON memory_chunks "
     "USING gin (to_tsvector('simple'::regconfig, navi_chunk_search_text(content, breadcrumbs)))",

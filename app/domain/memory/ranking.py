@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 SEGMENT_CHARS = 800  # ≈ 200 tokens: all-MiniLM reads 256, so a segment is embedded whole
-FOCUS_LINES = 10
+FOCUS_LINES = 15
 TEXT_WEIGHT = 0.5
 VECTOR_FLOOR = 0.1  # a similarity this low carries no signal (unrelated texts score ~0-0.2)
 PREFIX_MIN = 3
