@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## Create .venv and install the service with its dev tools
 
-run: install ## Start the service (embedded PostgreSQL unless DATABASE_URL is set) on :8000
+run: install ## Start the service (embedded PostgreSQL unless DATABASE_URL is set) on :8000; WEB_CONCURRENCY=2 for 2 worker processes
 	$(BIN)/python -m app.cli serve
 
 migrate: install ## Apply migrations to head

@@ -24,8 +24,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.config import Settings, get_settings
 from app.db.engine import create_engine, resolve_database_url, session_factory, transaction
 from app.db.extensions import ensure_trigram_indexes
+from app.domain.auth.cache import PrincipalCache
 from app.domain.auth.principal import Principal
-from app.domain.auth.services import bootstrap, resolve_principal
+from app.domain.auth.services import bootstrap, resolve_cached
 from app.domain.context.hooks import DemotionHooks
 from app.domain.context.profiles import load_profiles
 from app.domain.memory.hooks import raw_history_hook
@@ -125,10 +126,12 @@ async def authenticate(connection: ASGIConnection, _: BaseRouteHandler) -> None:
     if handler.opt.get("public") or connection.scope["path"].startswith("/schema"):
         return
     state = connection.app.state
-    async with state.session_factory() as db:
-        connection.state.principal = await resolve_principal(
-            db, state.settings, connection.headers.get("authorization")
-        )
+    connection.state.principal = await resolve_cached(
+        state.session_factory,
+        state.settings,
+        state.principal_cache,
+        connection.headers.get("authorization"),
+    )
 
 
 def provide_principal(request: Request) -> Principal:
@@ -174,6 +177,7 @@ def create_app(
         if settings.memory_search_enabled:  # the raw history index (memory_chunks)
             app.state.demotion_hooks.register(raw_history_hook(app.state.llm))
         app.state.tasks = set()
+        app.state.principal_cache = PrincipalCache(settings.auth_cache_ttl_seconds)
         async with transaction(factory) as session:
             await bootstrap(session, settings)
             # "built on the next store init": trigram indexes appear once pg_trgm exists.
@@ -220,3 +224,9 @@ def create_app(
         request_max_body_size=settings.max_request_body_mb * 1024 * 1024,
         debug=False,
     )
+
+
+def create_app_from_env() -> Litestar:
+    """`uvicorn --factory` entry of the worker processes of `navi serve` when
+    WEB_CONCURRENCY > 1: settings (and the resolved DATABASE_URL) from the environment."""
+    return create_app()

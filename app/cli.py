@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from typing import Any
 
 from app.config import SettingsError, get_settings
 
@@ -36,15 +38,21 @@ def cmd_serve(args: argparse.Namespace) -> None:
     if mismatch:
         print(f"configuration error: {mismatch}", file=sys.stderr)
         raise SystemExit(2)
-    app = create_app(settings, database_url=url)
     # The embedded server is stopped by pgserver's exit hook when uvicorn returns (Ctrl-C).
-    uvicorn.run(
-        app,
-        host=args.host or settings.host,
-        port=args.port or settings.port,
-        log_level=settings.log_level,
-        access_log=False,
-    )
+    options: dict[str, Any] = {
+        "host": args.host or settings.host,
+        "port": args.port or settings.port,
+        "log_level": settings.log_level,
+        "access_log": False,
+    }
+    workers = args.workers or settings.web_concurrency
+    if workers > 1:
+        # Worker processes build their app from the environment: hand them the resolved
+        # URL (the embedded server started here, by this process, stays up for them).
+        os.environ["DATABASE_URL"] = url
+        uvicorn.run("app.asgi:create_app_from_env", factory=True, workers=workers, **options)
+    else:
+        uvicorn.run(create_app(settings, database_url=url), **options)
 
 
 def cmd_migrate(args: argparse.Namespace) -> None:
@@ -71,6 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     serve = sub.add_parser("serve", help="migrate, then serve the API")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
+    serve.add_argument("--workers", type=int, help="worker processes (default WEB_CONCURRENCY)")
     serve.set_defaults(fn=cmd_serve)
     mig = sub.add_parser("migrate", help="apply migrations (default: head)")
     mig.add_argument("revision", nargs="?", default="head")

@@ -61,6 +61,16 @@ FIELDS: dict[str, Spec] = {
     ),
     "db_pool_size": Spec("DB_POOL_SIZE", 10, int, "SQLAlchemy pool size per process.", 1, 200),
     "db_max_overflow": Spec("DB_MAX_OVERFLOW", 10, int, "Extra connections past the pool.", 0),
+    "web_concurrency": Spec(
+        "WEB_CONCURRENCY",
+        1,
+        int,
+        "Worker processes of `navi serve` / `make run` (uvicorn workers; each has its own "
+        "DB pool). Python runs one request at a time per process: about one per CPU core "
+        "left to PostgreSQL.",
+        1,
+        64,
+    ),
     "max_request_body_mb": Spec(
         "MAX_REQUEST_BODY_MB", 16, int, "Largest JSON request body accepted (413 above).", 1
     ),
@@ -84,6 +94,17 @@ FIELDS: dict[str, Spec] = {
         str,
         "Bootstrap admin token (≥ 32 chars). At start-up an `admin` user holding it is "
         "ensured; it is stored hashed only.",
+    ),
+    "auth_cache_ttl_seconds": Spec(
+        "AUTH_CACHE_TTL_SECONDS",
+        5.0,
+        float,
+        "How long a process reuses a resolved bearer token (keyed by its SHA-256) without "
+        "asking the database; 0 = look up every request. Revoking a token or deleting a "
+        "user takes effect at once in the process that did it, within this many seconds "
+        "in the other worker processes.",
+        0,
+        300,
     ),
     # --- LLM / embeddings
     "ollama_host": Spec("OLLAMA_HOST", "http://127.0.0.1:11434", str, "Ollama for chat."),
@@ -319,10 +340,12 @@ class Settings:
     database_url: str = ""
     db_pool_size: int = 10
     db_max_overflow: int = 10
+    web_concurrency: int = 1
     max_request_body_mb: int = 16
     message_max_chars: int = 1_000_000
     auth_enabled: bool = True
     admin_token: str = field(default="", repr=False)
+    auth_cache_ttl_seconds: float = 5.0
     ollama_host: str = "http://127.0.0.1:11434"
     ollama_model: str = "qwen3:8b"
     ollama_num_ctx: int = 32768

@@ -254,6 +254,97 @@ def serve(app: ASGIApp, *, port: int | None = None, timeout: float = 60.0) -> Ru
     return RunningServer(server, thread, f"http://127.0.0.1:{port}")
 
 
+class WorkerServer:
+    """The app under `uvicorn --workers N` in a subprocess (each worker wrapped in
+    ServerTiming); `thread_cpu_ms()` is the CPU of all worker processes (from /proc), so
+    it can stand in for RunningServer in throughput measurements."""
+
+    def __init__(self, proc: Any, base_url: str) -> None:
+        self.proc = proc
+        self.base_url = base_url
+
+    def _workers(self) -> list[int]:
+        try:
+            with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
+                return [int(x) for x in f.read().split()]
+        except OSError:
+            return []
+
+    def thread_cpu_ms(self) -> float:
+        total = 0.0
+        for pid in [self.proc.pid, *self._workers()]:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+            except (OSError, IndexError, ValueError):
+                return math.nan
+        return total
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except Exception:
+            self.proc.kill()
+
+
+def bench_app_factory() -> ASGIApp:
+    """`uvicorn --factory` entry of `serve_workers`: settings and URL from the env."""
+    import json
+
+    from app.asgi import create_app
+    from app.config import Settings
+
+    settings = Settings(**json.loads(os.environ["NAVI_BENCH_SETTINGS"]))
+    app = create_app(
+        settings, database_url=os.environ["NAVI_BENCH_DATABASE_URL"], background_jobs=False
+    )
+    return ServerTiming(app)
+
+
+def serve_workers(
+    settings: Any, database_url: str, workers: int, probe_token: str, timeout: float = 90.0
+) -> WorkerServer:
+    """Start `uvicorn --workers N` on 127.0.0.1 and wait until requests are answered."""
+    import dataclasses
+    import json
+    import subprocess
+    import sys
+
+    import httpx
+
+    port = free_port()
+    env = {
+        **os.environ,
+        "NAVI_BENCH_SETTINGS": json.dumps(dataclasses.asdict(settings)),
+        "NAVI_BENCH_DATABASE_URL": database_url,
+    }
+    cmd = [
+        sys.executable, "-m", "uvicorn", "_common:bench_app_factory", "--factory",
+        "--app-dir", str(ROOT / "bench"), "--host", "127.0.0.1", "--port", str(port),
+        "--workers", str(workers), "--log-level", "warning", "--no-access-log",
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    server = WorkerServer(proc, f"http://127.0.0.1:{port}")
+    deadline = time.monotonic() + timeout
+    ok = 0
+    while ok < 4 * workers:
+        if proc.poll() is not None:
+            raise RuntimeError("the worker server exited during start-up")
+        if time.monotonic() > deadline:
+            server.stop()
+            raise TimeoutError("the worker server did not start")
+        try:
+            r = httpx.get(
+                server.base_url + "/me", headers={"authorization": f"Bearer {probe_token}"}
+            )
+            ok = ok + 1 if r.status_code == 200 else 0
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    return server
+
+
 # ------------------------------------------------------------------ statistics
 def percentile(values: Sequence[float], q: float) -> float:
     """Linear-interpolated percentile, q in [0, 100]."""

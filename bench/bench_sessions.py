@@ -52,6 +52,7 @@ from _common import (
     print_table,
     provision,
     serve,
+    serve_workers,
     server_cpu_ms,
     server_ms,
 )
@@ -68,6 +69,7 @@ from app.config import Settings
 from app.db.models import Session
 from app.domain.auth.tokens import display_prefix, hash_token
 from app.domain.sessions.access import Viewer
+from app.domain.sessions.controllers import DEFAULT_POSITIONS, MAX_POSITIONS
 from app.domain.sessions.repositories import SessionRepository
 from app.domain.sessions.schemas import MessageIn
 from app.domain.sessions.services import SessionService
@@ -760,6 +762,13 @@ async def explain(
                 await conn.exec_driver_sql(stmt, params)
                 parts.append(stmt.strip())
                 continue
+            if stmt.lstrip().upper().startswith("EXPLAIN"):  # the rare-term estimate: as is
+                rows = await conn.exec_driver_sql(stmt, params)
+                parts.append(stmt.strip())
+                parts.append(f"-- params: {_short(params)}")
+                parts.append(json.dumps(rows.scalar_one()[0]["Plan"])[:400])
+                parts.append("")
+                continue
             rows = await conn.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS) " + stmt, params)
             parts.append(stmt.strip())
             parts.append(f"-- params: {_short(params)}")
@@ -885,7 +894,9 @@ async def bench_append(
             await s.commit()
         return ids
 
-    async def api_run(batch: int) -> Throughput:
+    async def api_run(
+        batch: int, client: httpx.AsyncClient = client, server: Any = server
+    ) -> Throughput:
         sids = await create_sessions(f"append api x{batch}")
         bodies = [[turn_payload(rng, words, batch) for _ in range(per_client)] for _ in owners]
         samples: list[float] = []
@@ -989,6 +1000,7 @@ async def bench_append(
             for conn in conns:
                 await conn.close()
 
+    extra: dict[str, Throughput] = {}
     try:
         step("· append: API, 4 messages per request …")
         turn = await api_run(4)
@@ -996,6 +1008,15 @@ async def bench_append(
         single = await api_run(1)
         step("· append: API, 16 messages per request …")
         big_batch = await api_run(16)
+        if args.workers > 1:
+            step(f"· append: API with {args.workers} worker processes …")
+            workers = serve_workers(settings, target.url, args.workers, ADMIN_TOKEN)
+            try:
+                async with httpx.AsyncClient(base_url=workers.base_url, timeout=120) as wc:
+                    for batch in (4, 8, 16):
+                        extra[f"api_w{args.workers}_x{batch}"] = await api_run(batch, wc, workers)
+            finally:
+                workers.stop()
         step("· append: SQL (service, no HTTP) …")
         sql = await sql_run()
         step("· append: naive …")
@@ -1027,6 +1048,7 @@ async def bench_append(
         ),
     ]
     return results, {
+        **extra,
         "api_x4": turn,
         "api_x1": single,
         "api_x16": big_batch,
@@ -1056,10 +1078,8 @@ async def run_bench(
         return sid, owner, before, offset
 
     async def sql_list(s: AsyncSession, i: int, search: str | None = None) -> None:
-        repo = SessionRepository(s)
         viewer = Viewer(user_id=users[i % len(users)])
-        await repo.list_summaries(viewer, limit=50, offset=0, search=search)
-        await repo.count_summaries(viewer, search=search)
+        await SessionRepository(s).list_page(viewer, limit=50, offset=0, search=search)
 
     async def sql_search(s: AsyncSession, i: int) -> None:
         await sql_list(s, i, COMMON_TERM)
@@ -1067,8 +1087,18 @@ async def run_bench(
     async def sql_rare(s: AsyncSession, i: int) -> None:
         await sql_list(s, i, RARE_TERM)
 
-    async def sql_matches(s: AsyncSession, i: int) -> None:
-        await SessionRepository(s).search_matches(facts.largest, admin_viewer, COMMON_TERM, 1000)
+    async def sql_matches(s: AsyncSession, i: int, term: str = COMMON_TERM) -> None:
+        await SessionRepository(s).search_matches(
+            facts.largest, admin_viewer, term, DEFAULT_POSITIONS
+        )
+
+    async def sql_matches_all(s: AsyncSession, i: int) -> None:
+        await SessionRepository(s).search_matches(
+            facts.largest, admin_viewer, COMMON_TERM, MAX_POSITIONS
+        )
+
+    async def sql_matches_rare(s: AsyncSession, i: int) -> None:
+        await sql_matches(s, i, RARE_TERM)
 
     async def sql_history(s: AsyncSession, i: int) -> None:
         sid, _, before, _ = history_point(i)
@@ -1143,6 +1173,27 @@ async def run_bench(
             lambda i: (f"/sessions/matches?q={COMMON_TERM}&{match_qs}", auth(ADMIN_TOKEN)),
         ),
         Spec(
+            "matches1000",
+            f"match positions {COMMON_TERM!r}, max_positions={MAX_POSITIONS}",
+            "(info)",
+            sql_matches_all,
+            None,
+            "",
+            lambda i: (
+                f"/sessions/matches?q={COMMON_TERM}&max_positions={MAX_POSITIONS}&{match_qs}",
+                auth(ADMIN_TOKEN),
+            ),
+        ),
+        Spec(
+            "matchesrare",
+            f"match positions {RARE_TERM!r} (no hit), 20 largest",
+            "(info)",
+            sql_matches_rare,
+            None,
+            "",
+            lambda i: (f"/sessions/matches?q={RARE_TERM}&{match_qs}", auth(ADMIN_TOKEN)),
+        ),
+        Spec(
             "history",
             "history page, middle of a 6k session",
             "(info)",
@@ -1192,10 +1243,12 @@ async def run_bench(
         f"{os.cpu_count()} cores (timings below are wall-clock on a shared machine)"
     ]
     explained: list[tuple[str, SqlFn]] = [
-        ("list page (list_summaries + count_summaries)", sql_list),
+        ("list page (list_page: page + total in one statement)", sql_list),
         (f"list + common term {COMMON_TERM!r}", sql_search),
         (f"list + rare term {RARE_TERM!r}", sql_rare),
         (f"match positions {COMMON_TERM!r}, 20 largest (search_matches)", sql_matches),
+        (f"match positions {COMMON_TERM!r}, max_positions={MAX_POSITIONS}", sql_matches_all),
+        (f"match positions {RARE_TERM!r}, 20 largest", sql_matches_rare),
         ("history page (history_page)", sql_history),
         ("NAIVE list: sessions page + every history", nv_list),
         ("NAIVE search (global ILIKE scan)", nv_search),
@@ -1309,10 +1362,19 @@ def report(
     )
     if throughput:
         trows = []
+        workers = [
+            (
+                key,
+                f"API, {key.split('_')[1][1:]} workers, 8 clients × {key.split('_x')[1]} msgs/req",
+            )
+            for key in throughput
+            if key.startswith("api_w")
+        ]
         for key, label in (
             ("api_x4", "API, 8 clients × 4 msgs/request"),
             ("api_x1", "API, 8 clients × 1 msg/request"),
             ("api_x16", "API, 8 clients × 16 msgs/request"),
+            *workers,
             ("sql_x4", "service + SQL, 8 × 4 msgs/txn"),
             ("naive_x1", "naive SQL, 8 × 1 msg/txn, max()+1"),
         ):
@@ -1368,7 +1430,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--append-requests", type=int, default=60, help="requests per append client")
     ap.add_argument(
-        "--only", default="", help="comma list: list,search,rare,matches,history,append"
+        "--only",
+        default="",
+        help="comma list: list,search,rare,matches,matches1000,matchesrare,history,append",
+    )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="also measure appends against `uvicorn --workers N` (a subprocess), 4/8/16 per request",
     )
     ap.add_argument("--generate-only", action="store_true")
     ap.add_argument(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 
 from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -25,6 +25,17 @@ async def provide_db(state: State) -> AsyncGenerator[AsyncSession, None]:
             raise
         else:
             await session.commit()
+            for callback in session.info.pop(_AFTER_COMMIT, ()):
+                callback()
+
+
+_AFTER_COMMIT = "navi.after_commit"
+
+
+def after_commit(session: AsyncSession, callback: Callable[[], None]) -> None:
+    """Run `callback` once the request's transaction has committed (e.g. dropping cached
+    state the transaction made stale); never when it rolls back."""
+    session.info.setdefault(_AFTER_COMMIT, []).append(callback)
 
 
 def provide_settings(state: State) -> Settings:

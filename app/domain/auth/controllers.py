@@ -4,6 +4,7 @@ import uuid
 from typing import Annotated
 
 from litestar import Controller, delete, get, post
+from litestar.datastructures import State
 from litestar.params import Parameter
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -12,6 +13,7 @@ from app.domain.auth.principal import PERM_USERS_ADMIN, Principal
 from app.domain.auth.repositories import TokenRepository, UserRepository
 from app.domain.auth.schemas import MeOut, TokenCreate, TokenIssued, TokenOut, UserCreate, UserOut
 from app.domain.auth.services import UserService
+from app.lib.deps import after_commit
 from app.lib.errors import Forbidden, NotFound, Unprocessable
 from app.lib.pagination import MAX_LIMIT, Page, page
 
@@ -45,6 +47,12 @@ def require_admin(principal: Principal) -> None:
         raise Forbidden("user management needs NAVI_AUTH_ENABLED=true")
     if not principal.has(PERM_USERS_ADMIN):
         raise Forbidden("this needs an admin")
+
+
+def forget_tokens_after_commit(db: AsyncSession, state: State, user_id: str) -> None:
+    """This process stops accepting the user's cached tokens once the change is committed
+    (other processes: within AUTH_CACHE_TTL_SECONDS; app/domain/auth/cache.py)."""
+    after_commit(db, lambda: state.principal_cache.drop_user(user_id))
 
 
 def _check_token_name(name: str) -> str:
@@ -87,12 +95,15 @@ class AdminUserController(Controller):
         return TokenIssued(id=row.id, user_id=user_id, name=row.name, token=token)
 
     @delete("/{user_id:str}", status_code=204)
-    async def delete_user(self, user_id: str, principal: Principal, db: AsyncSession) -> None:
+    async def delete_user(
+        self, user_id: str, principal: Principal, db: AsyncSession, state: State
+    ) -> None:
         require_admin(principal)
         if user_id == principal.id:
             raise Unprocessable("user_id: you cannot delete yourself")
         if not await UserRepository(db).delete(user_id):
             raise NotFound(f"no user {user_id!r}")
+        forget_tokens_after_commit(db, state, user_id)
 
 
 class MeController(Controller):
@@ -129,7 +140,8 @@ class MeController(Controller):
 
     @delete("/tokens/{token_id:uuid}", status_code=204)
     async def revoke_token(
-        self, token_id: uuid.UUID, principal: Principal, db: AsyncSession
+        self, token_id: uuid.UUID, principal: Principal, db: AsyncSession, state: State
     ) -> None:
         if not await TokenRepository(db).revoke(principal.id, token_id):
             raise NotFound("no such active token")
+        forget_tokens_after_commit(db, state, principal.id)

@@ -2,12 +2,13 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 from litestar import Controller, delete, get, patch, post
 from litestar.datastructures import State
 from litestar.params import Parameter
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
@@ -41,6 +42,9 @@ Limit = Annotated[int, Parameter(ge=1, le=MAX_LIMIT)]
 Offset = Annotated[int, Parameter(ge=0)]
 MAX_MATCH_SESSIONS = 100
 MAX_POSITIONS = 1000
+# Positions reported per session unless `max_positions` asks otherwise: the first matches
+# in display order, with `truncated` when there are more (docs/api.md, "Match positions").
+DEFAULT_POSITIONS = 20
 
 
 def session_out(s: Session) -> SessionOut:
@@ -55,6 +59,20 @@ def session_out(s: Session) -> SessionOut:
         context_token_count=s.context_token_count,
         display_message_count=s.next_display_index,
         session_metadata=s.session_metadata or {},
+    )
+
+
+def summary_out(r: Row[Any]) -> SessionSummary:
+    return SessionSummary(
+        id=r.id,
+        profile_id=r.profile_id,
+        user_id=r.user_id,
+        name=r.name,
+        pinned=r.pinned,
+        created_at=r.created_at,
+        last_active=r.last_active,
+        display_message_count=r.display_message_count,
+        preview=r.preview,
     )
 
 
@@ -102,8 +120,7 @@ class SessionController(Controller):
     ) -> Page[SessionSummary]:
         viewer = Viewer.of(principal)
         term = _search_term(search, "search")
-        repo = SessionRepository(db)
-        rows = await repo.list_summaries(
+        rows, total = await SessionRepository(db).list_page(
             viewer,
             limit=limit,
             offset=offset,
@@ -112,8 +129,7 @@ class SessionController(Controller):
             sort_by=sort_by,
             sort_order=sort_order,
         )
-        total = await repo.count_summaries(viewer, profile_id=profile_id, search=term)
-        return page([SessionSummary(**r._mapping) for r in rows], total, limit, offset)
+        return page([summary_out(r) for r in rows], total, limit, offset)
 
     @get("/matches")
     async def search_matches(
@@ -122,6 +138,7 @@ class SessionController(Controller):
         db: AsyncSession,
         q: str,
         session_id: Annotated[list[uuid.UUID], Parameter(query="session_id")],
+        max_positions: Annotated[int, Parameter(ge=1, le=MAX_POSITIONS)] = DEFAULT_POSITIONS,
     ) -> MatchesOut:
         term = _search_term(q, "q")
         if term is None:
@@ -129,7 +146,7 @@ class SessionController(Controller):
         if len(session_id) > MAX_MATCH_SESSIONS:
             raise Unprocessable(f"session_id: at most {MAX_MATCH_SESSIONS} sessions per request")
         rows = await SessionRepository(db).search_matches(
-            session_id, Viewer.of(principal), term, MAX_POSITIONS
+            session_id, Viewer.of(principal), term, max_positions
         )
         found = {r.session_id: r for r in rows}
         return MatchesOut(
@@ -138,7 +155,8 @@ class SessionController(Controller):
                 SessionMatches(
                     session_id=sid,
                     positions=list(found[sid].positions),
-                    match_count=int(found[sid].match_count),
+                    match_count=min(int(found[sid].match_count), max_positions),
+                    truncated=int(found[sid].match_count) > max_positions,
                     snippet=found[sid].snippet,
                 )
                 for sid in dict.fromkeys(session_id)

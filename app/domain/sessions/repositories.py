@@ -11,28 +11,30 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Row, bindparam, delete, func, insert, select, text, update
+from sqlalchemy import Row, Table, delete, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.base import TRIGRAM_INDEX_PREFIX
 from app.db.models import MemoryChunk, Message, MessageArchive, Session
 from app.domain.sessions.access import Viewer
+from app.domain.sessions.queries import (
+    ESTIMATE_MATCHES_SQL,
+    MATCHES_RARE_SQL,
+    MATCHES_SQL,
+    RARE_TERM_ROWS,
+    search_filters,
+    summaries_page,
+    visible,
+)
 from app.lib.sql import contains_pattern
 
 MESSAGE_COLUMNS = [c.name for c in Message.__table__.columns if c.name != "id"]
 _COLS_SQL = ", ".join(f'"{c}"' for c in MESSAGE_COLUMNS)
 
-SORT_COLUMNS = {
-    "last_active": Session.last_active,
-    "created_at": Session.created_at,
-    "name": Session.name,
-}
-
-
-def _visible(viewer: Viewer):  # type: ignore[no-untyped-def]
-    return True if viewer.all_users else Session.user_id == viewer.user_id
+_visible = visible
+_MESSAGES = cast(Table, Message.__table__)
 
 
 # Per database (URL): does session_messages.content have its trigram index? Probed once per
@@ -95,55 +97,33 @@ class SessionRepository:
     ) -> int:
         stmt = select(func.count()).select_from(Session).where(_visible(viewer))
         per_session = await self._per_session_search(viewer, search)
-        stmt = self._filters(stmt, profile_id, search, per_session=per_session)
+        stmt = search_filters(stmt, profile_id, search, per_session=per_session)
         return (await self.session.execute(stmt)).scalar_one()
 
     async def _per_session_search(self, viewer: Viewer, search: str | None) -> bool:
-        """Whether a search must probe session by session (see `_filters`): one user's
-        list on a database whose messages have no trigram index."""
+        """Whether a search must probe session by session (see `queries._contains`):
+        one user's list on a database whose messages have no trigram index."""
         if not search or viewer.all_users:
             return False
+        return not await self._trigram_indexed()
+
+    async def _trigram_indexed(self) -> bool:
         key = str(self.session.get_bind().engine.url)
         if key not in _TRIGRAM_INDEXED:
             found = await self.session.execute(
                 text("SELECT to_regclass(:name) IS NOT NULL"), {"name": _TRIGRAM_INDEX}
             )
             _TRIGRAM_INDEXED[key] = bool(found.scalar())
-        return not _TRIGRAM_INDEXED[key]
+        return _TRIGRAM_INDEXED[key]
 
-    @staticmethod
-    def _filters(  # type: ignore[no-untyped-def]
-        stmt, profile_id: str | None, search: str | None, *, per_session: bool
-    ):
-        """`per_session`: probe each candidate session's own rows (the EXISTS stops at its
-        first hit), so one user's search reads that user's messages only. Without a
-        trigram index PostgreSQL may otherwise turn the EXISTS into a hashed subplan over
-        every message: a whole-table ILIKE scan (a rare term at 400 MB: ~4.4 s of CPU
-        instead of ~0.3 s for the user's own rows). `OFFSET 0` is PostgreSQL's documented
-        fence against that rewrite. With the trigram index the planner's own choice is the
-        better one (a hashed trigram bitmap for a rare term, ~10 ms, against ~85 ms of
-        per-session scans; per-session probes for a common term either way), and the
-        all-users view always keeps it. Figures: docs/performance.md."""
-        if profile_id is not None:
-            stmt = stmt.where(Session.profile_id == profile_id)
-        if search:
-            pattern = contains_pattern(search)
-            hot = select(1).where(
-                Message.session_id == Session.id,
-                Message.display_index.is_not(None),
-                Message.content.ilike(pattern, escape="\\"),
-            )
-            cold = select(1).where(
-                MessageArchive.session_id == Session.id,
-                MessageArchive.display_index.is_not(None),
-                MessageArchive.content.ilike(pattern, escape="\\"),
-            )
-            if per_session:
-                hot, cold = hot.offset(0), cold.offset(0)
-            stmt = stmt.where(hot.exists() | cold.exists())
-        return stmt
+    async def _rare_term(self, pattern: str) -> bool:
+        """With the trigram index: does the planner expect few rows to contain the term?"""
+        if not await self._trigram_indexed():
+            return False
+        plan = (await self.session.execute(ESTIMATE_MATCHES_SQL, {"pattern": pattern})).scalar_one()
+        return float(plan[0]["Plan"]["Plan Rows"]) < RARE_TERM_ROWS
 
-    async def list_summaries(
+    async def list_page(
         self,
         viewer: Viewer,
         *,
@@ -153,33 +133,28 @@ class SessionRepository:
         search: str | None = None,
         sort_by: str = "last_active",
         sort_order: str = "desc",
-    ) -> Sequence[Row[Any]]:
-        """Sidebar rows: pinned first, then the chosen order. Histories are never loaded:
-        the display count is a column kept on append, the preview one index lookup."""
-        preview = (
-            select(func.left(Message.content, 160))
-            .where(Message.session_id == Session.id, Message.display_index.is_not(None))
-            .order_by(Message.display_index.desc())
-            .limit(1)
-            .scalar_subquery()
-        )
-        col = SORT_COLUMNS[sort_by]
-        order = col.asc().nulls_last() if sort_order == "asc" else col.desc().nulls_last()
-        stmt = select(
-            Session.id,
-            Session.profile_id,
-            Session.user_id,
-            Session.name,
-            Session.pinned,
-            Session.created_at,
-            Session.last_active,
-            Session.next_display_index.label("display_message_count"),
-            preview.label("preview"),
-        ).where(_visible(viewer))
+    ) -> tuple[list[Row[Any]], int]:
+        """Sidebar rows (pinned first, then the chosen order) and the total, in one
+        statement (`queries.summaries_page`). Histories are never loaded: the display
+        count is a column kept on append, the preview one index lookup per row."""
         per_session = await self._per_session_search(viewer, search)
-        stmt = self._filters(stmt, profile_id, search, per_session=per_session)
-        stmt = stmt.order_by(Session.pinned.desc(), order, Session.id).limit(limit).offset(offset)
-        return (await self.session.execute(stmt)).all()
+        stmt, params = summaries_page(
+            viewer,
+            limit=limit,
+            offset=offset,
+            profile_id=profile_id,
+            search=search,
+            sort_by=sort_by,
+            sort_order=sort_order,
+            per_session=per_session,
+        )
+        rows = list((await self.session.execute(stmt, params)).all())
+        if rows:
+            return rows, int(rows[0].total)
+        if offset == 0:
+            return rows, 0
+        # Past the end: the window saw no row, so count on its own.
+        return rows, await self.count_summaries(viewer, profile_id=profile_id, search=search)
 
     async def append_planning_log(
         self, session_id: uuid.UUID, viewer: Viewer, entry: dict[str, Any], keep: int
@@ -230,13 +205,21 @@ class SessionRepository:
                 last_active=func.now(),
             )
             .returning(Session.next_seq - n_total, Session.next_display_index - n_display)
+            # Loaded Session objects need not follow (the ORM's "evaluate" costs per call).
+            .execution_options(synchronize_session=False)
         )
         row = (await self.session.execute(stmt)).first()
         return (int(row[0]), int(row[1])) if row else None
 
     async def insert_messages(self, rows: list[dict[str, Any]]) -> None:
+        """One multi-row INSERT (Core executemany → insertmanyvalues), bypassing the ORM's
+        bulk path: no per-row bookkeeping, nothing is loaded into the session."""
         if rows:
-            await self.session.execute(insert(Message), rows)
+            # Core keys are column names: the ORM's `message_metadata` is column "metadata".
+            for row in rows:
+                if "message_metadata" in row:
+                    row["metadata"] = row.pop("message_metadata")
+            await self.session.execute(insert(_MESSAGES), rows)
 
     async def history_page(
         self, session_id: uuid.UUID, before_seq: int | None, limit: int
@@ -345,64 +328,30 @@ class SessionRepository:
     async def search_matches(
         self, session_ids: Sequence[uuid.UUID], viewer: Viewer, term: str, max_positions: int
     ) -> list[Row[Any]]:
-        """For each visible session: display positions whose content contains `term`
-        (case-insensitive, literal), their count, and a snippet around the first match.
-        One aggregate over hot + archived rows; positions are stored, not numbered here.
+        """For each visible session: the first `max_positions` display positions whose
+        content contains `term` (case-insensitive, literal), how many of them there are
+        (`match_count`: more than `max_positions` means "there are more"; how many more
+        is not counted for a common term), and a snippet around the first match.
+        `queries.MATCHES_SQL` reads each session in display order and stops at the cap;
+        a term the trigram statistics call rare goes through the trigram index
+        (`queries.MATCHES_RARE_SQL`).
 
-        The visible ids are resolved first and the message tables filtered with
-        `session_id = ANY(...)`, so the planner may AND the session index with the trigram
-        index (rare terms). Only (session, position, id) travel through the aggregate: the
-        snippet reads one row per session afterwards, instead of sorting every matching
-        row's content (which spilled to disk for a common term in large sessions)."""
-        visible = list(
+        The visible ids are resolved first (one primary-key lookup); positions are
+        stored, not numbered here."""
+        visible_ids = list(
             (
                 await self.session.execute(
                     select(Session.id).where(Session.id.in_(list(session_ids)), _visible(viewer))
                 )
             ).scalars()
         )
-        if not visible:
+        if not visible_ids:
             return []
-        stmt = text(
-            """
-            WITH hits AS (
-                SELECT m.session_id, m.display_index, m.id, 0::bigint AS archived
-                FROM session_messages m
-                WHERE m.session_id = ANY(:ids) AND m.display_index IS NOT NULL
-                  AND m.content ILIKE :pattern ESCAPE '\\'
-                UNION ALL
-                SELECT a.session_id, a.display_index, a.id, 1::bigint
-                FROM session_messages_archive a
-                WHERE a.session_id = ANY(:ids) AND a.display_index IS NOT NULL
-                  AND a.content ILIKE :pattern ESCAPE '\\'
-            ), agg AS (
-                SELECT session_id,
-                       (array_agg(display_index ORDER BY display_index))[1:CAST(:max_positions AS integer)]
-                           AS positions,
-                       count(*) AS match_count,
-                       min(ARRAY[display_index, id, archived]) AS first  -- the first match
-                FROM hits GROUP BY session_id
-            )
-            SELECT agg.session_id, agg.positions, agg.match_count,
-                   (SELECT substr(c.content,
-                                  greatest(1, strpos(lower(c.content), lower(:term)) - 60), 200)
-                    FROM (SELECT content FROM session_messages
-                          WHERE id = agg.first[2] AND agg.first[3] = 0
-                          UNION ALL
-                          SELECT content FROM session_messages_archive
-                          WHERE id = agg.first[2] AND agg.first[3] = 1) c
-                    LIMIT 1) AS snippet
-            FROM agg
-            """
-        ).bindparams(bindparam("ids", type_=None))
+        pattern = contains_pattern(term)
+        rare = await self._rare_term(pattern)
         rows = await self.session.execute(
-            stmt,
-            {
-                "ids": visible,
-                "pattern": contains_pattern(term),
-                "term": term,
-                "max_positions": max_positions,
-            },
+            MATCHES_RARE_SQL if rare else MATCHES_SQL,
+            {"ids": visible_ids, "pattern": pattern, "term": term, "cap": max_positions},
         )
         return list(rows.all())
 

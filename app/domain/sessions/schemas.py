@@ -126,10 +126,14 @@ class HistoryPage(msgspec.Struct):
 
 
 class SessionMatches(msgspec.Struct):
+    """The first `max_positions` matches of a session in display order. `match_count`
+    is how many `positions` there are; `truncated`: the session has more matches."""
+
     session_id: uuid.UUID
     positions: list[int]
     match_count: int
     snippet: str | None
+    truncated: bool = False
 
 
 class MatchesOut(msgspec.Struct):

@@ -1,0 +1,77 @@
+"""An in-process cache of bearer token → Principal, so an authenticated request does not
+open its own database session for the token lookup (docs/performance.md, "Session store").
+
+- The key is the token's SHA-256 (the same value the database is searched by); the token
+  itself is never kept. Only successful lookups are cached: an unknown or revoked token
+  goes to the database every time, so guessing is not made cheaper.
+- Entries live `AUTH_CACHE_TTL_SECONDS` (0 disables the cache).
+- Revoking a token or deleting a user drops that user's entries **after the transaction
+  commits** (`app.lib.deps.after_commit`), so the next request of this process is checked
+  against the database again. A lookup that read the database before such a commit and
+  finishes after it does not store its (stale) answer: every drop bumps `epoch`, and
+  `put` ignores answers read under an older epoch.
+- Other worker processes (WEB_CONCURRENCY > 1, other replicas) have their own cache: a
+  revoked token keeps working there for at most the TTL.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from app.domain.auth.principal import Principal
+
+DEFAULT_MAX_ENTRIES = 10_000
+
+
+class PrincipalCache:
+    def __init__(
+        self,
+        ttl_seconds: float,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl = ttl_seconds
+        self.max_entries = max_entries
+        self.clock = clock
+        self.epoch = 0
+        self._entries: dict[str, tuple[Principal, float]] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return self.ttl > 0
+
+    def get(self, token_hash: str) -> Principal | None:
+        entry = self._entries.get(token_hash)
+        if entry is None:
+            return None
+        principal, expires = entry
+        if self.clock() >= expires:
+            self._entries.pop(token_hash, None)
+            return None
+        return principal
+
+    def put(self, token_hash: str, principal: Principal, epoch: int) -> None:
+        """Store an answer read from the database while `self.epoch` was `epoch`."""
+        if not self.enabled or epoch != self.epoch:
+            return
+        if len(self._entries) >= self.max_entries:
+            now = self.clock()
+            for key in [k for k, (_, exp) in self._entries.items() if exp <= now]:
+                del self._entries[key]
+            while len(self._entries) >= self.max_entries:  # the oldest insertions go first
+                del self._entries[next(iter(self._entries))]
+        self._entries[token_hash] = (principal, self.clock() + self.ttl)
+
+    def drop_user(self, user_id: str) -> None:
+        """Forget every token of `user_id` (called after a revoke/delete commits)."""
+        self.epoch += 1
+        for key in [k for k, (p, _) in self._entries.items() if p.id == user_id]:
+            del self._entries[key]
+
+    def clear(self) -> None:
+        self.epoch += 1
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
