@@ -80,6 +80,7 @@ INDEXES = {  # dropped before COPY, built after (name → definition)
     "ix_memory_facts_embedding_hnsw": "CREATE INDEX ix_memory_facts_embedding_hnsw ON "
     "memory_facts USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)",
 }
+SEG_FK = "fk_memory_chunk_vectors_chunk_id_memory_chunks"
 USER = "bench-search-user-{:04d}"
 SYLLABLES = "ka to ri mo ne sa lu pe zo vi da gor lin tar bes qui fen dro".split()
 PREFIX = ["User: ", "Assistant: ", "Tool result (shell): "]
@@ -183,9 +184,15 @@ def generate(target: Target, p: Params) -> dict[str, Any]:
         n_segments = 0
         text_bytes = 0
         sizes = user_sizes(p.chunks, p.users)
+        # One COPY per connection: the segments go through a second one, so their foreign
+        # key (to chunks the first COPY has not committed yet) is dropped during the load.
+        conn.execute(f"ALTER TABLE memory_chunk_vectors DROP CONSTRAINT IF EXISTS {SEG_FK}")
+        conn2 = psycopg.connect(target.conninfo, autocommit=True)
+        register_vector(conn2)
         with (
+            conn2,
             conn.cursor() as c1,
-            conn.cursor() as c2,
+            conn2.cursor() as c2,
             c1.copy(f"COPY memory_chunks ({chunk_cols}) FROM STDIN (FORMAT BINARY)") as chunks,
         ):
             chunks.set_types(
@@ -221,6 +228,10 @@ def generate(target: Target, p: Params) -> dict[str, Any]:
                     if done % 20_000 == 0:
                         step(f"  {done:,} chunks ({time.perf_counter() - started:.0f} s)")
             _copy_segments(c2, seg_cols, segs_rows)
+        conn.execute(
+            f"ALTER TABLE memory_chunk_vectors ADD CONSTRAINT {SEG_FK} FOREIGN KEY (chunk_id)"
+            " REFERENCES memory_chunks (id) ON DELETE CASCADE"
+        )
         step(f"COPY {p.facts:,} facts over {p.fact_users:,} users")
         facts_cols = "user_id, category, key, value, embedding, source, confidence, updated_at"
         with conn.cursor().copy(

@@ -42,6 +42,7 @@ __all__ = [
     "line_spans",
     "rank_chunks",
     "segment_spans",
+    "stem_term",
     "term_pattern",
 ]
 
@@ -93,6 +94,32 @@ def segment_spans(text: str, max_chars: int = SEGMENT_CHARS) -> list[Span]:
         else:
             segments.append((start, end))
     return segments
+
+
+_STEM_RULES = (("ies", ""), ("ied", ""), ("ing", ""), ("ed", ""), ("es", "e"), ("s", ""))
+_VOWELS = frozenset("aeiouy")
+
+
+def stem_term(word: str) -> str:
+    """A light English stem of a lower-case query word, for matching as a word prefix:
+    one inflection is stripped (`-ies -ied -ing -ed -es -s`), then a final `e` and a
+    doubled final consonant (`activities` → `activit`, `dancing` → `danc`, `running` →
+    `run`, `classes` → `class`). Never shorter than 3 chars; words under 4 chars,
+    non-ASCII words and words with digits are returned as they are."""
+    if len(word) < 4 or not word.isascii() or not word.isalpha():
+        return word
+    stem = word
+    for suffix, repl in _STEM_RULES:
+        if stem.endswith(suffix) and not stem.endswith("ss"):
+            if len(stem) - len(suffix) + len(repl) >= PREFIX_MIN:
+                stem = stem[: len(stem) - len(suffix)] + repl
+            break
+    if stem.endswith("e") and len(stem) >= 5:
+        stem = stem[:-1]
+    if stem != word and len(stem) >= 4 and stem[-1] == stem[-2]:
+        if stem[-1] not in _VOWELS and stem[-1] not in "lsz":
+            stem = stem[:-1]
+    return stem
 
 
 def idf(df: int, n: int) -> float:

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.domain.memory.chunk_repository import ChunkRepository
-from app.domain.memory.ranking import Candidate, idf, rank_chunks
+from app.domain.memory.ranking import Candidate, idf, rank_chunks, stem_term
 from app.domain.memory.sketch_repository import SCRATCHPAD, SketchRepository
 from app.domain.memory.unified import (
     MemoryHit,
@@ -102,7 +102,9 @@ async def search_raw(
     terms = query_terms(query)
     if not terms:
         return [raw_hit(r) for r in await repo.recent(user_id, session_id=session_id, limit=k)]
-    terms = terms[:MAX_TERMS]
+    # English inflections share a stem, matched as a word prefix (`activit` finds
+    # activity and activities); text in other scripts is matched as written
+    terms = list(dict.fromkeys(stem_term(t) for t in terms))[:MAX_TERMS]
     vec: list[float] | None = None
     if llm is not None:
         try:

@@ -2,12 +2,15 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from app.domain.memory.ranking import (
     Candidate,
     idf,
     line_spans,
     rank_chunks,
     segment_spans,
+    stem_term,
     term_pattern,
 )
 from app.domain.memory.unified import MemoryHit, format_hits, hit_excerpt, keys_shown
@@ -129,3 +132,30 @@ def test_format_hits_uses_focus_and_keys_first_matching() -> None:
     many = tuple(f"/very/long/path/number/{i:03d}/file.conf" for i in range(12))
     shown = keys_shown(many, [])
     assert len(shown) <= 200 and shown.startswith(many[0])
+
+
+@pytest.mark.parametrize(
+    ("word", "stem"),
+    [
+        ("activities", "activit"),
+        ("painting", "paint"),
+        ("painted", "paint"),
+        ("dancing", "danc"),
+        ("dance", "danc"),
+        ("running", "run"),
+        ("classes", "class"),
+        ("glass", "glass"),
+        ("kids", "kid"),
+        ("studied", "stud"),
+        ("tournaments", "tournament"),
+        ("festival", "festival"),
+        ("was", "was"),
+        ("used", "used"),
+        ("порта", "порта"),
+        ("h264", "h264"),
+    ],
+)
+def test_stem_term(word: str, stem: str) -> None:
+    assert stem_term(word) == stem
+    pattern = term_pattern([stem])
+    assert pattern is not None and pattern.search(f"we said {word} once")  # a word prefix
