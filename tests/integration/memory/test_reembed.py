@@ -149,6 +149,9 @@ async def test_reembed_changes_the_dimension_and_fills_vectors(
     assert _dims(db_url, "memory_facts", "merged_into IS NULL") == [384] * len(FACTS)
     assert _dims(db_url, "memory_facts", "merged_into IS NOT NULL") == [None]  # hidden
     assert _dims(db_url, "memory_chunks") == [384] * len(CHUNKS)
+    # every chunk is also embedded per segment (at least one each, all 384-d)
+    segments = _dims(db_url, "memory_chunk_vectors")
+    assert len(segments) >= len(CHUNKS) and set(segments) == {384}
     # the same indexes, re-created with the same definitions
     assert _hnsw_indexes(db_url) == indexes_before
     assert "ix_memory_facts_embedding_hnsw" in indexes_before
