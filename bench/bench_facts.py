@@ -42,7 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker  # noqa: E40
 from app.config import get_settings  # noqa: E402
 from app.db.engine import create_engine, session_factory  # noqa: E402
 from app.db.extensions import TRIGRAM_INDEXES  # noqa: E402
-from app.domain.facts.repositories import FactRepository  # noqa: E402
+from app.domain.facts.search_repository import FactSearchRepository  # noqa: E402
 from app.domain.facts.services import FactService, query_words  # noqa: E402
 from app.lib.logging import configure_logging  # noqa: E402
 
@@ -261,7 +261,7 @@ async def measure(
 
     def naive(q: str, indexes: bool = False) -> Any:
         async def go(db: AsyncSession) -> tuple[int, str]:
-            rows = await FactRepository(db).naive_scan(query_words(q), 15, indexes=indexes)
+            rows = await FactSearchRepository(db).naive_scan(query_words(q), 15, indexes=indexes)
             return len(rows), "naive"
 
         return go

@@ -1,7 +1,9 @@
 """Gateway to Ollama (chat + embeddings) with bounded retries.
 
 Wraps two official ``ollama.AsyncClient`` instances (chat host and embedding host) and turns
-the client's many failure shapes into three errors the rest of Navi can rely on:
+the client's many failure shapes into the errors the rest of Navi can rely on (defined,
+with that classification, in ``app.llm.errors``; re-exported here, where callers import
+them):
 
 * :class:`LLMUnavailableError` -- the server could not be reached or kept failing
   (connection refused, timeouts, protocol errors, HTTP 5xx, malformed bodies), after
@@ -13,24 +15,10 @@ the client's many failure shapes into three errors the rest of Navi can rely on:
 * :class:`EmbeddingDisabledError` -- embeddings are switched off (``EMBEDDING_PROVIDER=none``);
   raised at once, nothing is sent anywhere.
 
-Embeddings go through an :class:`Embedder`: :class:`OllamaEmbedder` (the default, Ollama's
-``/api/embed`` with the retries above), ``app.llm.local_embedder.LocalEmbedder`` (a model
-run in-process) or :class:`NoEmbedder`. The gateway adds batching and the dimension check,
+Embeddings go through an ``app.llm.embedders.Embedder``: ``OllamaEmbedder`` (the default,
+Ollama's ``/api/embed`` with the retries above), ``app.llm.local_embedder.LocalEmbedder``
+(a model run in-process) or ``NoEmbedder``. The gateway adds batching and the dimension check,
 so callers see the same ``embed``/``embed_one``/``check_embedding`` whatever the provider.
-
-How ollama 0.6.3's ``AsyncClient`` reports failures (see ``ollama/_client.py``):
-
-* connection refused / DNS failure: ``httpx.ConnectError`` is re-raised as the builtin
-  ``ConnectionError`` (``from None``, the httpx cause is dropped);
-* connect/read/write timeouts: the raw ``httpx.TimeoutException`` subclasses
-  (``ConnectTimeout``, ``ReadTimeout``, ...) propagate unchanged;
-* other transport failures: raw ``httpx.TransportError`` (``RemoteProtocolError``,
-  ``ReadError``, ...);
-* any HTTP status >= 400: ``ollama.ResponseError(error, status_code)``, where ``error`` is the
-  ``"error"`` field of a JSON body, or the raw body text;
-* a 200 with a body that is not JSON: ``json.JSONDecodeError`` (a ``ValueError``) from
-  ``httpx.Response.json()``; valid JSON with the wrong shape: ``pydantic.ValidationError``
-  (also a ``ValueError``).
 
 This module has no dependency on the app's settings: everything is passed explicitly.
 """
@@ -39,11 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 import ollama
@@ -57,81 +44,34 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from app.llm.embedders import Embedder, OllamaEmbedder
+from app.llm.errors import (
+    MALFORMED_ERRORS,
+    TRANSPORT_ERRORS,
+    EmbeddingDimensionError,
+    EmbeddingDisabledError,
+    LLMError,
+    LLMRequestError,
+    LLMUnavailableError,
+    describe,
+    error_kind,
+    is_retryable,
+)
+
 __all__ = [
     "ChatResult",
     "EmbedHealth",
-    "EmbedProbe",
-    "Embedder",
     "EmbeddingDimensionError",
     "EmbeddingDisabledError",
     "LLMError",
     "LLMGateway",
     "LLMRequestError",
     "LLMUnavailableError",
-    "NoEmbedder",
-    "OllamaEmbedder",
 ]
 
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
-
-_HEALTH_PROBE_TEXT = "navi embedding health check"
-
-
-# --------------------------------------------------------------------------- errors
-class LLMError(Exception):
-    """Base class of all gateway errors."""
-
-
-class LLMUnavailableError(LLMError):
-    """The LLM server is unreachable or kept failing (after retries)."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        operation: str = "",
-        attempts: int = 0,
-        cause: BaseException | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.operation = operation
-        self.attempts = attempts
-        self.cause = cause
-
-
-class LLMRequestError(LLMError):
-    """The LLM server rejected the request (HTTP 4xx, unknown model, invalid input)."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        operation: str = "",
-        status_code: int | None = None,
-        cause: BaseException | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.operation = operation
-        self.status_code = status_code
-        self.cause = cause
-
-
-class EmbeddingDimensionError(LLMError):
-    """The embedding model produced vectors of an unexpected dimension."""
-
-    def __init__(self, expected: int, got: int, model: str) -> None:
-        super().__init__(
-            f"embedding model {model!r} returned vectors of dimension {got}, expected {expected}"
-        )
-        self.expected = expected
-        self.got = got
-        self.model = model
-
-
-class EmbeddingDisabledError(LLMError):
-    """Embeddings are switched off (``EMBEDDING_PROVIDER=none``): callers use text search."""
 
 
 # --------------------------------------------------------------------------- results
@@ -161,106 +101,6 @@ class EmbedHealth:
     error: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class EmbedProbe:
-    """What an :class:`Embedder` says about itself (the gateway checks the dimension)."""
-
-    reachable: bool
-    dim: int | None = None
-    error: str | None = None
-
-
-# --------------------------------------------------------------------------- embedders
-class Embedder(Protocol):
-    """Turns texts into vectors. The gateway batches (``embed_batch_size``) and checks
-    every vector's dimension; an embedder only computes, and raises :class:`LLMError`
-    subclasses when it cannot."""
-
-    @property
-    def provider(self) -> str:
-        """``ollama`` | ``local`` | ``none``."""
-        ...
-
-    @property
-    def model(self) -> str: ...
-
-    @property
-    def fixed_dim(self) -> int | None:
-        """The dimension when it is known without asking the model (local), else None."""
-        ...
-
-    async def embed_batch(self, texts: list[str]) -> list[list[float]]: ...
-
-    # ASYNC109: like the gateway's probes, a verdict within the caller's deadline.
-    async def probe(self, timeout: float) -> EmbedProbe:  # noqa: ASYNC109
-        """One un-retried embedding of a fixed text; never raises (except cancellation)."""
-        ...
-
-    async def aclose(self) -> None: ...
-
-
-class NoEmbedder:
-    """``EMBEDDING_PROVIDER=none``: every embedding call fails at once, without I/O."""
-
-    provider = "none"
-    model = "none"
-    fixed_dim: int | None = None
-    MESSAGE = "embeddings are disabled (EMBEDDING_PROVIDER=none)"
-
-    async def embed_batch(self, texts: list[str]) -> list[list[float]]:
-        raise EmbeddingDisabledError(self.MESSAGE)
-
-    async def probe(self, timeout: float) -> EmbedProbe:  # noqa: ASYNC109
-        return EmbedProbe(reachable=True, error=self.MESSAGE)
-
-    async def aclose(self) -> None:
-        return None
-
-
-# --------------------------------------------------------------------------- classification
-class _MalformedResponseError(ValueError):
-    """A 2xx response whose content does not make sense (e.g. wrong number of vectors)."""
-
-
-_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
-    httpx.TransportError,  # ConnectError, ConnectTimeout, ReadTimeout, RemoteProtocolError, ...
-    httpx.DecodingError,
-    ConnectionError,  # ollama re-raises httpx.ConnectError as the builtin ConnectionError
-    TimeoutError,  # == asyncio.TimeoutError on 3.11
-)
-_MALFORMED_ERRORS: tuple[type[BaseException], ...] = (
-    json.JSONDecodeError,
-    pydantic.ValidationError,
-    _MalformedResponseError,
-)
-
-
-def _is_retryable(exc: BaseException) -> bool:
-    if isinstance(exc, ollama.ResponseError):
-        return exc.status_code >= 500
-    return isinstance(exc, _TRANSPORT_ERRORS + _MALFORMED_ERRORS)
-
-
-def _error_kind(exc: BaseException) -> str:
-    if isinstance(exc, ollama.ResponseError):
-        return f"http{exc.status_code}"
-    if isinstance(exc, httpx.TimeoutException | TimeoutError):
-        return "timeout"
-    if isinstance(exc, httpx.ConnectError | ConnectionError):
-        return "connect"
-    if isinstance(exc, httpx.TransportError):
-        return "transport"
-    if isinstance(exc, _MALFORMED_ERRORS + (httpx.DecodingError,)):
-        return "malformed"
-    return type(exc).__name__
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    name = type(exc).__name__
-    return f"{name}: {text[:300]}" if text else name
-
-
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
     """httpx's default verifying context, built once: creating one costs tens of ms and
@@ -270,55 +110,6 @@ def _ssl_context() -> ssl.SSLContext:
 
 def _normalise_host(host: str) -> str:
     return host.strip().rstrip("/")
-
-
-CallWithRetries = Callable[[str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
-
-
-class OllamaEmbedder:
-    """Embeddings from Ollama's ``/api/embed`` (``EMBEDDING_PROVIDER=ollama``).
-
-    ``call`` is the gateway's retry core (:meth:`LLMGateway._call`), which turns the
-    client's failures into the gateway's errors."""
-
-    provider = "ollama"
-    fixed_dim: int | None = None
-
-    def __init__(self, client: ollama.AsyncClient, model: str, call: CallWithRetries) -> None:
-        self._client = client
-        self.model = model
-        self._call = call
-
-    async def embed_batch(self, texts: list[str]) -> list[list[float]]:
-        async def do() -> list[list[float]]:
-            resp = await self._client.embed(model=self.model, input=texts)
-            if len(resp.embeddings) != len(texts):
-                raise _MalformedResponseError(
-                    f"expected {len(texts)} embeddings, got {len(resp.embeddings)}"
-                )
-            return [[float(x) for x in vec] for vec in resp.embeddings]
-
-        vectors: list[list[float]] = await self._call("embed", do)
-        return vectors
-
-    async def probe(self, timeout: float) -> EmbedProbe:  # noqa: ASYNC109
-        try:
-            async with asyncio.timeout(timeout):
-                resp = await self._client.embed(model=self.model, input=[_HEALTH_PROBE_TEXT])
-        except ollama.ResponseError as exc:
-            return EmbedProbe(True, error=f"HTTP {exc.status_code}: {exc.error}")
-        except (TimeoutError, httpx.TimeoutException):
-            return EmbedProbe(False, error=f"timed out after {timeout}s")
-        except (httpx.TransportError, ConnectionError) as exc:
-            return EmbedProbe(False, error=_describe(exc))
-        except Exception as exc:  # malformed body etc.: it answered, but not sensibly
-            return EmbedProbe(True, error=f"malformed response: {_describe(exc)}")
-        if not resp.embeddings:
-            return EmbedProbe(True, error="malformed response: no embeddings returned")
-        return EmbedProbe(True, dim=len(resp.embeddings[0]))
-
-    async def aclose(self) -> None:
-        await self._client.close()
 
 
 # --------------------------------------------------------------------------- gateway
@@ -413,8 +204,8 @@ class LLMGateway:
                 operation=operation,
                 attempt=state.attempt_number,
                 max_attempts=self.max_attempts,
-                error_kind=_error_kind(exc) if exc is not None else "unknown",
-                error=_describe(exc) if exc is not None else None,
+                error_kind=error_kind(exc) if exc is not None else "unknown",
+                error=describe(exc) if exc is not None else None,
                 sleep=round(state.upcoming_sleep, 3),
             )
 
@@ -425,7 +216,7 @@ class LLMGateway:
                 max=self.backoff_max,
                 jitter=self.backoff_initial,
             ),
-            retry=retry_if_exception(_is_retryable),
+            retry=retry_if_exception(is_retryable),
             before_sleep=before_sleep,
             reraise=True,
         )
@@ -457,15 +248,15 @@ class LLMGateway:
             raise LLMRequestError(
                 f"{operation}: invalid request: {exc.error}", operation=operation, cause=exc
             ) from exc
-        except (*_TRANSPORT_ERRORS, *_MALFORMED_ERRORS) as exc:
+        except (*TRANSPORT_ERRORS, *MALFORMED_ERRORS) as exc:
             raise self._unavailable(operation, attempts, exc) from exc
 
     @staticmethod
     def _unavailable(operation: str, attempts: int, exc: BaseException) -> LLMUnavailableError:
-        kind = _error_kind(exc)
+        kind = error_kind(exc)
         log.warning("llm.unavailable", operation=operation, attempts=attempts, error_kind=kind)
         return LLMUnavailableError(
-            f"{operation} failed after {attempts} attempt(s) ({kind}): {_describe(exc)}",
+            f"{operation} failed after {attempts} attempt(s) ({kind}): {describe(exc)}",
             operation=operation,
             attempts=attempts,
             cause=exc,

@@ -36,7 +36,8 @@ from typing import Any
 
 import structlog
 
-from app.llm.gateway import EmbedProbe, LLMError
+from app.llm.embedders import EmbedProbe
+from app.llm.errors import LLMError
 
 __all__ = [
     "LOCAL_DIM",
@@ -211,7 +212,7 @@ def _load(model_path: Path, tokenizer_path: Path, tokenizer_sha256: str | None) 
 
 
 class LocalEmbedder:
-    """An :class:`app.llm.gateway.Embedder` running all-MiniLM-L6-v2 (int8) in-process.
+    """An :class:`app.llm.embedders.Embedder` running all-MiniLM-L6-v2 (int8) in-process.
 
     Constructing one checks that the packages are installed (so a missing extra fails at
     start-up); the model itself loads on the first embedding."""

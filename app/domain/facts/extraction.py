@@ -37,8 +37,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.engine import transaction
+from app.domain.facts.extraction_repository import ExtractionRepository
 from app.domain.facts.render import fact_lines, fallback_summary
-from app.domain.facts.repositories import ExtractionRepository, FactRepository, SummaryRepository
+from app.domain.facts.repositories import FactRepository, SummaryRepository
 from app.domain.facts.schemas import MAX_SUMMARY
 from app.domain.facts.services import FactService, embedding_text, normalise_name
 from app.domain.facts.transcript import (

@@ -33,6 +33,7 @@ from app.domain.facts.schemas import (
     FactHit,
     FactOut,
 )
+from app.domain.facts.search_repository import FactSearchRepository
 from app.domain.memory.stopwords import STOPWORDS
 from app.lib.errors import Forbidden, NotFound, Unprocessable
 from app.llm.gateway import LLMError, LLMGateway
@@ -118,6 +119,7 @@ class FactService:
         self.db = db
         self.llm = llm
         self.facts = FactRepository(db)
+        self.search = FactSearchRepository(db)
         self.summaries = SummaryRepository(db)
 
     # ------------------------------------------------------------------ embeddings
@@ -257,7 +259,7 @@ class FactService:
         else:
             vector = query_vector
         if vector is not None:
-            found = await self.facts.vector_search(
+            found = await self.search.vector_search(
                 user_id, vector, limit=limit, max_distance=VECTOR_MAX_DISTANCE, all_users=all_users
             )
             if found:
@@ -268,8 +270,8 @@ class FactService:
         # Typo-tolerant matching (pg_trgm `%>`) only within one user's facts: across every
         # user a short word is "similar" to a great many values (plain ILIKE there, which
         # the trigram indexes still serve).
-        trigram = user_id is not None and await self.facts.has_pg_trgm()
-        rows = await self.facts.text_search(
+        trigram = user_id is not None and await self.search.has_pg_trgm()
+        rows = await self.search.text_search(
             user_id, words, limit=limit, all_users=all_users, trigram=trigram
         )
         hits = [fact_hit(row, "text", row.score) for row in rows]

@@ -12,14 +12,8 @@ import pytest
 
 from app.config import Settings
 from app.llm import local_embedder
-from app.llm.embedders import build_embedder
-from app.llm.gateway import (
-    EmbeddingDisabledError,
-    LLMError,
-    LLMGateway,
-    NoEmbedder,
-    OllamaEmbedder,
-)
+from app.llm.embedders import NoEmbedder, OllamaEmbedder, build_embedder
+from app.llm.gateway import EmbeddingDisabledError, LLMError, LLMGateway
 from app.llm.local_embedder import LOCAL_DIM, LocalEmbedder, LocalModelError
 from tests.fakes.ollama_server import FakeOllama, cosine
 from tests.unit.llm.conftest import GatewayFactory
