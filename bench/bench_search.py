@@ -363,7 +363,8 @@ def make_queries(target: Target, p: Params, n: int, seed: int = 3) -> list[Query
                     (cid, start),
                 ).fetchone()
                 assert seg is not None
-                v = np.asarray(seg[0], dtype=np.float32) + nrng.normal(0, 0.02, p.dim).astype(
+                stored = seg[0].to_numpy() if hasattr(seg[0], "to_numpy") else seg[0]
+                v = np.asarray(stored, dtype=np.float32) + nrng.normal(0, 0.02, p.dim).astype(
                     np.float32
                 )
             else:
@@ -459,6 +460,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--naive", type=int, default=20, help="naive (seq scan) queries")
     parser.add_argument("--facts", type=int, default=FACTS, help="facts over 1k users")
     parser.add_argument("--regenerate", action="store_true")
+    parser.add_argument(
+        "--generate-only", action="store_true", help="build the datasets, measure nothing"
+    )
     args = parser.parse_args(argv)
     configure_logging("warning", False)
     rows = []
@@ -471,6 +475,8 @@ def main(argv: list[str] | None = None) -> None:
         step(
             f"{n:,} chunks: dataset {'reused' if reused else 'generated'} ({time.perf_counter() - t0:.0f} s)"
         )
+        if args.generate_only:
+            continue
         queries = make_queries(target, p, args.queries)
         res = asyncio.run(measure(target, queries, args.naive))
         uni, raw, nv = Stats.of(res["unified"]), Stats.of(res["raw"]), Stats.of(res["naive"])
@@ -503,6 +509,8 @@ def main(argv: list[str] | None = None) -> None:
             f"{fmt_ms(Stats.of(res['unified_vector']).p95)} / text-side "
             f"{fmt_ms(Stats.of(res['unified_text']).p95)} ms"
         )
+    if not rows:
+        return
     print()
     print_table(
         ["chunks", "segments", "unified p50", "p95", "raw p50", "p95", "heaviest user p95",
