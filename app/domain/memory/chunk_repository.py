@@ -161,16 +161,32 @@ class ChunkRepository:
         *,
         session_id: uuid.UUID | None,
         limit: int,
+        exact: bool = False,
     ) -> list[tuple[uuid.UUID, float]]:
-        """(chunk id, cosine similarity) of the user's segments nearest to the query."""
-        await self.session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-        distance = MemoryChunkVector.embedding.cosine_distance(query_embedding).label("distance")
-        stmt = select(MemoryChunkVector.chunk_id, distance).where(
-            MemoryChunkVector.user_id == user_id
-        )
+        """(chunk id, cosine similarity) of the user's segments nearest to the query.
+
+        `exact`: compare the query with each of the user's segments (read through the
+        `(user_id, session_id)` index) instead of walking the HNSW graph — cheaper and
+        exact when the user has few segments, where a filtered graph walk visits many
+        other users' vectors before it finds enough of theirs."""
+        scope = [MemoryChunkVector.user_id == user_id]
         if session_id is not None:
-            stmt = stmt.where(MemoryChunkVector.session_id == session_id)
-        rows = (await self.session.execute(stmt.order_by(distance).limit(limit))).all()
+            scope.append(MemoryChunkVector.session_id == session_id)
+        if exact:
+            mine = (
+                select(MemoryChunkVector.chunk_id, MemoryChunkVector.embedding)
+                .where(*scope)
+                .cte("mine")
+                .prefix_with("MATERIALIZED")  # keeps the HNSW index out of the plan
+            )
+            dist = mine.c.embedding.cosine_distance(query_embedding).label("distance")
+            stmt = select(mine.c.chunk_id, dist).order_by(dist).limit(limit)
+        else:
+            await self.session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+            dist = MemoryChunkVector.embedding.cosine_distance(query_embedding).label("distance")
+            stmt = select(MemoryChunkVector.chunk_id, dist).where(*scope)
+            stmt = stmt.order_by(dist).limit(limit)
+        rows = (await self.session.execute(stmt)).all()
         return [(r.chunk_id, 1.0 - float(r.distance)) for r in rows]
 
     async def load_candidates(

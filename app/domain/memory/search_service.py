@@ -33,10 +33,11 @@ from app.llm.gateway import LLMError, LLMGateway
 log = structlog.get_logger()
 
 RAW_MAX_DISTANCE = 0.45  # a chunk matching no query term needs a segment this close
-TEXT_CANDIDATES = 40  # chunks taken from the text side (by summed IDF of matched terms)
-VECTOR_CANDIDATES = 40  # nearest segments taken from the vector side
+TEXT_CANDIDATES = 20  # chunks taken from the text side (by summed IDF of matched terms)
+VECTOR_CANDIDATES = 20  # nearest segments taken from the vector side
 TERM_CAP = 2000  # chunk ids read per term; a term in more chunks weighs ~nothing anyway
 MAX_TERMS = 24  # query terms looked up (recall queries are several messages long)
+EXACT_SCAN_CHUNKS = 1000  # up to this many chunks in scope, segments are compared one by one
 
 # (db, llm, user_id, query, limit) -> fact hits. Provided by the facts domain.
 FactSearch = Callable[[AsyncSession, LLMGateway, str, str, int], Awaitable[list[MemoryHit]]]
@@ -120,7 +121,11 @@ async def search_raw(
     ids = sorted(summed, key=lambda c: -summed[c])[:TEXT_CANDIDATES]
     if vec is not None:
         near = await repo.nearest_segments(
-            user_id, vec, session_id=session_id, limit=VECTOR_CANDIDATES
+            user_id,
+            vec,
+            session_id=session_id,
+            limit=VECTOR_CANDIDATES,
+            exact=total <= EXACT_SCAN_CHUNKS,
         )
         ids += [c for c in dict.fromkeys(cid for cid, _ in near) if c not in summed]
     order = {chunk_id: n for n, chunk_id in enumerate(ids)}
