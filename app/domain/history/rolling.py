@@ -50,6 +50,10 @@ class TranscriptMessage:
     content: str
     created_at: datetime
     name: str | None = None
+    # never summaries or markers (see `_SUMMARISABLE`); here so a chunk of the transcript
+    # can be handed to the raw-history index like messages a compression demoted
+    is_summary: bool = False
+    is_compression: bool = False
 
 
 # ------------------------------------------------------------------ the summary

@@ -78,6 +78,13 @@ class RollingRepository:
             {"sid": session_id},
         )
 
+    async def owner(self, session_id: uuid.UUID) -> str | None:
+        """The user the session belongs to (None: a legacy session)."""
+        row = await self.session.execute(
+            text("SELECT user_id FROM sessions WHERE id = :sid"), {"sid": session_id}
+        )
+        return row.scalar_one_or_none()
+
     async def lock(self, session_id: uuid.UUID) -> RollingState | None:
         """The state row, locked until the transaction ends; None when another worker
         holds it (SKIP LOCKED) or it does not exist."""

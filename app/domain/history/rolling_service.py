@@ -35,6 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.engine import transaction
+from app.domain.context.hooks import DemotionHooks
 from app.domain.context.profiles import Profiles, load_profiles
 from app.domain.history.rolling import (
     EMPTY_SUMMARY,
@@ -171,8 +172,11 @@ async def summarise_session(
     settings: Settings,
     session_id: uuid.UUID,
     profile: RollingProfile,
+    hooks: DemotionHooks | None = None,
 ) -> SessionRun:
-    """Bring one session's rolling summary up to date, chunk by chunk."""
+    """Bring one session's rolling summary up to date, chunk by chunk. Each chunk is also
+    given to `hooks` (the raw-history index: docs/raw-history.md), so what rolling mode
+    summarises is searchable verbatim, as what compression demotes is."""
     run = SessionRun(session_id)
     async with transaction(factory) as db:  # short: the row must exist to be locked
         await RollingRepository(db).ensure_row(session_id)
@@ -195,6 +199,11 @@ async def summarise_session(
                 return run
             chunk = chunks[0]
             cursor = chunk[-1].created_at
+            # the chunk, noise included, goes to the raw-history index as compression's
+            # demoted messages do (a failure is logged there, never raised here)
+            if hooks is not None and len(hooks):
+                owner = await repo.owner(session_id)
+                await hooks.run(db, owner, session_id, chunk, ())  # type: ignore[arg-type]
             kept, previous = chunk, state.summary
             if settings.rolling_summary_noise_filter:
                 kept, previous = await summarizer.filter_noise(previous, chunk, profile)
@@ -270,7 +279,12 @@ async def run_rolling_summaries(state: Any) -> TickReport:
     for session_id, profile_id in todo:
         profile = by_id.get(profile_id) or default or RollingProfile(id=profile_id)
         run = await summarise_session(
-            state.session_factory, summarizer, settings, session_id, profile
+            state.session_factory,
+            summarizer,
+            settings,
+            session_id,
+            profile,
+            getattr(state, "demotion_hooks", None),
         )
         report.sessions += 1
         report.chunks += run.chunks

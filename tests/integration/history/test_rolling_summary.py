@@ -294,3 +294,32 @@ async def test_noise_filter(make_client, rolling_settings, db_url, ollama) -> No
     assert ollama.count("/api/chat") == 1
     assert _state(db_url, sid3)[1] == T0 + timedelta(minutes=1)
     assert sid2
+
+
+async def test_summarised_chunks_go_to_the_raw_history_index(
+    make_client, rolling_settings, db_url, ollama
+) -> None:  # type: ignore[no-untyped-def]
+    """What rolling mode summarises is searchable verbatim, as compression's demotions are."""
+    from app.domain.context.hooks import DemotionHooks
+    from app.domain.memory.hooks import raw_history_hook
+
+    sid = await _session(make_client, rolling_settings, "chat", exchanges=4)
+    ollama.chat_replies = [summariser(), summariser()]
+    async with replica(db_url, rolling_settings) as state:
+        state.demotion_hooks = DemotionHooks()
+        state.demotion_hooks.register(raw_history_hook(state.llm))
+        report = await run_rolling_summaries(state)
+        assert report.chunks == 2
+        rows = _sql(
+            db_url,
+            "select user_id, start_seq, end_seq, content from memory_chunks "
+            "where session_id = %s order by start_seq",
+            sid,
+        )
+        assert [r[0] for r in rows] == ["admin"] * len(rows) and len(rows) == 2
+        assert rows[0][3].startswith("User: question 0") and "Assistant: answer 3" in rows[1][3]
+        assert (rows[0][1], rows[-1][2]) == (0, 7)
+        # a second tick has nothing new: nothing indexed twice
+        await run_rolling_summaries(state)
+        again = _sql(db_url, "select count(*) from memory_chunks where session_id = %s", sid)
+        assert again[0][0] == 2
