@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -54,7 +55,6 @@ PREFIX_MIN = 3
 K1 = 1.2
 B = 0.75
 
-_WORD = re.compile(r"[^\W_]+")
 
 Span = tuple[int, int]
 
@@ -167,6 +167,7 @@ class _Lines:
     spans: list[Span]
     vector: list[float | None]  # per line, then None for the breadcrumbs "line"
     terms: set[str]
+    tfs: dict[int, dict[str, int]]  # line (len(spans): the breadcrumbs) -> term counts
 
 
 def rank_chunks(
@@ -197,7 +198,7 @@ def rank_chunks(
 
     fused: list[list[float]] = []
     for s in scored:
-        bm25 = _bm25(s, weights, pattern, avg)
+        bm25 = _bm25(s, weights, avg)
         row = []
         for i, t in enumerate(bm25):
             v = s.vector[i] if i < len(s.vector) else None
@@ -236,46 +237,59 @@ def _score_lines(
     c: Candidate, weights: Mapping[str, float], pattern: re.Pattern[str] | None
 ) -> _Lines:
     spans = line_spans(c.text)
-    keys = " ".join(c.keys)
-    terms: set[str] = set()
+    # one scan of the text: the terms it holds and their counts per line (a match counts
+    # in the line it starts in); the breadcrumbs are the line after the last
+    tfs: dict[int, dict[str, int]] = {}
     if pattern is not None:
-        terms.update(m.group(0).lower() for m in pattern.finditer(c.text))
-        terms.update(m.group(0).lower() for m in pattern.finditer(keys))
+        starts = [a for a, _ in spans]
+        for m in pattern.finditer(c.text):
+            line = bisect_right(starts, m.start()) - 1
+            if line >= 0 and m.start() < spans[line][1]:
+                _count(tfs, line, m.group(0).lower())
+        for m in pattern.finditer(" ".join(c.keys)):
+            _count(tfs, len(spans), m.group(0).lower())
+    terms = {t for tf in tfs.values() for t in tf}
+    # each line takes the best similarity of the segments it overlaps; both are in text
+    # order, so one merge-like pass (segments may overlap several lines and vice versa)
+    segments = sorted(c.segments)
     vector: list[float | None] = []
+    first = 0
     for start, end in spans:
+        while first < len(segments) and segments[first][1] <= start:
+            first += 1
         best: float | None = None
-        for s0, s1, sim in c.segments:
-            if s0 < end and start < s1 and (best is None or sim > best):
+        j = first
+        while j < len(segments) and segments[j][0] < end:
+            sim = segments[j][2]
+            if segments[j][1] > start and (best is None or sim > best):
                 best = sim
+            j += 1
         vector.append(best)
     vector.append(None)  # the breadcrumbs line has no vector of its own
-    return _Lines(c, spans, vector, terms & set(weights))
+    return _Lines(c, spans, vector, terms & set(weights), tfs)
+
+
+def _count(tfs: dict[int, dict[str, int]], line: int, term: str) -> None:
+    tf = tfs.setdefault(line, {})
+    tf[term] = tf.get(term, 0) + 1
 
 
 def _line_lengths(s: _Lines) -> list[int]:
+    """Words per line (whitespace-separated: the BM25 length norm needs no more)."""
     text = s.cand.text
-    return [len(_WORD.findall(text[a:b])) for a, b in s.spans]
+    return [len(text[a:b].split()) for a, b in s.spans]
 
 
-def _bm25(
-    s: _Lines, weights: Mapping[str, float], pattern: re.Pattern[str] | None, avg: float
-) -> list[float]:
+def _bm25(s: _Lines, weights: Mapping[str, float], avg: float) -> list[float]:
     """BM25 of each line, then of the breadcrumbs (one more "line")."""
+    n_lines = len(s.spans)
+    out = [0.0] * (n_lines + 1)
     text = s.cand.text
-    bodies = [text[a:b] for a, b in s.spans] + [" ".join(s.cand.keys)]
-    out = []
-    for body in bodies:
-        if pattern is None or not s.terms:
-            out.append(0.0)
-            continue
-        tf: dict[str, int] = {}
-        for m in pattern.finditer(body):
-            term = m.group(0).lower()
-            tf[term] = tf.get(term, 0) + 1
-        if not tf:
-            out.append(0.0)
-            continue
-        length = len(_WORD.findall(body))
-        norm = K1 * (1 - B + B * length / max(avg, 1e-9))
-        out.append(sum(weights.get(t, 0.0) * n * (K1 + 1) / (n + norm) for t, n in tf.items()))
+    for line, tf in s.tfs.items():
+        if line == n_lines:
+            body = " ".join(s.cand.keys)
+        else:
+            body = text[s.spans[line][0] : s.spans[line][1]]
+        norm = K1 * (1 - B + B * len(body.split()) / max(avg, 1e-9))
+        out[line] = sum(weights.get(t, 0.0) * n * (K1 + 1) / (n + norm) for t, n in tf.items())
     return out
