@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row, func, select, text
@@ -224,62 +224,6 @@ class ChunkRepository:
             for chunk_id, start, end, dist in seg_rows:
                 segments[chunk_id].append(Segment(start, end, 1.0 - float(dist)))
         return [(r, segments[r.id]) for r in rows]
-
-    async def search_vector(
-        self,
-        user_id: str,
-        query_embedding: list[float],
-        *,
-        session_id: uuid.UUID | None,
-        limit: int,
-        max_distance: float,
-    ) -> list[tuple[Row[Any], float]]:
-        """Nearest chunks of one user by cosine distance, under `max_distance`."""
-        # Filtered HNSW scans keep looking until `limit` rows pass the filter (pgvector 0.8).
-        await self.session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-        distance = MemoryChunk.embedding.cosine_distance(query_embedding).label("distance")
-        stmt = select(*_CHUNK_COLUMNS, distance).where(
-            MemoryChunk.user_id == user_id, MemoryChunk.embedding.is_not(None)
-        )
-        if session_id is not None:
-            stmt = stmt.where(MemoryChunk.session_id == session_id)
-        rows = (await self.session.execute(stmt.order_by(distance).limit(limit))).all()
-        return [(r, float(r.distance)) for r in rows if r.distance < max_distance]
-
-    async def search_text(
-        self,
-        user_id: str,
-        query: str,
-        terms: Sequence[str],
-        *,
-        session_id: uuid.UUID | None,
-        limit: int,
-    ) -> list[tuple[Row[Any], int]]:
-        """Chunks whose text or breadcrumbs contain any term (word prefixes, through the
-        GIN index: `term_matches`); scored by how many distinct terms matched, then by
-        recency. `query` is kept for callers; the terms decide."""
-        if not terms or limit <= 0:
-            return []
-        _, found = await self.term_matches(user_id, terms, session_id=session_id, cap=5000)
-        hits: dict[uuid.UUID, int] = {}
-        for ids in found:
-            for chunk_id in ids:
-                hits[chunk_id] = hits.get(chunk_id, 0) + 1
-        if not hits:
-            return []
-        floor = sorted(hits.values(), reverse=True)[min(limit, len(hits)) - 1]
-        wanted = [c for c, n in hits.items() if n >= floor]
-        result = (
-            await self.session.execute(
-                select(*_CHUNK_COLUMNS).where(
-                    MemoryChunk.user_id == user_id, MemoryChunk.id.in_(wanted)
-                )
-            )
-        ).all()
-        rows: list[Any] = list(result)
-        oldest = datetime.min.replace(tzinfo=UTC)
-        rows.sort(key=lambda r: (-hits[r.id], -(r.ended_at or oldest).timestamp()))
-        return [(r, hits[r.id]) for r in rows[:limit]]
 
     async def recent(
         self, user_id: str, *, session_id: uuid.UUID | None, limit: int
