@@ -48,8 +48,9 @@ __all__ = [
 ]
 
 SEGMENT_CHARS = 800  # ≈ 200 tokens: all-MiniLM reads 256, so a segment is embedded whole
-FOCUS_LINES = 15
+FOCUS_LINES = 30
 TEXT_WEIGHT = 0.5
+CONTEXT_WEIGHT = 0.3  # share of the better neighbour line's score a line adds to its own
 VECTOR_FLOOR = 0.1  # a similarity this low carries no signal (unrelated texts score ~0-0.2)
 PREFIX_MIN = 3
 K1 = 1.2
@@ -159,6 +160,7 @@ class Ranked:
     similarity: float | None  # best segment similarity (None: no vector)
     terms: tuple[str, ...]  # query terms found in the text or the breadcrumbs
     focus: tuple[Span, ...] = field(default=())  # lines to centre the excerpt on, best first
+    focus_scores: tuple[float, ...] = field(default=())  # their fused scores
 
 
 @dataclass
@@ -178,6 +180,7 @@ def rank_chunks(
     min_similarity: float,
     text_weight: float = TEXT_WEIGHT,
     focus_lines: int = FOCUS_LINES,
+    context_weight: float = CONTEXT_WEIGHT,
 ) -> list[Ranked]:
     """The `k` best candidates by their best line (see the module docstring).
 
@@ -204,7 +207,7 @@ def rank_chunks(
             v = s.vector[i] if i < len(s.vector) else None
             vs = 0.0 if v is None else min(1.0, max(0.0, (v - VECTOR_FLOOR) / span))
             row.append(wt * min(1.0, t / mass) + (1.0 - wt) * vs)
-        fused.append(row)
+        fused.append(_with_context(row, context_weight))
 
     all_lines = sorted((x for row in fused for x in row[:-1]), reverse=True)
     cutoff = all_lines[min(focus_lines, len(all_lines)) - 1] if all_lines else math.inf
@@ -215,22 +218,34 @@ def rank_chunks(
             continue
         lines = row[:-1]
         order = sorted(range(len(lines)), key=lambda i: -lines[i])
-        focus = tuple(
-            s.spans[i]
-            for n, i in enumerate(order)
-            if lines[i] > 0 and (n == 0 or lines[i] >= cutoff)
-        )
+        picked = [i for n, i in enumerate(order) if lines[i] > 0 and (n == 0 or lines[i] >= cutoff)]
         ranked.append(
             Ranked(
                 key=s.cand.key,
                 score=max(row) if row else 0.0,
                 similarity=sim,
                 terms=tuple(t for t in weights if t in s.terms),
-                focus=focus,
+                focus=tuple(s.spans[i] for i in picked),
+                focus_scores=tuple(lines[i] for i in picked),
             )
         )
     ranked.sort(key=lambda r: -r.score)  # stable: ties keep the candidates' order
     return ranked[: max(k, 0)]
+
+
+def _with_context(row: list[float], weight: float) -> list[float]:
+    """Each line's score plus `weight` × the better of its two neighbours' (the last
+    entry, the breadcrumbs, stays as it is): consecutive turns share a topic, and the
+    line that answers sits next to the one that names the subject."""
+    lines = row[:-1]
+    if weight <= 0 or len(lines) < 2:
+        return row
+    out = [
+        s
+        + weight * max(lines[i - 1] if i > 0 else 0.0, lines[i + 1] if i + 1 < len(lines) else 0.0)
+        for i, s in enumerate(lines)
+    ]
+    return [*out, row[-1]]
 
 
 def _score_lines(

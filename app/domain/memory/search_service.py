@@ -61,6 +61,7 @@ def raw_hit(
     matched: tuple[str, ...] = (),
     rank: float | None = None,
     focus: tuple[tuple[int, int], ...] = (),
+    focus_scores: tuple[float, ...] = (),
 ) -> MemoryHit:
     return MemoryHit(
         source_type="raw",
@@ -76,6 +77,7 @@ def raw_hit(
         matched_terms=matched,
         rank=rank,
         focus=focus,
+        focus_scores=focus_scores,
     )
 
 
@@ -151,6 +153,7 @@ async def search_raw(
             matched=r.terms,
             rank=r.score,
             focus=r.focus,
+            focus_scores=r.focus_scores,
         )
         for r in ranked
     ]

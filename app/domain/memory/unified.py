@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from app.domain.memory.stopwords import STOPWORDS
-from app.domain.memory.window import best_window, line_windows
+from app.domain.memory.window import Focused, best_window, interleave_windows, line_windows
 
 __all__ = [
     "DEFAULT_K",
@@ -93,6 +93,7 @@ class MemoryHit:
     # the (start, end) spans of the lines the excerpt centres on, best first
     rank: float | None = None
     focus: tuple[tuple[int, int], ...] = ()
+    focus_scores: tuple[float, ...] = ()  # the focus lines' scores, comparable across hits
 
 
 def normalize_scope(scope: object) -> str:
@@ -227,26 +228,75 @@ def format_hits(
     if not hits:
         return f"{header}\n{NO_HITS}"
     terms = query_terms(query)
+    numbered = list(enumerate(hits, 1))
     lines = [header, ""]
-    for number, hit in enumerate(hits, 1):
-        lines.append(f"{number}. {_where(hit)}")
-        notes: list[str] = []
-        if hit.source_type == "raw":
-            if hit.superseded_by:
-                notes.append(OUTDATED.format(key=hit.superseded_by))
-            elif hit.before_summary:
-                notes.append(BEFORE_SUMMARY)
-            if hit.breadcrumbs:
-                notes.append(f"keys: {keys_shown(hit.breadcrumbs, terms)}")
+    pos = 0
+    while pos < len(numbered):
+        number, hit = numbered[pos]
+        pos += 1
+        if hit.source_type == "raw" and best_window_enabled:
+            # consecutive raw hits (as merge_tiered orders them) are shown together,
+            # their best lines first
+            end = pos
+            while end < len(numbered) and numbered[end][1].source_type == "raw":
+                end += 1
+            lines.extend(_raw_section(numbered[pos - 1 : end], terms, text_chars))
+            pos = end
+            continue
         if hit.source_type == "fact":
             body = hit.text.strip()
         elif best_window_enabled:
             body = hit_excerpt(hit, terms, text_chars)
         else:
             body = head_excerpt(hit.text, text_chars)
-        lines.extend(_INDENT + note for note in notes)
-        lines.extend(_INDENT + line if line.strip() else "" for line in body.splitlines())
+        lines.extend(_item(number, hit, terms, body))
     return "\n".join(lines)
+
+
+def _item(number: int, hit: MemoryHit, terms: Sequence[str], body: str) -> list[str]:
+    """One hit: its provenance line, its notes (raw), its text, indented."""
+    out = [f"{number}. {_where(hit)}"]
+    if hit.source_type == "raw":
+        if hit.superseded_by:
+            out.append(_INDENT + OUTDATED.format(key=hit.superseded_by))
+        elif hit.before_summary:
+            out.append(_INDENT + BEFORE_SUMMARY)
+        if hit.breadcrumbs:
+            out.append(f"{_INDENT}keys: {keys_shown(hit.breadcrumbs, terms)}")
+    out.extend(_INDENT + line if line.strip() else "" for line in body.splitlines())
+    return out
+
+
+def _raw_section(
+    raws: Sequence[tuple[int, MemoryHit]], terms: Sequence[str], text_chars: int
+) -> list[str]:
+    """Raw hits whose store scored their lines (`focus_scores`), interleaved by those
+    scores: the best line of every hit comes before the second-best line of the first,
+    so what a reader meets first is what matched best. A hit shown again later is
+    headed `N. (continued)`; the hits share `text_chars` chars each, as before.
+    Hits without scored lines follow with their own excerpt."""
+    scored = [(n, h) for n, h in raws if h.focus and len(h.focus_scores) == len(h.focus)]
+    others = [(n, h) for n, h in raws if (n, h) not in scored]
+    out: list[str] = []
+    runs = interleave_windows(
+        [Focused(h.text, h.focus, h.focus_scores) for _, h in scored],
+        text_chars * len(scored),
+        [*terms, *(t for _, h in scored for t in h.matched_terms)],
+        line_chars=text_chars,
+    )
+    shown = set()
+    for run in runs:
+        number, hit = scored[run.item]
+        shown.add(run.item)
+        if run.first:
+            out.extend(_item(number, hit, terms, run.body))
+        else:
+            out.append(f"{number}. (continued)")
+            out.extend(_INDENT + line if line.strip() else "" for line in run.body.splitlines())
+    others.extend(p for i, p in enumerate(scored) if i not in shown)
+    for number, hit in sorted(others, key=lambda p: p[0]):
+        out.extend(_item(number, hit, terms, hit_excerpt(hit, terms, text_chars)))
+    return out
 
 
 def hit_excerpt(hit: MemoryHit, terms: Sequence[str], chars: int = HIT_TEXT_CHARS) -> str:

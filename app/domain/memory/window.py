@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 ELLIPSIS = "…"
 _SNAP_WORD = 40  # how far a window edge moves to land on whitespace
@@ -208,3 +209,87 @@ def _render(text: str, lines: list[tuple[int, int]], windows: list[list[int]]) -
     if windows[-1][1] < len(lines) - 1:
         body = f"{body} {ELLIPSIS}"
     return body, len(body)
+
+
+# ------------------------------------------------------------------ interleaved excerpts
+@dataclass(frozen=True)
+class Run:
+    """Consecutive lines shown from one text: `item` indexes the texts given to
+    `interleave_windows`, `body` is what to show (a `…` line between lines that are not
+    adjacent in the text), `first` says whether it is that text's first run."""
+
+    item: int
+    body: str
+    first: bool
+
+
+@dataclass(frozen=True)
+class Focused:
+    """A text with its focus lines ((start, end) spans, see `ranking.line_spans`) and
+    their scores, comparable across the texts of one call."""
+
+    text: str
+    focus: Sequence[tuple[int, int]]
+    scores: Sequence[float]
+
+
+def interleave_windows(
+    items: Sequence[Focused],
+    budget: int = 1200,
+    terms: Sequence[str] = (),
+    *,
+    after: int = NEIGHBOURS_AFTER,
+    line_chars: int = 1200,
+) -> list[Run]:
+    """The focus lines of several texts in one order — best score first, whichever text
+    they come from — each with the `after` lines that follow it, `budget` chars in all.
+
+    A reader (or a cut at a few thousand chars) then meets the best lines of all texts
+    before the second-best lines of the first one. Lines already shown are not repeated;
+    a focus line whose window does not fit what is left of the budget is shown alone, or
+    skipped; a line longer than `line_chars` is shown as its best window of that size.
+    Consecutive picks from the same text form one `Run`."""
+    from app.domain.memory.ranking import line_spans
+
+    spans = [line_spans(it.text) for it in items]
+    entries: list[tuple[float, int, int, int]] = []
+    for n, it in enumerate(items):
+        index = {s: i for i, s in enumerate(spans[n])}
+        for r, (span, score) in enumerate(zip(it.focus, it.scores, strict=False)):
+            if span in index:
+                entries.append((-score, n, r, index[span]))
+    entries.sort()
+    left = budget
+    shown: list[set[int]] = [set() for _ in items]
+    picks: list[tuple[int, list[str], list[int]]] = []  # (item, texts, line indexes)
+
+    def show(n: int, j: int) -> str:
+        start, end = spans[n][j]
+        line = items[n].text[start:end].strip()
+        return line if len(line) <= line_chars else best_window(line, terms, line_chars)
+
+    for _, n, _, i in entries:
+        block: list[str] = []
+        for a in (after, 0):
+            idx = [j for j in range(i, min(i + a, len(spans[n]) - 1) + 1) if j not in shown[n]]
+            block = [show(n, j) for j in idx]
+            if sum(len(b) + 1 for b in block) <= left:
+                break
+            block = []
+        if not block:
+            continue
+        left -= sum(len(b) + 1 for b in block)
+        shown[n].update(idx)
+        if picks and picks[-1][0] == n:
+            if idx[0] != picks[-1][2][-1] + 1:
+                picks[-1][1].append(GAP)
+            picks[-1][1].extend(block)
+            picks[-1][2].extend(idx)
+        else:
+            picks.append((n, block, idx))
+    seen: set[int] = set()
+    runs = []
+    for n, parts, _ in picks:
+        runs.append(Run(n, "\n".join(parts), n not in seen))
+        seen.add(n)
+    return runs

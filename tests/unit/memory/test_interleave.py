@@ -1,0 +1,92 @@
+"""Raw hits shown together, best lines first (`window.interleave_windows`, `format_hits`)."""
+
+from __future__ import annotations
+
+from app.domain.memory.ranking import Candidate, line_spans, rank_chunks
+from app.domain.memory.unified import MemoryHit, format_hits
+from app.domain.memory.window import GAP, Focused, interleave_windows
+
+A = "User: a0 intro\nAssistant: a1 the port is 8099\nUser: a2 thanks\nAssistant: a3 later the host\nUser: a4 bye"
+B = "User: b0 hello\nAssistant: b1 the nginx config\nUser: b2 ok"
+
+
+def focus(text: str, *numbers: int) -> list[tuple[int, int]]:
+    spans = line_spans(text)
+    return [spans[n] for n in numbers]
+
+
+def test_best_lines_of_all_texts_come_first() -> None:
+    items = [Focused(A, focus(A, 1, 3), (0.9, 0.4)), Focused(B, focus(B, 1), (0.7,))]
+    runs = interleave_windows(items, 10_000)
+    assert [(r.item, r.first) for r in runs] == [(0, True), (1, True), (0, False)]
+    assert runs[0].body == "Assistant: a1 the port is 8099\nUser: a2 thanks"
+    assert runs[1].body == "Assistant: b1 the nginx config\nUser: b2 ok"
+    assert runs[2].body == "Assistant: a3 later the host\nUser: a4 bye"
+
+
+def test_same_text_picks_join_with_a_gap_and_lines_are_not_repeated() -> None:
+    # line 2 was shown as line 1's neighbour: as a focus line it only adds line 3
+    runs = interleave_windows([Focused(A, focus(A, 1, 2, 4), (0.9, 0.8, 0.7))], 10_000)
+    assert len(runs) == 1
+    assert runs[0].body.split("\n") == [
+        "Assistant: a1 the port is 8099",
+        "User: a2 thanks",
+        "Assistant: a3 later the host",
+        "User: a4 bye",
+    ]
+    runs = interleave_windows([Focused(A, focus(A, 3, 0), (0.9, 0.5))], 10_000)
+    assert runs[0].body.split("\n") == [
+        "Assistant: a3 later the host",
+        "User: a4 bye",
+        GAP,
+        "User: a0 intro",
+        "Assistant: a1 the port is 8099",
+    ]
+
+
+def test_budget_drops_the_neighbour_then_the_line() -> None:
+    items = [Focused(A, focus(A, 1, 3), (0.9, 0.4))]
+    only_line = len("Assistant: a1 the port is 8099") + 1
+    runs = interleave_windows(items, only_line)
+    assert [r.body for r in runs] == ["Assistant: a1 the port is 8099"]
+    assert interleave_windows(items, 5) == []
+
+
+def test_a_long_line_is_cut_to_its_best_window() -> None:
+    long = "User: " + "filler words here " * 200 + "the vault key rotates nightly " + "more " * 300
+    runs = interleave_windows(
+        [Focused(long, focus(long, 0), (1.0,))], 10_000, ["vault"], line_chars=200
+    )
+    assert len(runs) == 1 and "vault key rotates" in runs[0].body
+    assert len(runs[0].body) <= 210
+
+
+def test_format_hits_interleaves_ranked_raw_hits() -> None:
+    weights = {"port": 2.0, "nginx": 1.5, "host": 1.0}
+    cands = [Candidate("a", A), Candidate("b", B)]
+    ranked = rank_chunks(cands, weights, k=5, min_similarity=0.55, context_weight=0.0)
+    assert [r.key for r in ranked] == ["a", "b"]
+    text = {"a": A, "b": B}
+    hits = [
+        MemoryHit(
+            "raw",
+            text[r.key],
+            session_id="s1",
+            start_seq=n * 10,
+            end_seq=n * 10 + 4,
+            chunk_id=r.key,
+            rank=r.score,
+            matched_terms=r.terms,
+            focus=r.focus,
+            focus_scores=r.focus_scores,
+        )
+        for n, r in enumerate(ranked)
+    ]
+    out = format_hits("port nginx host", "raw", hits).split("\n")
+    assert out[2] == "1. raw · session s1 · turns 0–4"
+    assert out[3:5] == ["   Assistant: a1 the port is 8099", "   User: a2 thanks"]
+    assert out[5] == "2. raw · session s1 · turns 10–14"
+    assert out[6] == "   Assistant: b1 the nginx config"
+    assert "1. (continued)" in out
+    assert out.index("1. (continued)") > out.index("2. raw · session s1 · turns 10–14")
+    assert "Assistant: a3 later the host" in out[out.index("1. (continued)") + 1]
