@@ -51,7 +51,6 @@ SEGMENT_CHARS = 800  # ≈ 200 tokens: all-MiniLM reads 256, so a segment is emb
 FOCUS_LINES = 30
 TEXT_WEIGHT = 0.5
 CONTEXT_WEIGHT = 0.3  # share of the better neighbour line's score a line adds to its own
-VECTOR_FLOOR = 0.1  # a similarity this low carries no signal (unrelated texts score ~0-0.2)
 PREFIX_MIN = 3
 K1 = 1.2
 B = 0.75
@@ -196,7 +195,8 @@ def rank_chunks(
     sims = [v for s in scored for v in s.vector if v is not None]
     have_vectors = bool(sims)
     top_sim = max([*sims, min_similarity]) if sims else min_similarity
-    span = max(top_sim - VECTOR_FLOOR, 1e-9)
+    floor = min(sims) if sims else 0.0
+    span = max(top_sim - floor, 1e-9)
     wt = text_weight if have_vectors else 1.0
 
     fused: list[list[float]] = []
@@ -205,7 +205,7 @@ def rank_chunks(
         row = []
         for i, t in enumerate(bm25):
             v = s.vector[i] if i < len(s.vector) else None
-            vs = 0.0 if v is None else min(1.0, max(0.0, (v - VECTOR_FLOOR) / span))
+            vs = 0.0 if v is None else min(1.0, max(0.0, (v - floor) / span))
             row.append(wt * min(1.0, t / mass) + (1.0 - wt) * vs)
         fused.append(_with_context(row, context_weight))
 

@@ -253,9 +253,15 @@ def format_hits(
     return "\n".join(lines)
 
 
-def _item(number: int, hit: MemoryHit, terms: Sequence[str], body: str) -> list[str]:
-    """One hit: its provenance line, its notes (raw), its text, indented."""
-    out = [f"{number}. {_where(hit)}"]
+def _item(
+    number: int, hit: MemoryHit, terms: Sequence[str], body: str, *, same_session: bool = False
+) -> list[str]:
+    """One hit: its provenance line, its notes (raw), its text, indented. `same_session`:
+    the hit shown just before is from the same session, which is then not repeated."""
+    where = _where(hit)
+    if same_session and hit.session_id:
+        where = where.replace(f"session {hit.session_id}", "same session", 1)
+    out = [f"{number}. {where}"]
     if hit.source_type == "raw":
         if hit.superseded_by:
             out.append(_INDENT + OUTDATED.format(key=hit.superseded_by))
@@ -285,11 +291,14 @@ def _raw_section(
         line_chars=text_chars,
     )
     shown = set()
+    last_session: str | None = None
     for run in runs:
         number, hit = scored[run.item]
         shown.add(run.item)
         if run.first:
-            out.extend(_item(number, hit, terms, run.body))
+            same = hit.session_id is not None and hit.session_id == last_session
+            out.extend(_item(number, hit, terms, run.body, same_session=same))
+            last_session = hit.session_id
         else:
             out.append(f"{number}. (continued)")
             out.extend(_INDENT + line if line.strip() else "" for line in run.body.splitlines())
