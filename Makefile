@@ -62,6 +62,9 @@ bench-context-modes: install ## compress vs rolling context on LoCoMo dev: LLM c
 bench-locomo: install ## LoCoMo dev evidence recall@1500/@4000 of memory_search vs BM25, best window on/off (ARGS="--conversations 2 --embedder fake")
 	$(BIN)/python bench/bench_locomo.py $(ARGS)
 
+bench-locomo-replay: install ## Replay raw ranking + rendering offline over the last bench-locomo ingest, in seconds (ARGS="--k 10")
+	$(BIN)/python bench/locomo_replay.py $(ARGS)
+
 bench-breadcrumbs: install ## Share of a compressed agent session's literals memory_search top-5 shows (ARGS="--episodes 60")
 	$(BIN)/python bench/bench_breadcrumbs.py $(ARGS)
 
@@ -74,4 +77,4 @@ bench-history-bytes: install ## Cost of the hot-history size check (SESSION_MAX_
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-locomo bench-breadcrumbs bench-search
+.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-locomo bench-locomo-replay bench-breadcrumbs bench-search

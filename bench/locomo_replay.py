@@ -1,0 +1,163 @@
+"""Replay `memory_search`'s raw ranking and rendering over the last `make bench-locomo` ingest.
+
+    make bench-locomo                      # once: ingests into navi_bench_locomo_local
+    .venv/bin/python bench/locomo_replay.py            # k 5
+    .venv/bin/python bench/locomo_replay.py --k 10
+
+The offline twin of bench_locomo.py for trying ranking and rendering changes in seconds:
+it reads the stored chunks and segment vectors of each LoCoMo user, embeds the
+questions with the local model, and runs the pure half of `search_raw` — candidates
+(the 20 chunks with the highest summed IDF, plus the chunks of the 20 nearest
+segments), `ranking.rank_chunks`, `unified.format_hits` — then scores the text with the
+bench's metric. The one approximation: a chunk contains a term when `term_pattern`
+finds it in its text or breadcrumbs (the database asks its text index); it reproduces
+the API's figures to the third decimal on the dev split.
+
+Data: LoCoMo (snap-research/LoCoMo, ACL 2024) dev split, CC BY-NC 4.0 — benchmark use only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ["EMBEDDING_PROVIDER"] = "local"  # the ingest's vectors are the local model's
+os.environ.pop("EMBEDDING_DIM", None)
+
+import numpy as np  # noqa: E402
+import psycopg  # noqa: E402
+from _common import CACHE, libpq_url, with_database  # noqa: E402
+from locomo_data import BUDGETS, evidence_recall, load  # noqa: E402
+
+from app.db.engine import normalize_url, start_embedded  # noqa: E402
+from app.domain.memory.ranking import Candidate, idf, rank_chunks, stem_term, term_pattern  # noqa: E402
+from app.domain.memory.search_service import (  # noqa: E402
+    MAX_TERMS,
+    RAW_MAX_DISTANCE,
+    TEXT_CANDIDATES,
+    VECTOR_CANDIDATES,
+)
+from app.domain.memory.unified import MemoryHit, format_hits, query_terms  # noqa: E402
+from app.llm.local_embedder import LocalEmbedder  # noqa: E402
+
+DB = "navi_bench_locomo_local"
+
+
+class User:
+    """One LoCoMo user's raw chunks and segment vectors, as stored."""
+
+    def __init__(self, conn: psycopg.Connection[Any], user_id: str) -> None:
+        self.chunks = {
+            r[0]: r
+            for r in conn.execute(
+                "SELECT id, content, breadcrumbs, session_id, start_seq, end_seq, ended_at"
+                " FROM memory_chunks WHERE user_id = %s",
+                (user_id,),
+            )
+        }
+        self.segments: dict[uuid.UUID, list[tuple[int, int, np.ndarray]]] = defaultdict(list)
+        for cid, a, b, emb in conn.execute(
+            "SELECT chunk_id, start_char, end_char, embedding::text FROM memory_chunk_vectors"
+            " WHERE user_id = %s",
+            (user_id,),
+        ):
+            self.segments[cid].append((a, b, np.asarray(json.loads(emb), dtype=np.float32)))
+
+    def search(self, query: str, qv: np.ndarray, k: int) -> str:
+        terms = list(dict.fromkeys(stem_term(t) for t in query_terms(query)))[:MAX_TERMS]
+        found = {
+            t: [
+                cid
+                for cid, c in self.chunks.items()
+                if (p := term_pattern([t])) and p.search(c[1] + " " + " ".join(c[2] or []))
+            ]
+            for t in terms
+        }
+        weights = {t: idf(len(ids), len(self.chunks)) for t, ids in found.items() if ids}
+        summed: dict[uuid.UUID, float] = defaultdict(float)
+        for t, ids in found.items():
+            for cid in ids:
+                summed[cid] += weights[t]
+        ids = sorted(summed, key=lambda c: -summed[c])[:TEXT_CANDIDATES]
+        near = sorted(
+            ((cid, float(e @ qv)) for cid, segs in self.segments.items() for _, _, e in segs),
+            key=lambda x: -x[1],
+        )[:VECTOR_CANDIDATES]
+        ids += [c for c in dict.fromkeys(c for c, _ in near) if c not in summed]
+        cands = [
+            Candidate(
+                key=str(c),
+                text=self.chunks[c][1],
+                keys=tuple(self.chunks[c][2] or ()),
+                segments=tuple((a, b, float(e @ qv)) for a, b, e in self.segments[c]),
+            )
+            for c in ids
+        ]
+        ranked = rank_chunks(cands, weights, k=k, min_similarity=1.0 - RAW_MAX_DISTANCE)
+        hits = []
+        for r in ranked:
+            c = self.chunks[uuid.UUID(r.key)]
+            hits.append(
+                MemoryHit(
+                    "raw",
+                    c[1],
+                    session_id=str(c[3]),
+                    timestamp=c[6],
+                    start_seq=c[4],
+                    end_seq=c[5],
+                    chunk_id=r.key,
+                    score=r.similarity,
+                    terms_hit=len(r.terms),
+                    breadcrumbs=tuple(c[2] or ()),
+                    matched_terms=r.terms,
+                    rank=r.score,
+                    focus=r.focus,
+                    focus_scores=r.focus_scores,
+                )
+            )
+        return format_hits(query, "raw", hits)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--k", type=int, default=5)
+    args = parser.parse_args(argv)
+    state_file = CACHE / "locomo-ingest.json"
+    if not state_file.exists():
+        sys.exit("no ingest yet: run `make bench-locomo` first")
+    state = json.loads(state_file.read_text())
+    raw = os.environ.get("DATABASE_URL", "").strip()
+    server = normalize_url(raw) if raw else start_embedded(CACHE)
+    embedder = LocalEmbedder()
+    totals = dict.fromkeys(BUDGETS, 0.0)
+    by_cat: dict[int, dict[int, float]] = defaultdict(lambda: dict.fromkeys(BUDGETS, 0.0))
+    n_cat: dict[int, int] = defaultdict(int)
+    with psycopg.connect(libpq_url(with_database(server, DB))) as conn:
+        for conv, user in zip(load(), state["users"], strict=False):
+            u = User(conn, user["id"])
+            vectors = embedder.encode([q.question.strip() for q in conv.questions])
+            for q, qv in zip(conv.questions, vectors, strict=True):
+                text = u.search(q.question, np.asarray(qv, dtype=np.float32), args.k)
+                n_cat[q.category] += 1
+                for b in BUDGETS:
+                    v = evidence_recall(text, q.evidence_lines, b)
+                    totals[b] += v
+                    by_cat[q.category][b] += v
+    n = sum(n_cat.values())
+    print(f"k={args.k}: " + ", ".join(f"recall@{b} {totals[b] / n:.3f}" for b in BUDGETS))
+    for cat in sorted(n_cat):
+        cells = ", ".join(f"@{b} {by_cat[cat][b] / n_cat[cat]:.3f}" for b in BUDGETS)
+        print(f"  category {cat} ({n_cat[cat]} questions): {cells}")
+    print("LoCoMo (snap-research/LoCoMo, ACL 2024) dev split, CC BY-NC 4.0 — benchmark use only.")
+
+
+if __name__ == "__main__":
+    main()
