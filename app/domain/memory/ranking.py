@@ -16,13 +16,19 @@ chunk) ranks the wrong thing — and a small embedding model reads only a chunk'
   segment's similarity to the query.
 * **fusion**: `TEXT_WEIGHT · t + (1 − TEXT_WEIGHT) · v`, where `t` is the share of the
   query's IDF mass the line matches (BM25, saturating at 1) and `v` the similarity
-  rescaled from `VECTOR_FLOOR` (0) to the best candidate's — but never above the recall
-  cutoff, so a query nothing is really similar to leaves the text to decide.
+  rescaled from the lowest candidate similarity (0) to the best one — but never above
+  the recall cutoff, so a query nothing is really similar to leaves the text to decide.
+  The floor is read off the candidates, not fixed: embedders have their own scales
+  (unrelated texts score ~0.1 with MiniLM, ~0.7 with E5).
+* **context**: a line then adds `CONTEXT_WEIGHT` × the better of its neighbours'
+  scores — consecutive turns share a topic, and the turn that answers sits next to the
+  one that names the subject.
 
 A chunk's relevance is its best line's; a chunk is returned when it matched a query term
 or a segment is at least `min_similarity` similar. Its `focus` lists the lines the
-excerpt is centred on, best first: the chunk's own best line and any line among the
-`FOCUS_LINES` best of all candidates.
+excerpt is centred on, best first, with their scores (`focus_scores`, comparable across
+the candidates of one call: the rendering interleaves hits by them): the chunk's own
+best line and any line among the `FOCUS_LINES` best of all candidates.
 """
 
 from __future__ import annotations

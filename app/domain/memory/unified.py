@@ -282,7 +282,8 @@ def _raw_section(
     headed `N. (continued)`; the hits share `text_chars` chars each, as before.
     Hits without scored lines follow with their own excerpt."""
     scored = [(n, h) for n, h in raws if h.focus and len(h.focus_scores) == len(h.focus)]
-    others = [(n, h) for n, h in raws if (n, h) not in scored]
+    with_scores = {n for n, _ in scored}
+    others = [(n, h) for n, h in raws if n not in with_scores]
     out: list[str] = []
     runs = interleave_windows(
         [Focused(h.text, h.focus, h.focus_scores) for _, h in scored],
