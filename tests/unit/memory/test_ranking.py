@@ -159,3 +159,32 @@ def test_stem_term(word: str, stem: str) -> None:
     assert stem_term(word) == stem
     pattern = term_pattern([stem])
     assert pattern is not None and pattern.search(f"we said {word} once")  # a word prefix
+
+
+def test_a_line_next_to_a_match_outranks_a_lone_line() -> None:
+    # the answer names nothing of the question; it sits after the line that does
+    lines = [
+        "User: what tournament did you win?",
+        "Assistant: the regional chess open, in May",
+        "User: unrelated chatter about lunch",
+        "Assistant: more unrelated chatter",
+    ]
+    text = chunk(lines)
+    spans = line_spans(text)
+    weights = {"tournament": 2.0}
+    plain = rank_chunks([Candidate("c", text)], weights, k=1, min_similarity=0.55, context_weight=0)
+    assert plain[0].focus == (spans[0],)  # only the matching line scores without context
+    ranked = rank_chunks([Candidate("c", text)], weights, k=1, min_similarity=0.55)
+    assert ranked[0].focus[:2] == (spans[0], spans[1])
+    assert len(ranked[0].focus_scores) == len(ranked[0].focus)
+    assert ranked[0].focus_scores[0] > ranked[0].focus_scores[1] > 0
+
+
+def test_vector_floor_follows_the_candidates() -> None:
+    # an embedder whose unrelated texts score ~0.7 (E5-like): the better segment still
+    # decides, as it would at MiniLM's ~0.1
+    a = Candidate("a", "User: alpha", segments=[(0, 11, 0.74)])
+    b = Candidate("b", "User: beta", segments=[(0, 10, 0.90)])
+    ranked = rank_chunks([a, b], {}, k=2, min_similarity=0.55)
+    assert [r.key for r in ranked] == ["b", "a"]
+    assert ranked[0].score > 0.4 and ranked[1].score == 0.0
