@@ -7,11 +7,11 @@
 The offline twin of bench_locomo.py for trying ranking and rendering changes in seconds:
 it reads the stored chunks and segment vectors of each LoCoMo user, embeds the
 questions with the local model, and runs the pure half of `search_raw` — candidates
-(the 20 chunks with the highest summed IDF, plus the chunks of the 20 nearest
-segments), `ranking.rank_chunks`, `unified.format_hits` — then scores the text with the
-bench's metric. The one approximation: a chunk contains a term when `term_pattern`
-finds it in its text or breadcrumbs (the database asks its text index); it reproduces
-the API's figures to the third decimal on the dev split.
+(the `TEXT_CANDIDATES` chunks with the highest summed IDF, plus the chunks of the
+`VECTOR_CANDIDATES` nearest segments), `ranking.rank_chunks`, `unified.format_hits` —
+then scores the text with the bench's metric. The one approximation: a chunk contains a
+term when `term_pattern` finds it in its text or breadcrumbs (the database asks its text
+index); it reproduces the API's figures to the third decimal on the dev split.
 
 Data: LoCoMo (snap-research/LoCoMo, ACL 2024) dev split, CC BY-NC 4.0 — benchmark use only.
 """

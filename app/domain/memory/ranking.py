@@ -33,9 +33,10 @@ best line and any line among the `FOCUS_LINES` best of all candidates.
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -50,6 +51,7 @@ __all__ = [
     "rank_chunks",
     "segment_spans",
     "stem_term",
+    "term_hits",
     "term_pattern",
 ]
 
@@ -148,6 +150,36 @@ def term_pattern(terms: Iterable[str]) -> re.Pattern[str] | None:
     return re.compile(r"(?<![^\W_])(?:" + "|".join(alts) + ")", re.IGNORECASE)
 
 
+def term_hits(text: str, terms: Iterable[str]) -> list[tuple[int, str]]:
+    """(start, term) of every match in `text` of the (lower-case, letters-and-digits)
+    `terms`, in text order — what `term_pattern(terms).finditer` finds, found with
+    `str.find` on the lower-cased text instead: the pattern's look-behind is tried at
+    every position, ~15× slower over a 4,000-char chunk. At one position the longest
+    term wins, as in the pattern. A text whose lower-casing changes its length (a few
+    Unicode letters do) is matched with the pattern."""
+    wanted = sorted({t.lower() for t in terms if t}, key=len, reverse=True)
+    if not wanted:
+        return []
+    low = text.lower()
+    if len(low) != len(text):
+        pattern = term_pattern(wanted)
+        assert pattern is not None
+        return [(m.start(), m.group(0).lower()) for m in pattern.finditer(text)]
+    found: dict[int, str] = {}
+    size = len(low)
+    for term in wanted:
+        whole = len(term) < PREFIX_MIN
+        i = low.find(term)
+        while i >= 0:
+            end = i + len(term)
+            if (i == 0 or not low[i - 1].isalnum()) and (
+                not whole or end >= size or not low[end].isalnum()
+            ):
+                found.setdefault(i, term)
+            i = low.find(term, i + 1)
+    return sorted(found.items())
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A chunk to rank: its text, its breadcrumbs, its segments' similarities."""
@@ -191,8 +223,8 @@ def rank_chunks(
 
     `weights` maps each query term to its IDF over the user's chunks; candidates without
     any segment similarity are ranked by text alone."""
-    pattern = term_pattern(t for t, w in weights.items() if w > 0)
-    scored = [_score_lines(c, weights, pattern) for c in candidates]
+    wanted = [t for t, w in weights.items() if w > 0]
+    scored = [_score_lines(c, weights, wanted) for c in candidates]
     if not scored:
         return []
     lens = [n for s in scored for n in _line_lengths(s)]
@@ -206,25 +238,31 @@ def rank_chunks(
     wt = text_weight if have_vectors else 1.0
 
     fused: list[list[float]] = []
+    vector_share = (1.0 - wt) / span
     for s in scored:
-        bm25 = _bm25(s, weights, avg)
-        row = []
-        for i, t in enumerate(bm25):
-            v = s.vector[i] if i < len(s.vector) else None
-            vs = 0.0 if v is None else min(1.0, max(0.0, (v - floor) / span))
-            row.append(wt * min(1.0, t / mass) + (1.0 - wt) * vs)
+        # most lines match no term: the vector part first, the text part where it exists
+        row = [
+            0.0 if v is None or v <= floor else min(1.0 - wt, (v - floor) * vector_share)
+            for v in s.vector
+        ]
+        for line, t in _bm25(s, weights, avg).items():
+            row[line] += wt * min(1.0, t / mass)
         fused.append(_with_context(row, context_weight))
 
-    all_lines = sorted((x for row in fused for x in row[:-1]), reverse=True)
-    cutoff = all_lines[min(focus_lines, len(all_lines)) - 1] if all_lines else math.inf
+    best_lines = heapq.nlargest(focus_lines, (x for row in fused for x in row[:-1]))
+    cutoff = best_lines[-1] if best_lines else math.inf
     ranked: list[Ranked] = []
     for s, row in zip(scored, fused, strict=True):
         sim = max((v for v in s.vector if v is not None), default=None)
         if not s.terms and (sim is None or sim < min_similarity):
             continue
         lines = row[:-1]
-        order = sorted(range(len(lines)), key=lambda i: -lines[i])
-        picked = [i for n, i in enumerate(order) if lines[i] > 0 and (n == 0 or lines[i] >= cutoff)]
+        picked: list[int] = []
+        if lines:
+            best = max(range(len(lines)), key=lines.__getitem__)
+            if lines[best] > 0:
+                others = [i for i, x in enumerate(lines) if x >= cutoff and x > 0 and i != best]
+                picked = [best, *sorted(others, key=lambda i: -lines[i])]
         ranked.append(
             Ranked(
                 key=s.cand.key,
@@ -254,38 +292,33 @@ def _with_context(row: list[float], weight: float) -> list[float]:
     return [*out, row[-1]]
 
 
-def _score_lines(
-    c: Candidate, weights: Mapping[str, float], pattern: re.Pattern[str] | None
-) -> _Lines:
+def _score_lines(c: Candidate, weights: Mapping[str, float], wanted: Sequence[str]) -> _Lines:
     spans = line_spans(c.text)
     # one scan of the text: the terms it holds and their counts per line (a match counts
     # in the line it starts in); the breadcrumbs are the line after the last
     tfs: dict[int, dict[str, int]] = {}
-    if pattern is not None:
+    if wanted:
         starts = [a for a, _ in spans]
-        for m in pattern.finditer(c.text):
-            line = bisect_right(starts, m.start()) - 1
-            if line >= 0 and m.start() < spans[line][1]:
-                _count(tfs, line, m.group(0).lower())
-        for m in pattern.finditer(" ".join(c.keys)):
-            _count(tfs, len(spans), m.group(0).lower())
+        for at, term in term_hits(c.text, wanted):
+            line = bisect_right(starts, at) - 1
+            if line >= 0 and at < spans[line][1]:
+                _count(tfs, line, term)
+        for _, term in term_hits(" ".join(c.keys), wanted):
+            _count(tfs, len(spans), term)
     terms = {t for tf in tfs.values() for t in tf}
-    # each line takes the best similarity of the segments it overlaps; both are in text
-    # order, so one merge-like pass (segments may overlap several lines and vice versa)
-    segments = sorted(c.segments)
-    vector: list[float | None] = []
-    first = 0
-    for start, end in spans:
-        while first < len(segments) and segments[first][1] <= start:
-            first += 1
-        best: float | None = None
-        j = first
-        while j < len(segments) and segments[j][0] < end:
-            sim = segments[j][2]
-            if segments[j][1] > start and (best is None or sim > best):
-                best = sim
-            j += 1
-        vector.append(best)
+    # each line takes the best similarity of the segments it overlaps: per segment, the
+    # lines from the first that ends after its start to the last that starts before its
+    # end (a segment packs whole lines, or is a piece of one long line)
+    vector: list[float | None] = [None] * len(spans)
+    ends = [b for _, b in spans]
+    starts_ = [a for a, _ in spans]
+    for seg_start, seg_end, sim in c.segments:
+        lo = bisect_right(ends, seg_start)
+        hi = bisect_left(starts_, seg_end)
+        for i in range(lo, hi):
+            got = vector[i]
+            if got is None or sim > got:
+                vector[i] = sim
     vector.append(None)  # the breadcrumbs line has no vector of its own
     return _Lines(c, spans, vector, terms & set(weights), tfs)
 
@@ -296,15 +329,16 @@ def _count(tfs: dict[int, dict[str, int]], line: int, term: str) -> None:
 
 
 def _line_lengths(s: _Lines) -> list[int]:
-    """Words per line (whitespace-separated: the BM25 length norm needs no more)."""
+    """Words per line, counted by their separating spaces (the average line length of
+    BM25's length norm needs no more)."""
     text = s.cand.text
-    return [len(text[a:b].split()) for a, b in s.spans]
+    return [text.count(" ", a, b) + 1 for a, b in s.spans]
 
 
-def _bm25(s: _Lines, weights: Mapping[str, float], avg: float) -> list[float]:
-    """BM25 of each line, then of the breadcrumbs (one more "line")."""
+def _bm25(s: _Lines, weights: Mapping[str, float], avg: float) -> dict[int, float]:
+    """BM25 of the lines that match a term (the breadcrumbs are line `len(spans)`)."""
     n_lines = len(s.spans)
-    out = [0.0] * (n_lines + 1)
+    out: dict[int, float] = {}
     text = s.cand.text
     for line, tf in s.tfs.items():
         if line == n_lines:

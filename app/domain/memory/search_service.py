@@ -33,8 +33,8 @@ from app.llm.gateway import LLMError, LLMGateway
 log = structlog.get_logger()
 
 RAW_MAX_DISTANCE = 0.45  # a chunk matching no query term needs a segment this close
-TEXT_CANDIDATES = 20  # chunks taken from the text side (by summed IDF of matched terms)
-VECTOR_CANDIDATES = 20  # nearest segments taken from the vector side
+TEXT_CANDIDATES = 15  # chunks taken from the text side (by summed IDF of matched terms)
+VECTOR_CANDIDATES = 15  # nearest segments taken from the vector side
 TERM_CAP = 2000  # chunk ids read per term; a term in more chunks weighs ~nothing anyway
 MAX_TERMS = 24  # query terms looked up (recall queries are several messages long)
 EXACT_SCAN_CHUNKS = 1000  # up to this many chunks in scope, segments are compared one by one
