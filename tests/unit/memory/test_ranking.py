@@ -3,6 +3,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.domain.memory.ranking import (
     Candidate,
@@ -11,6 +13,7 @@ from app.domain.memory.ranking import (
     rank_chunks,
     segment_spans,
     stem_term,
+    term_hits,
     term_pattern,
 )
 from app.domain.memory.unified import MemoryHit, format_hits, hit_excerpt, keys_shown
@@ -188,3 +191,29 @@ def test_vector_floor_follows_the_candidates() -> None:
     ranked = rank_chunks([a, b], {}, k=2, min_similarity=0.55)
     assert [r.key for r in ranked] == ["b", "a"]
     assert ranked[0].score > 0.4 and ranked[1].score == 0.0
+
+
+_ALPHABET = "abcportéжё_-./ 0123\nAB"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet=_ALPHABET, max_size=80),
+    terms=st.lists(st.text(alphabet="abcportéжё0123", min_size=1, max_size=5), max_size=4),
+)
+def test_term_hits_finds_what_the_pattern_finds(text: str, terms: list[str]) -> None:
+    pattern = term_pattern(terms)
+    expected = (
+        [] if pattern is None else [(m.start(), m.group(0).lower()) for m in pattern.finditer(text)]
+    )
+    assert term_hits(text, terms) == expected
+
+
+def test_term_hits_prefix_whole_word_and_unicode_length_change() -> None:
+    assert term_hits("Painting, go, gone; ПОРТА", ["paint", "go", "порт"]) == [
+        (0, "paint"),
+        (10, "go"),
+        (20, "порт"),
+    ]
+    # "İ" lower-cases to two chars: the pattern decides, offsets stay the text's
+    assert term_hits("İstanbul port", ["port"]) == [(9, "port")]
