@@ -140,8 +140,18 @@ def query_terms(query: str) -> list[str]:
 
 def shared_terms(fact_text: str, raw_text: str) -> int:
     """Content words of a fact (longer than two chars) that also occur in a raw text."""
-    fact_words = {t for t in query_terms(fact_text) if len(t) > 2}
-    return len(fact_words & set(query_terms(raw_text)))
+    return len(_fact_words(fact_text) & _words(raw_text))
+
+
+def _fact_words(text: str) -> set[str]:
+    return {t for t in query_terms(text) if len(t) > 2}
+
+
+def _words(text: str) -> set[str]:
+    """Every word of `text`, lower-cased: what a fact's content words are looked up in
+    (they hold no stopword, so the raw side needs no filtering — one C-level scan of a
+    4,000-char chunk instead of `query_terms`' Python loop, ~1 ms a chunk)."""
+    return set(_TOKEN.findall(text.lower()))
 
 
 def mark_freshness(
@@ -165,9 +175,11 @@ def mark_freshness(
         key=lambda f: _instant(f.timestamp),
         reverse=True,
     )
+    fact_words = {id(f): _fact_words(f.text) for f in dated}
     marked: list[MemoryHit] = []
     for hit in raws:
         before, superseded = hit.before_summary, hit.superseded_by
+        raw_words: set[str] | None = None  # read once per hit, and only when a fact is newer
         if hit.timestamp is not None:
             at = _instant(hit.timestamp)
             if (
@@ -180,7 +192,9 @@ def mark_freshness(
             for fact in dated:
                 if _instant(fact.timestamp) <= at:
                     break
-                if shared_terms(fact.text, hit.text) >= 2:
+                if raw_words is None:
+                    raw_words = _words(hit.text)
+                if len(fact_words[id(fact)] & raw_words) >= 2:
                     superseded = fact.key or "a newer fact"
                     break
         if (before, superseded) != (hit.before_summary, hit.superseded_by):
