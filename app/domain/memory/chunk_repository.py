@@ -13,7 +13,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import MemoryChunk, MemoryChunkVector, Message
-from app.db.models.memory import CHUNK_SEARCH_TSV
+from app.db.models.memory import CHUNK_USER_TSV
 from app.domain.memory.chunks import RawChunk
 from app.domain.memory.ranking import PREFIX_MIN
 
@@ -130,7 +130,11 @@ class ChunkRepository:
     ) -> tuple[int, list[list[uuid.UUID]]]:
         """The number of the user's chunks, and for each term the ids of (at most `cap`)
         chunks whose text or breadcrumbs contain it — one GIN lookup per term, in one
-        round trip; a term found in `cap` chunks is at least that common."""
+        round trip; a term found in `cap` chunks is at least that common.
+
+        The index's lexemes carry a key of their user (`CHUNK_USER_TSV`) and
+        `navi_user_tsquery` puts the same key in the query's: a prefix term expands
+        over this user's lexemes only, and the postings read are this user's chunks."""
         scope = "user_id = :uid" + (" AND session_id = :sid" if session_id is not None else "")
         parts = [
             f"SELECT -1 AS term, NULL::uuid AS id, count(*) AS n FROM memory_chunks WHERE {scope}"
@@ -142,7 +146,8 @@ class ChunkRepository:
             params[f"q{i}"] = term_tsquery(term)
             parts.append(
                 f"(SELECT {i}, id, 0 FROM memory_chunks WHERE {scope} "
-                f"AND {CHUNK_SEARCH_TSV} @@ to_tsquery('simple', :q{i}) LIMIT :cap)"
+                f"AND {CHUNK_USER_TSV} @@ navi_user_tsquery(:uid, to_tsquery('simple', :q{i})) "
+                "LIMIT :cap)"
             )
         rows = (await self.session.execute(text(" UNION ALL ".join(parts)), params)).all()
         total = 0
