@@ -56,6 +56,7 @@ from pgvector.psycopg import register_vector  # noqa: E402
 
 from app.config import get_settings  # noqa: E402
 from app.db.engine import create_engine, session_factory, transaction  # noqa: E402
+from app.db.models.memory import SEGMENT_BUCKETS  # noqa: E402
 from app.domain.memory.ranking import segment_spans  # noqa: E402
 from app.domain.memory.search_service import search_raw  # noqa: E402
 from app.domain.memory.unified import query_terms  # noqa: E402
@@ -72,9 +73,12 @@ MAINTENANCE_WORK_MEM = "4GB"
 INDEXES = {  # dropped before COPY, built after (name → definition)
     "ix_memory_chunks_user_terms": "CREATE INDEX ix_memory_chunks_user_terms ON memory_chunks "
     "USING gin (navi_chunk_user_tsv(user_id, content, breadcrumbs))",
-    "ix_memory_chunk_vectors_embedding_hnsw": "CREATE INDEX "
-    "ix_memory_chunk_vectors_embedding_hnsw ON memory_chunk_vectors USING hnsw "
-    "(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)",
+    **{  # one graph per user bucket (migration 2026_12_01_0800)
+        f"ix_memory_chunk_vectors_hnsw_b{n:02d}": f"CREATE INDEX ix_memory_chunk_vectors_hnsw_b{n:02d}"
+        " ON memory_chunk_vectors USING hnsw (embedding vector_cosine_ops) WITH (m = 16,"
+        f" ef_construction = 64) WHERE navi_user_bucket(user_id) = {n}"
+        for n in range(SEGMENT_BUCKETS)
+    },
     "ix_memory_facts_embedding_hnsw": "CREATE INDEX ix_memory_facts_embedding_hnsw ON "
     "memory_facts USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)",
 }
@@ -451,6 +455,16 @@ def naive(target: Target, queries: list[Query]) -> list[float]:
     return times
 
 
+def build_summary(builds: dict[str, float]) -> str:
+    """`name N s, …`, the per-bucket segment graphs summed into one entry."""
+    out: dict[str, float] = {}
+    for name, secs in builds.items():
+        if name.startswith("ix_memory_chunk_vectors_hnsw_b"):
+            name = f"ix_memory_chunk_vectors_hnsw_b00…b{SEGMENT_BUCKETS - 1:02d} (sum)"
+        out[name] = out.get(name, 0.0) + secs
+    return ", ".join(f"{k} {v:.0f} s" for k, v in out.items())
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="100000,300000", help="chunk counts, comma-separated")
@@ -507,7 +521,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{n:,} chunks ({stats['text_mb']} MB of text, heaviest user {stats['heaviest_user_chunks']:,}"
             f" chunks; memory_chunks {stats['sizes']['memory_chunks']}, memory_chunk_vectors "
             f"{stats['sizes']['memory_chunk_vectors']}, memory_facts {stats['sizes']['memory_facts']}): "
-            f"index builds {', '.join(f'{k} {v:.0f} s' for k, v in builds.items())}, "
+            f"index builds {build_summary(builds)}, "
             "maintenance_work_mem "
             f"{stats['maintenance_work_mem']}; load {stats['load_s']} s; "
             f"queries with a raw hit {100 * res['raw_hits'][0]:.0f} %; unified p95 vector-side "

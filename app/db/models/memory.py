@@ -36,14 +36,20 @@ EMBEDDING_DIM = get_settings().vector_dim  # EMBEDDING_DIM, else the provider's
 CHUNK_USER_TSV = "navi_chunk_user_tsv(user_id, content, breadcrumbs)"
 
 
-def _hnsw(name: str, column: str = "embedding") -> Index:
+def _hnsw(name: str, column: str = "embedding", where: str | None = None) -> Index:
     return Index(
         name,
         column,
         postgresql_using="hnsw",
         postgresql_with={"m": 16, "ef_construction": 64},
         postgresql_ops={column: "vector_cosine_ops"},
+        postgresql_where=text(where) if where is not None else None,
     )
+
+
+# The segment vectors have one HNSW graph per user bucket (4 bits of md5(user_id),
+# `navi_user_bucket`, migration 2026_12_01_0800): a search walks its user's graph only.
+SEGMENT_BUCKETS = 16
 
 
 class MemoryFact(Base):
@@ -160,5 +166,10 @@ class MemoryChunkVector(Base):
 
     __table_args__ = (
         Index("ix_memory_chunk_vectors_user_session", "user_id", "session_id"),
-        _hnsw("ix_memory_chunk_vectors_embedding_hnsw"),
+        *(
+            _hnsw(
+                f"ix_memory_chunk_vectors_hnsw_b{n:02d}", where=f"navi_user_bucket(user_id) = {n}"
+            )
+            for n in range(SEGMENT_BUCKETS)
+        ),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,9 +12,10 @@ from typing import Any
 from sqlalchemy import Row, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.elements import ColumnElement, TextClause
 
 from app.db.models import MemoryChunk, MemoryChunkVector, Message
-from app.db.models.memory import CHUNK_USER_TSV
+from app.db.models.memory import CHUNK_USER_TSV, SEGMENT_BUCKETS
 from app.domain.memory.chunks import RawChunk
 from app.domain.memory.ranking import PREFIX_MIN
 
@@ -33,6 +35,12 @@ def term_tsquery(term: str) -> str:
     """The `to_tsquery('simple', …)` text of one query term (`query_terms` output: letters
     and digits only): a word prefix from `PREFIX_MIN` chars, else the whole word."""
     return f"{term}:*" if len(term) >= PREFIX_MIN else term
+
+
+def user_bucket(user_id: str) -> int:
+    """The user's segment-vector bucket: `navi_user_bucket(user_id)` in SQL (4 bits of
+    md5(user_id)), the predicate of the HNSW graph holding the user's segments."""
+    return int(hashlib.md5(user_id.encode()).hexdigest()[:8], 16) & (SEGMENT_BUCKETS - 1)
 
 
 @dataclass(frozen=True)
@@ -170,27 +178,28 @@ class ChunkRepository:
     ) -> list[tuple[uuid.UUID, float]]:
         """(chunk id, cosine similarity) of the user's segments nearest to the query.
 
+        The HNSW graphs are per user bucket (`SEGMENT_BUCKETS` partial indexes, each
+        `WHERE navi_user_bucket(user_id) = n`): the query names the user's bucket as a
+        literal, so the planner walks the one graph holding the user's segments, with
+        pgvector's iterative scan so the user filter does not starve it.
+
         `exact`: compare the query with each of the user's segments (read through the
-        `(user_id, session_id)` index) instead of walking the HNSW graph — cheaper and
-        exact when the user has few segments, where a filtered graph walk visits many
-        other users' vectors before it finds enough of theirs."""
-        scope = [MemoryChunkVector.user_id == user_id]
+        `(user_id, session_id)` index) instead — cheaper and exact when the user has few
+        segments, where even the bucket's graph walk visits many other users' vectors
+        before it finds enough of theirs. Without the bucket condition no HNSW index
+        applies, so the plan is the btree range and a top-N sort (no materialised copy
+        of the vectors)."""
+        scope: list[ColumnElement[bool] | TextClause] = [MemoryChunkVector.user_id == user_id]
         if session_id is not None:
             scope.append(MemoryChunkVector.session_id == session_id)
-        if exact:
-            mine = (
-                select(MemoryChunkVector.chunk_id, MemoryChunkVector.embedding)
-                .where(*scope)
-                .cte("mine")
-                .prefix_with("MATERIALIZED")  # keeps the HNSW index out of the plan
-            )
-            dist = mine.c.embedding.cosine_distance(query_embedding).label("distance")
-            stmt = select(mine.c.chunk_id, dist).order_by(dist).limit(limit)
-        else:
+        if not exact:
+            # the user's bucket as a literal: the planner then walks the one graph whose
+            # predicate it implies
+            bucket = user_bucket(user_id)
+            scope.append(text(f"navi_user_bucket(memory_chunk_vectors.user_id) = {bucket}"))
             await self.session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-            dist = MemoryChunkVector.embedding.cosine_distance(query_embedding).label("distance")
-            stmt = select(MemoryChunkVector.chunk_id, dist).where(*scope)
-            stmt = stmt.order_by(dist).limit(limit)
+        dist = MemoryChunkVector.embedding.cosine_distance(query_embedding).label("distance")
+        stmt = select(MemoryChunkVector.chunk_id, dist).where(*scope).order_by(dist).limit(limit)
         rows = (await self.session.execute(stmt)).all()
         return [(r.chunk_id, 1.0 - float(r.distance)) for r in rows]
 

@@ -1,4 +1,6 @@
-"""`ChunkRepository.term_matches` over the user-keyed text index (migration 2026_12_01_0730)."""
+"""The raw chunks' search indexes: the user-keyed text index (`term_matches`, migration
+2026_12_01_0730) and the segment vectors' HNSW graph per user bucket (`nearest_segments`,
+migration 2026_12_01_0800)."""
 
 import hashlib
 import uuid
@@ -7,8 +9,8 @@ from datetime import UTC, datetime
 from sqlalchemy import text
 
 from app.db.engine import session_factory, transaction
-from app.db.models.memory import CHUNK_USER_TSV
-from app.domain.memory.chunk_repository import ChunkRepository
+from app.db.models.memory import CHUNK_USER_TSV, SEGMENT_BUCKETS
+from app.domain.memory.chunk_repository import ChunkRepository, user_bucket
 from app.domain.memory.chunks import RawChunk
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -93,3 +95,54 @@ async def test_term_lookup_uses_the_user_keyed_index(engine) -> None:  # type: i
         ).scalar_one()
         key = hashlib.md5(b"alice").hexdigest()[:8]
         assert q == f"'{key}kato':* & '{key}ab'"
+
+
+async def test_nearest_segments_walk_the_users_bucket_graph(engine) -> None:  # type: ignore[no-untyped-def]
+    users = [f"user-{n}" for n in range(200)]
+    async with transaction(session_factory(engine)) as db:
+        # Python's bucket is the SQL one
+        got = await db.execute(
+            text("SELECT u, navi_user_bucket(u) FROM unnest(CAST(:us AS text[])) AS u"),
+            {"us": users},
+        )
+        assert dict(got.all()) == {u: user_bucket(u) for u in users}
+        assert {user_bucket(u) for u in users} == set(range(SEGMENT_BUCKETS))
+
+        dim = (
+            await db.execute(
+                text(
+                    "SELECT atttypmod FROM pg_attribute WHERE attname = 'embedding' "
+                    "AND attrelid = 'memory_chunk_vectors'::regclass"
+                )
+            )
+        ).scalar_one()
+        repo = ChunkRepository(db)
+        vec = [1.0] + [0.0] * (dim - 1)
+        far = [0.0, 1.0] + [0.0] * (dim - 2)
+        for uid in ("alice", "bob"):
+            await db.execute(text("INSERT INTO navi_users (id, name) VALUES (:u, :u)"), {"u": uid})
+        sid = uuid.uuid4()
+        for uid, v in (("alice", vec), ("bob", vec), ("alice", far)):
+            chunk = _chunk(f"User: a chunk of {uid} {v[0]}", 0)
+            await repo.add_chunks(uid, sid, [chunk], [None], [[(0, 10, v)]])
+        near = await repo.nearest_segments("alice", vec, session_id=None, limit=5)
+        assert [round(s, 3) for _, s in near] == [1.0, 0.0]  # alice's only, nearest first
+        exact = await repo.nearest_segments("alice", vec, session_id=None, limit=5, exact=True)
+        assert [c for c, _ in exact] == [c for c, _ in near]
+
+        # the graph walked is the one of alice's bucket (seq scan off: the table is tiny)
+        await db.execute(text("SET LOCAL enable_seqscan = off"))
+        await db.execute(text("DROP INDEX ix_memory_chunk_vectors_user_session"))
+        v = "[" + ",".join(map(str, vec)) + "]"
+        plan = "\n".join(
+            (
+                await db.execute(
+                    text(
+                        "EXPLAIN SELECT chunk_id FROM memory_chunk_vectors WHERE user_id = "
+                        f"'alice' AND navi_user_bucket(memory_chunk_vectors.user_id) = "
+                        f"{user_bucket('alice')} ORDER BY embedding <=> '{v}' LIMIT 5"
+                    )
+                )
+            ).scalars()
+        )
+        assert f"ix_memory_chunk_vectors_hnsw_b{user_bucket('alice'):02d}" in plan
