@@ -142,10 +142,23 @@ class ChunkRepository:
 
         The index's lexemes carry a key of their user (`CHUNK_USER_TSV`) and
         `navi_user_tsquery` puts the same key in the query's: a prefix term expands
-        over this user's lexemes only, and the postings read are this user's chunks."""
+        over this user's lexemes only, and the postings read are this user's chunks.
+        Each lookup is fenced (`OFFSET 0`) from the user filter, so the planner does not
+        intersect it with the user's whole btree range (10k entries per term for the
+        heaviest user: the key already selects the user's chunks); the filter then
+        drops a colliding key's rows. JIT and parallel workers are off for the
+        transaction: the index expression's high COST makes these lookups look
+        expensive (an estimated ~30k per term), and JIT compilation (~14 ms) or a
+        parallel gather would cost more than the millisecond the lookup takes."""
+        await self.session.execute(
+            text(
+                "SELECT set_config('jit', 'off', true),"
+                " set_config('max_parallel_workers_per_gather', '0', true)"
+            )
+        )
         scope = "user_id = :uid" + (" AND session_id = :sid" if session_id is not None else "")
         parts = [
-            f"SELECT -1 AS term, NULL::uuid AS id, count(*) AS n FROM memory_chunks WHERE {scope}"
+            f"SELECT -1 AS term, NULL::uuid[] AS ids, count(*) AS n FROM memory_chunks WHERE {scope}"
         ]
         params: dict[str, Any] = {"uid": user_id, "cap": cap}
         if session_id is not None:
@@ -153,18 +166,19 @@ class ChunkRepository:
         for i, term in enumerate(terms):
             params[f"q{i}"] = term_tsquery(term)
             parts.append(
-                f"(SELECT {i}, id, 0 FROM memory_chunks WHERE {scope} "
-                f"AND {CHUNK_USER_TSV} @@ navi_user_tsquery(:uid, to_tsquery('simple', :q{i})) "
-                "LIMIT :cap)"
+                f"(SELECT {i}, array_agg(id), 0 FROM (SELECT id FROM (SELECT id, user_id, "
+                f"session_id FROM memory_chunks WHERE {CHUNK_USER_TSV} @@ "
+                f"navi_user_tsquery(:uid, to_tsquery('simple', :q{i})) OFFSET 0) AS m "
+                f"WHERE {scope} LIMIT :cap) AS l{i})"
             )
         rows = (await self.session.execute(text(" UNION ALL ".join(parts)), params)).all()
         total = 0
         found: list[list[uuid.UUID]] = [[] for _ in terms]
-        for term, chunk_id, n in rows:
+        for term, chunk_ids, n in rows:
             if term < 0:
                 total = int(n)
-            else:
-                found[term].append(chunk_id)
+            elif chunk_ids:
+                found[term] = list(chunk_ids)
         return total, found
 
     async def nearest_segments(
