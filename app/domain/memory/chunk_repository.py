@@ -135,10 +135,10 @@ class ChunkRepository:
         *,
         session_id: uuid.UUID | None,
         cap: int,
-    ) -> tuple[int, list[list[uuid.UUID]]]:
-        """The number of the user's chunks, and for each term the ids of (at most `cap`)
-        chunks whose text or breadcrumbs contain it — one GIN lookup per term, in one
-        round trip; a term found in `cap` chunks is at least that common.
+    ) -> tuple[int, list[list[str]]]:
+        """The number of the user's chunks, and for each term the ids (as text) of (at
+        most `cap`) chunks whose text or breadcrumbs contain it — one GIN lookup per term,
+        in one round trip; a term found in `cap` chunks is at least that common.
 
         The index's lexemes carry a key of their user (`CHUNK_USER_TSV`) and
         `navi_user_tsquery` puts the same key in the query's: a prefix term expands
@@ -158,7 +158,7 @@ class ChunkRepository:
         )
         scope = "user_id = :uid" + (" AND session_id = :sid" if session_id is not None else "")
         parts = [
-            f"SELECT -1 AS term, NULL::uuid[] AS ids, count(*) AS n FROM memory_chunks WHERE {scope}"
+            f"SELECT -1 AS term, NULL::text[] AS ids, count(*) AS n FROM memory_chunks WHERE {scope}"
         ]
         params: dict[str, Any] = {"uid": user_id, "cap": cap}
         if session_id is not None:
@@ -166,14 +166,14 @@ class ChunkRepository:
         for i, term in enumerate(terms):
             params[f"q{i}"] = term_tsquery(term)
             parts.append(
-                f"(SELECT {i}, array_agg(id), 0 FROM (SELECT id FROM (SELECT id, user_id, "
+                f"(SELECT {i}, array_agg(id::text), 0 FROM (SELECT id FROM (SELECT id, user_id, "
                 f"session_id FROM memory_chunks WHERE {CHUNK_USER_TSV} @@ "
                 f"navi_user_tsquery(:uid, to_tsquery('simple', :q{i})) OFFSET 0) AS m "
                 f"WHERE {scope} LIMIT :cap) AS l{i})"
             )
         rows = (await self.session.execute(text(" UNION ALL ".join(parts)), params)).all()
         total = 0
-        found: list[list[uuid.UUID]] = [[] for _ in terms]
+        found: list[list[str]] = [[] for _ in terms]
         for term, chunk_ids, n in rows:
             if term < 0:
                 total = int(n)

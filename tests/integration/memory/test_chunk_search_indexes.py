@@ -21,7 +21,7 @@ def _chunk(content: str, n: int, crumbs: tuple[str, ...] = ()) -> RawChunk:
     return RawChunk(content, n, n, T0, T0, digest, crumbs)
 
 
-async def _store(db, user_id: str | None, contents, crumbs=()) -> list[uuid.UUID]:  # type: ignore[no-untyped-def]
+async def _store(db, user_id: str | None, contents, crumbs=()) -> list[str]:  # type: ignore[no-untyped-def]
     repo = ChunkRepository(db)
     sid = uuid.uuid4()
     chunks = [_chunk(c, n, crumbs) for n, c in enumerate(contents)]
@@ -29,7 +29,7 @@ async def _store(db, user_id: str | None, contents, crumbs=()) -> list[uuid.UUID
     rows = await db.execute(
         text("SELECT id FROM memory_chunks WHERE session_id = :s ORDER BY start_seq"), {"s": sid}
     )
-    return list(rows.scalars())
+    return [str(i) for i in rows.scalars()]  # term_matches gives ids as text
 
 
 async def test_term_matches_is_scoped_to_the_user(engine) -> None:  # type: ignore[no-untyped-def]
