@@ -62,6 +62,7 @@ from app.domain.memory.search_service import search_raw  # noqa: E402
 from app.domain.memory.unified import query_terms  # noqa: E402
 from app.domain.memory.wiring import unified_search  # noqa: E402
 from app.lib.logging import configure_logging  # noqa: E402
+from app.lib.runtime import freeze_startup_heap  # noqa: E402
 from app.lib.sql import contains_pattern  # noqa: E402
 
 GEN_VERSION = 1
@@ -409,6 +410,7 @@ async def measure(target: Target, queries: list[Query], naive_n: int) -> dict[st
         k: [] for k in ("unified", "raw", "unified_heavy", "unified_vector", "unified_text")
     }
     hits = 0
+    freeze_startup_heap()  # as the service does once started (app/lib/runtime.py)
     try:
         for rnd in range(2):  # a warm-up pass, then the measured one
             for q in queries:
