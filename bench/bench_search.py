@@ -13,13 +13,17 @@ while the parameters stay the same — `--regenerate` forces it):
   activity (the heaviest holds ~10 % of all chunks), every one demoted history with
   breadcrumbs, a vector (384-d, random: embedding time is not measured) and one vector
   per segment (`memory_chunk_vectors`, ~5 per chunk); 100k facts over 1k users.
-  Loaded with COPY with the indexes dropped, then indexed; the HNSW build times and the
-  `maintenance_work_mem` they ran with are recorded with the dataset and printed.
+  Loaded with COPY with the indexes dropped, then indexed (`INDEXES`: the text GIN on
+  user-keyed lexemes, one HNSW graph per user bucket for the segments, the facts' HNSW);
+  the build times and the `maintenance_work_mem` they ran with are recorded with the
+  dataset and printed. A reused dataset is migrated to head first, with the same
+  `maintenance_work_mem` (PGOPTIONS); the migration's time is printed.
 * **queries**: users drawn by activity; a query names 2–4 words of one of the user's
   lines (rare and common) in a question; its vector (precomputed: the embedding model
   is stubbed out, so its time is excluded) is the line's segment vector plus noise for
   half of the queries and a random vector for the rest.
-* **measured**, each query in its own transaction on warm caches: the unified search as
+* **measured** after `freeze_startup_heap()` (as the service does once started), each
+  query in its own transaction on warm caches: the unified search as
   the API runs it (`UnifiedSearch.search`, scope `all`: facts + raw + sketches), raw
   only (`search_raw`), and the naive way measured in the same run: the seed's chunk
   search as a sequential scan (exact vector distance over the user's chunks, then
