@@ -34,6 +34,7 @@ from app.lib.deps import provide_db, provide_settings
 from app.lib.errors import AppError
 from app.lib.jobs import periodic, spawn
 from app.lib.logging import configure_logging
+from app.lib.runtime import freeze_startup_heap
 from app.llm.embedders import build_embedder
 from app.llm.gateway import LLMGateway
 from app.routes import BACKGROUND_JOBS, ROUTE_HANDLERS
@@ -191,6 +192,7 @@ def create_app(
                 every = job.interval(settings)
                 if every > 0:
                     spawn(app.state, periodic(app.state, job.name, every, job.run), job.name)
+        freeze_startup_heap()  # after start-up: full GC passes stop walking its objects
         log.info("app.started", auth_enabled=settings.auth_enabled)
         try:
             yield

@@ -28,20 +28,28 @@ EMBEDDING_DIM = get_settings().vector_dim  # EMBEDDING_DIM, else the provider's
 # The text search document of a raw chunk: its content and breadcrumbs with ASCII
 # punctuation turned into spaces, so `nginx.conf`, `/etc/nginx/x.conf`, `INV-2291` and
 # `server_port` are indexed as the words a query names them by (`query_terms` splits the
-# same way). `navi_chunk_search_text` is an IMMUTABLE plpgsql function (migration
-# 2026_11_29_2130); the expression is written the way PostgreSQL reflects it, and queries
-# use it verbatim so the planner uses the index.
-CHUNK_SEARCH_TSV = "to_tsvector('simple'::regconfig, navi_chunk_search_text(content, breadcrumbs))"
+# same way), each lexeme behind an 8-hex-digit key of the chunk's user: a prefix query
+# then expands over that user's lexemes only (migration 2026_12_01_0730). The functions
+# are IMMUTABLE SQL/plpgsql ones of migrations 2026_11_29_2130 and 2026_12_01_0730; the
+# expression is written the way PostgreSQL reflects it, and queries use it verbatim (with
+# `navi_user_tsquery(user_id, query)` on the query side) so the planner uses the index.
+CHUNK_USER_TSV = "navi_chunk_user_tsv(user_id, content, breadcrumbs)"
 
 
-def _hnsw(name: str, column: str = "embedding") -> Index:
+def _hnsw(name: str, column: str = "embedding", where: str | None = None) -> Index:
     return Index(
         name,
         column,
         postgresql_using="hnsw",
         postgresql_with={"m": 16, "ef_construction": 64},
         postgresql_ops={column: "vector_cosine_ops"},
+        postgresql_where=text(where) if where is not None else None,
     )
+
+
+# The segment vectors have one HNSW graph per user bucket (4 bits of md5(user_id),
+# `navi_user_bucket`, migration 2026_12_01_0800): a search walks its user's graph only.
+SEGMENT_BUCKETS = 16
 
 
 class MemoryFact(Base):
@@ -104,7 +112,10 @@ class SessionMemoryState(Base):
 
 
 class MemoryChunk(Base):
-    """Verbatim demoted messages. No FK on session_id, by design (see docs/memory.md)."""
+    """Verbatim demoted messages. No FK on session_id, by design (see docs/memory.md).
+
+    `embedding` (the whole chunk's vector) is written but has no index: searches read
+    the segment vectors (`MemoryChunkVector`)."""
 
     __tablename__ = "memory_chunks"
 
@@ -126,9 +137,8 @@ class MemoryChunk(Base):
         Index(
             "ix_memory_chunks_user_session_ended", "user_id", "session_id", text("ended_at DESC")
         ),
-        Index("ix_memory_chunks_content_fts", text(CHUNK_SEARCH_TSV), postgresql_using="gin"),
+        Index("ix_memory_chunks_user_terms", text(CHUNK_USER_TSV), postgresql_using="gin"),
         Index("ix_memory_chunks_breadcrumbs", "breadcrumbs", postgresql_using="gin"),
-        _hnsw("ix_memory_chunks_embedding_hnsw"),
     )
 
 
@@ -156,5 +166,10 @@ class MemoryChunkVector(Base):
 
     __table_args__ = (
         Index("ix_memory_chunk_vectors_user_session", "user_id", "session_id"),
-        _hnsw("ix_memory_chunk_vectors_embedding_hnsw"),
+        *(
+            _hnsw(
+                f"ix_memory_chunk_vectors_hnsw_b{n:02d}", where=f"navi_user_bucket(user_id) = {n}"
+            )
+            for n in range(SEGMENT_BUCKETS)
+        ),
     )

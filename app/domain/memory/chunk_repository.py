@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,9 +12,10 @@ from typing import Any
 from sqlalchemy import Row, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.elements import ColumnElement, TextClause
 
 from app.db.models import MemoryChunk, MemoryChunkVector, Message
-from app.db.models.memory import CHUNK_SEARCH_TSV
+from app.db.models.memory import CHUNK_USER_TSV, SEGMENT_BUCKETS
 from app.domain.memory.chunks import RawChunk
 from app.domain.memory.ranking import PREFIX_MIN
 
@@ -33,6 +35,12 @@ def term_tsquery(term: str) -> str:
     """The `to_tsquery('simple', …)` text of one query term (`query_terms` output: letters
     and digits only): a word prefix from `PREFIX_MIN` chars, else the whole word."""
     return f"{term}:*" if len(term) >= PREFIX_MIN else term
+
+
+def user_bucket(user_id: str) -> int:
+    """The user's segment-vector bucket: `navi_user_bucket(user_id)` in SQL (4 bits of
+    md5(user_id)), the predicate of the HNSW graph holding the user's segments."""
+    return int(hashlib.md5(user_id.encode()).hexdigest()[:8], 16) & (SEGMENT_BUCKETS - 1)
 
 
 @dataclass(frozen=True)
@@ -127,13 +135,30 @@ class ChunkRepository:
         *,
         session_id: uuid.UUID | None,
         cap: int,
-    ) -> tuple[int, list[list[uuid.UUID]]]:
-        """The number of the user's chunks, and for each term the ids of (at most `cap`)
-        chunks whose text or breadcrumbs contain it — one GIN lookup per term, in one
-        round trip; a term found in `cap` chunks is at least that common."""
+    ) -> tuple[int, list[list[str]]]:
+        """The number of the user's chunks, and for each term the ids (as text) of (at
+        most `cap`) chunks whose text or breadcrumbs contain it — one GIN lookup per term,
+        in one round trip; a term found in `cap` chunks is at least that common.
+
+        The index's lexemes carry a key of their user (`CHUNK_USER_TSV`) and
+        `navi_user_tsquery` puts the same key in the query's: a prefix term expands
+        over this user's lexemes only, and the postings read are this user's chunks.
+        Each lookup is fenced (`OFFSET 0`) from the user filter, so the planner does not
+        intersect it with the user's whole btree range (10k entries per term for the
+        heaviest user: the key already selects the user's chunks); the filter then
+        drops a colliding key's rows. JIT and parallel workers are off for the
+        transaction: the index expression's high COST makes these lookups look
+        expensive (an estimated ~30k per term), and JIT compilation (~14 ms) or a
+        parallel gather would cost more than the millisecond the lookup takes."""
+        await self.session.execute(
+            text(
+                "SELECT set_config('jit', 'off', true),"
+                " set_config('max_parallel_workers_per_gather', '0', true)"
+            )
+        )
         scope = "user_id = :uid" + (" AND session_id = :sid" if session_id is not None else "")
         parts = [
-            f"SELECT -1 AS term, NULL::uuid AS id, count(*) AS n FROM memory_chunks WHERE {scope}"
+            f"SELECT -1 AS term, NULL::text[] AS ids, count(*) AS n FROM memory_chunks WHERE {scope}"
         ]
         params: dict[str, Any] = {"uid": user_id, "cap": cap}
         if session_id is not None:
@@ -141,17 +166,19 @@ class ChunkRepository:
         for i, term in enumerate(terms):
             params[f"q{i}"] = term_tsquery(term)
             parts.append(
-                f"(SELECT {i}, id, 0 FROM memory_chunks WHERE {scope} "
-                f"AND {CHUNK_SEARCH_TSV} @@ to_tsquery('simple', :q{i}) LIMIT :cap)"
+                f"(SELECT {i}, array_agg(id::text), 0 FROM (SELECT id FROM (SELECT id, user_id, "
+                f"session_id FROM memory_chunks WHERE {CHUNK_USER_TSV} @@ "
+                f"navi_user_tsquery(:uid, to_tsquery('simple', :q{i})) OFFSET 0) AS m "
+                f"WHERE {scope} LIMIT :cap) AS l{i})"
             )
         rows = (await self.session.execute(text(" UNION ALL ".join(parts)), params)).all()
         total = 0
-        found: list[list[uuid.UUID]] = [[] for _ in terms]
-        for term, chunk_id, n in rows:
+        found: list[list[str]] = [[] for _ in terms]
+        for term, chunk_ids, n in rows:
             if term < 0:
                 total = int(n)
-            else:
-                found[term].append(chunk_id)
+            elif chunk_ids:
+                found[term] = list(chunk_ids)
         return total, found
 
     async def nearest_segments(
@@ -165,27 +192,28 @@ class ChunkRepository:
     ) -> list[tuple[uuid.UUID, float]]:
         """(chunk id, cosine similarity) of the user's segments nearest to the query.
 
+        The HNSW graphs are per user bucket (`SEGMENT_BUCKETS` partial indexes, each
+        `WHERE navi_user_bucket(user_id) = n`): the query names the user's bucket as a
+        literal, so the planner walks the one graph holding the user's segments, with
+        pgvector's iterative scan so the user filter does not starve it.
+
         `exact`: compare the query with each of the user's segments (read through the
-        `(user_id, session_id)` index) instead of walking the HNSW graph — cheaper and
-        exact when the user has few segments, where a filtered graph walk visits many
-        other users' vectors before it finds enough of theirs."""
-        scope = [MemoryChunkVector.user_id == user_id]
+        `(user_id, session_id)` index) instead — cheaper and exact when the user has few
+        segments, where even the bucket's graph walk visits many other users' vectors
+        before it finds enough of theirs. Without the bucket condition no HNSW index
+        applies, so the plan is the btree range and a top-N sort (no materialised copy
+        of the vectors)."""
+        scope: list[ColumnElement[bool] | TextClause] = [MemoryChunkVector.user_id == user_id]
         if session_id is not None:
             scope.append(MemoryChunkVector.session_id == session_id)
-        if exact:
-            mine = (
-                select(MemoryChunkVector.chunk_id, MemoryChunkVector.embedding)
-                .where(*scope)
-                .cte("mine")
-                .prefix_with("MATERIALIZED")  # keeps the HNSW index out of the plan
-            )
-            dist = mine.c.embedding.cosine_distance(query_embedding).label("distance")
-            stmt = select(mine.c.chunk_id, dist).order_by(dist).limit(limit)
-        else:
+        if not exact:
+            # the user's bucket as a literal: the planner then walks the one graph whose
+            # predicate it implies
+            bucket = user_bucket(user_id)
+            scope.append(text(f"navi_user_bucket(memory_chunk_vectors.user_id) = {bucket}"))
             await self.session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-            dist = MemoryChunkVector.embedding.cosine_distance(query_embedding).label("distance")
-            stmt = select(MemoryChunkVector.chunk_id, dist).where(*scope)
-            stmt = stmt.order_by(dist).limit(limit)
+        dist = MemoryChunkVector.embedding.cosine_distance(query_embedding).label("distance")
+        stmt = select(MemoryChunkVector.chunk_id, dist).where(*scope).order_by(dist).limit(limit)
         rows = (await self.session.execute(stmt)).all()
         return [(r.chunk_id, 1.0 - float(r.distance)) for r in rows]
 
@@ -196,29 +224,44 @@ class ChunkRepository:
         query_embedding: list[float] | None,
     ) -> list[tuple[Row[Any], list[Segment]]]:
         """The user's chunks `ids` with every segment's similarity to the query (none
-        without a query vector)."""
+        without a query vector).
+
+        Both reads find the rows by primary key, fenced (`OFFSET 0`) from the user filter
+        applied after: otherwise the planner intersects the few keys with the user's
+        whole `(user_id, …)` btree range (62k entries at the benchmark's heaviest user:
+        4.5 ms of a 6 ms read)."""
         if not ids:
             return []
+        by_id = (
+            select(*_CHUNK_COLUMNS, MemoryChunk.user_id)
+            .where(MemoryChunk.id.in_(list(ids)))
+            .offset(0)
+            .subquery("by_id")
+        )
         result = (
             await self.session.execute(
-                select(*_CHUNK_COLUMNS).where(
-                    MemoryChunk.user_id == user_id, MemoryChunk.id.in_(list(ids))
-                )
+                select(*(by_id.c[c.key] for c in _CHUNK_COLUMNS)).where(by_id.c.user_id == user_id)
             )
         ).all()
         rows: list[Any] = list(result)
         segments: dict[uuid.UUID, list[Segment]] = {r.id: [] for r in rows}
         if query_embedding is not None and rows:
             distance = MemoryChunkVector.embedding.cosine_distance(query_embedding)
-            seg_rows = await self.session.execute(
+            segs = (
                 select(
                     MemoryChunkVector.chunk_id,
                     MemoryChunkVector.start_char,
                     MemoryChunkVector.end_char,
                     distance.label("distance"),
-                ).where(
-                    MemoryChunkVector.user_id == user_id,
-                    MemoryChunkVector.chunk_id.in_(list(segments)),
+                    MemoryChunkVector.user_id,
+                )
+                .where(MemoryChunkVector.chunk_id.in_(list(segments)))
+                .offset(0)
+                .subquery("segs")
+            )
+            seg_rows = await self.session.execute(
+                select(segs.c.chunk_id, segs.c.start_char, segs.c.end_char, segs.c.distance).where(
+                    segs.c.user_id == user_id
                 )
             )
             for chunk_id, start, end, dist in seg_rows:

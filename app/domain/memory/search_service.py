@@ -116,11 +116,13 @@ async def search_raw(
             log.info("memory.raw_vector_unavailable", error=str(exc))
     total, matches = await repo.term_matches(user_id, terms, session_id=session_id, cap=TERM_CAP)
     weights = {t: idf(len(ids), total) for t, ids in zip(terms, matches, strict=True) if ids}
-    summed: dict[uuid.UUID, float] = {}
-    for term, ids in zip(terms, matches, strict=True):
-        for chunk_id in ids:
-            summed[chunk_id] = summed.get(chunk_id, 0.0) + weights.get(term, 0.0)
-    ids = sorted(summed, key=lambda c: -summed[c])[:TEXT_CANDIDATES]
+    # chunk ids as text here (thousands per query at a heavy user: str hashing is cheap)
+    summed: dict[str, float] = {}
+    for term, term_ids in zip(terms, matches, strict=True):
+        weight = weights.get(term, 0.0)
+        for chunk_id in term_ids:
+            summed[chunk_id] = summed.get(chunk_id, 0.0) + weight
+    ids = [uuid.UUID(c) for c in sorted(summed, key=lambda c: -summed[c])[:TEXT_CANDIDATES]]
     if vec is not None:
         near = await repo.nearest_segments(
             user_id,
@@ -129,7 +131,7 @@ async def search_raw(
             limit=VECTOR_CANDIDATES,
             exact=total <= EXACT_SCAN_CHUNKS,
         )
-        ids += [c for c in dict.fromkeys(cid for cid, _ in near) if c not in summed]
+        ids += [c for c in dict.fromkeys(cid for cid, _ in near) if str(c) not in summed]
     order = {chunk_id: n for n, chunk_id in enumerate(ids)}
     loaded = sorted(await repo.load_candidates(user_id, ids, vec), key=lambda x: order[x[0].id])
     rows = {str(r.id): r for r, _ in loaded}

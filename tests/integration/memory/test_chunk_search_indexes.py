@@ -1,0 +1,148 @@
+"""The raw chunks' search indexes: the user-keyed text index (`term_matches`, migration
+2026_12_01_0730) and the segment vectors' HNSW graph per user bucket (`nearest_segments`,
+migration 2026_12_01_0800)."""
+
+import hashlib
+import uuid
+from datetime import UTC, datetime
+
+from sqlalchemy import text
+
+from app.db.engine import session_factory, transaction
+from app.db.models.memory import CHUNK_USER_TSV, SEGMENT_BUCKETS
+from app.domain.memory.chunk_repository import ChunkRepository, user_bucket
+from app.domain.memory.chunks import RawChunk
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+def _chunk(content: str, n: int, crumbs: tuple[str, ...] = ()) -> RawChunk:
+    digest = hashlib.sha256(content.encode()).hexdigest()
+    return RawChunk(content, n, n, T0, T0, digest, crumbs)
+
+
+async def _store(db, user_id: str | None, contents, crumbs=()) -> list[str]:  # type: ignore[no-untyped-def]
+    repo = ChunkRepository(db)
+    sid = uuid.uuid4()
+    chunks = [_chunk(c, n, crumbs) for n, c in enumerate(contents)]
+    await repo.add_chunks(user_id, sid, chunks, [None] * len(chunks))
+    rows = await db.execute(
+        text("SELECT id FROM memory_chunks WHERE session_id = :s ORDER BY start_seq"), {"s": sid}
+    )
+    return [str(i) for i in rows.scalars()]  # term_matches gives ids as text
+
+
+async def test_term_matches_is_scoped_to_the_user(engine) -> None:  # type: ignore[no-untyped-def]
+    async with transaction(session_factory(engine)) as db:
+        for uid in ("alice", "bob"):
+            await db.execute(text("INSERT INTO navi_users (id, name) VALUES (:u, :u)"), {"u": uid})
+        a = await _store(
+            db,
+            "alice",
+            [
+                "User: deploy katori to /srv/katori/app.conf",
+                "Assistant: the ab test ran; abc is unrelated. Привет, мир",
+                "Tool result (shell): nothing here",
+            ],
+            crumbs=("INV-2291",),
+        )
+        b = await _store(db, "bob", ["User: katori deployment ab abc"])
+        await _store(db, None, ["User: katori without a user"])  # NULL user_id indexes too
+
+        repo = ChunkRepository(db)
+        terms = ["kato", "conf", "ab", "приве", "2291", "deploy", "zzz"]
+        total, found = await repo.term_matches("alice", terms, session_id=None, cap=10)
+        assert total == 3
+        got = dict(zip(terms, (set(f) for f in found), strict=True))
+        assert got["kato"] == {a[0]}  # a prefix, and never bob's chunk
+        assert got["conf"] == {a[0]}  # punctuation splits the path
+        assert got["ab"] == {a[1]}  # a short term is a whole word: not `abc`
+        assert got["приве"] == {a[1]}  # other scripts match as prefixes too
+        assert got["2291"] == set(a)  # breadcrumbs are searched (every chunk has them)
+        assert got["zzz"] == set()
+
+        total, found = await repo.term_matches("bob", ["kato", "ab"], session_id=None, cap=10)
+        assert total == 1 and found == [b, b]
+        # the cap bounds the ids read per term
+        _, found = await repo.term_matches("alice", ["2291"], session_id=None, cap=2)
+        assert len(found[0]) == 2
+
+
+async def test_term_lookup_uses_the_user_keyed_index(engine) -> None:  # type: ignore[no-untyped-def]
+    async with transaction(session_factory(engine)) as db:
+        # An empty table plans a user's btree range; without it (this test's own
+        # database) the query must still be answerable from the GIN index: the
+        # expressions match.
+        await db.execute(text("DROP INDEX ix_memory_chunks_user_session_ended"))
+        await db.execute(text("SET LOCAL enable_seqscan = off"))
+        plan = "\n".join(
+            (
+                await db.execute(
+                    text(
+                        f"EXPLAIN SELECT id FROM memory_chunks WHERE user_id = 'alice' AND "
+                        f"{CHUNK_USER_TSV} @@ navi_user_tsquery('alice', "
+                        "to_tsquery('simple', 'kato:*'))"
+                    )
+                )
+            ).scalars()
+        )
+        assert "ix_memory_chunks_user_terms" in plan
+        # the key goes in front of every lexeme of the query, prefix marks kept
+        q = (
+            await db.execute(
+                text("SELECT navi_user_tsquery('alice', to_tsquery('simple', 'kato:* & ab'))::text")
+            )
+        ).scalar_one()
+        key = hashlib.md5(b"alice").hexdigest()[:8]
+        assert q == f"'{key}kato':* & '{key}ab'"
+
+
+async def test_nearest_segments_walk_the_users_bucket_graph(engine) -> None:  # type: ignore[no-untyped-def]
+    users = [f"user-{n}" for n in range(200)]
+    async with transaction(session_factory(engine)) as db:
+        # Python's bucket is the SQL one
+        got = await db.execute(
+            text("SELECT u, navi_user_bucket(u) FROM unnest(CAST(:us AS text[])) AS u"),
+            {"us": users},
+        )
+        assert dict(got.all()) == {u: user_bucket(u) for u in users}
+        assert {user_bucket(u) for u in users} == set(range(SEGMENT_BUCKETS))
+
+        dim = (
+            await db.execute(
+                text(
+                    "SELECT atttypmod FROM pg_attribute WHERE attname = 'embedding' "
+                    "AND attrelid = 'memory_chunk_vectors'::regclass"
+                )
+            )
+        ).scalar_one()
+        repo = ChunkRepository(db)
+        vec = [1.0] + [0.0] * (dim - 1)
+        far = [0.0, 1.0] + [0.0] * (dim - 2)
+        for uid in ("alice", "bob"):
+            await db.execute(text("INSERT INTO navi_users (id, name) VALUES (:u, :u)"), {"u": uid})
+        sid = uuid.uuid4()
+        for uid, v in (("alice", vec), ("bob", vec), ("alice", far)):
+            chunk = _chunk(f"User: a chunk of {uid} {v[0]}", 0)
+            await repo.add_chunks(uid, sid, [chunk], [None], [[(0, 10, v)]])
+        near = await repo.nearest_segments("alice", vec, session_id=None, limit=5)
+        assert [round(s, 3) for _, s in near] == [1.0, 0.0]  # alice's only, nearest first
+        exact = await repo.nearest_segments("alice", vec, session_id=None, limit=5, exact=True)
+        assert [c for c, _ in exact] == [c for c, _ in near]
+
+        # the graph walked is the one of alice's bucket (seq scan off: the table is tiny)
+        await db.execute(text("SET LOCAL enable_seqscan = off"))
+        await db.execute(text("DROP INDEX ix_memory_chunk_vectors_user_session"))
+        v = "[" + ",".join(map(str, vec)) + "]"
+        plan = "\n".join(
+            (
+                await db.execute(
+                    text(
+                        "EXPLAIN SELECT chunk_id FROM memory_chunk_vectors WHERE user_id = "
+                        f"'alice' AND navi_user_bucket(memory_chunk_vectors.user_id) = "
+                        f"{user_bucket('alice')} ORDER BY embedding <=> '{v}' LIMIT 5"
+                    )
+                )
+            ).scalars()
+        )
+        assert f"ix_memory_chunk_vectors_hnsw_b{user_bucket('alice'):02d}" in plan
