@@ -17,9 +17,10 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import String, bindparam, case, func, literal, or_, select, text
+from sqlalchemy import Integer, Select, String, bindparam, case, func, literal, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -43,6 +44,43 @@ def _version_at_least(version: str | None, wanted: tuple[int, ...]) -> bool:
         return False
     parts = tuple(int(p) for p in re.findall(r"\d+", version)[: len(wanted)])
     return parts >= wanted
+
+
+@lru_cache(maxsize=64)
+def _text_search_statement(n_words: int, *, trigram: bool, scoped: bool) -> Select[Any]:
+    """The word search for `n_words` words, built once per shape: the words and their
+    LIKE patterns are the parameters `w0…`, `p0…` (plus `user_id` when `scoped`,
+    `query`, `limit`). Building the expression (five conditions a word, twice) cost
+    more Python per search than the database spends running it."""
+    matched: list[ColumnElement[bool]] = []
+    for i in range(n_words):
+        pattern = bindparam(f"p{i}", type_=String)
+        conds = [h.ilike(pattern, escape="\\") for h in HAYSTACKS]
+        if trigram:
+            w = bindparam(f"w{i}", type_=String)
+            conds += [MemoryFact.key.op("%>")(w), MemoryFact.value.op("%>")(w)]
+        matched.append(or_(*conds))
+    score: ColumnElement[Any] = case((matched[0], 1.0), else_=0.0)
+    for m in matched[1:]:
+        score = score + case((m, 1.0), else_=0.0)
+    if trigram:
+        query = bindparam("query", type_=String)
+        score = score + func.greatest(
+            func.word_similarity(query, MemoryFact.key),
+            func.word_similarity(query, MemoryFact.value),
+        ) * literal(0.5)
+    scope = MemoryFact.user_id == bindparam("user_id", type_=String) if scoped else literal(True)
+    return (
+        select(*FACT_COLUMNS, score.label("score"))
+        .where(scope, live(), or_(*matched))
+        .order_by(
+            score.desc(),
+            MemoryFact.confidence.desc(),
+            MemoryFact.updated_at.desc(),
+            MemoryFact.id,
+        )
+        .limit(bindparam("limit", type_=Integer))
+    )
 
 
 class FactSearchRepository:
@@ -139,35 +177,16 @@ class FactSearchRepository:
         """
         if not words:
             return []
-        matched: list[ColumnElement[bool]] = []
-        for word in words:
-            pattern = like_pattern(word)
-            conds = [h.ilike(pattern, escape="\\") for h in HAYSTACKS]
-            if trigram:
-                w = bindparam(None, word, type_=String)
-                conds += [MemoryFact.key.op("%>")(w), MemoryFact.value.op("%>")(w)]
-            matched.append(or_(*conds))
-        score: ColumnElement[Any] = case((matched[0], 1.0), else_=0.0)
-        for m in matched[1:]:
-            score = score + case((m, 1.0), else_=0.0)
-        if trigram:
-            query = bindparam(None, " ".join(words), type_=String)
-            score = score + func.greatest(
-                func.word_similarity(query, MemoryFact.key),
-                func.word_similarity(query, MemoryFact.value),
-            ) * literal(0.5)
-        stmt = (
-            select(*FACT_COLUMNS, score.label("score"))
-            .where(user_scope(user_id, all_users), live(), or_(*matched))
-            .order_by(
-                score.desc(),
-                MemoryFact.confidence.desc(),
-                MemoryFact.updated_at.desc(),
-                MemoryFact.id,
-            )
-            .limit(limit)
-        )
-        return list((await self.session.execute(stmt)).all())
+        user_scope(user_id, all_users)  # refuses an unscoped search not asked for
+        scoped = user_id is not None
+        stmt = _text_search_statement(len(words), trigram=trigram, scoped=scoped)
+        params: dict[str, Any] = {"limit": limit, "query": " ".join(words)}
+        if scoped:
+            params["user_id"] = user_id
+        for i, word in enumerate(words):
+            params[f"w{i}"] = word
+            params[f"p{i}"] = like_pattern(word)
+        return list((await self.session.execute(stmt, params)).all())
 
     async def naive_scan(
         self, words: Sequence[str], limit: int, *, indexes: bool = False

@@ -7,9 +7,11 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Row, func, select, text
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import Row, Select, String, bindparam, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement, TextClause
@@ -48,6 +50,38 @@ class Segment:
     start: int
     end: int
     similarity: float
+
+
+@lru_cache(maxsize=1)
+def _candidate_statements() -> tuple[Select[Any], Select[Any]]:
+    """`load_candidates`' two reads, built once (parameters `uid`, `ids`, `query`):
+    constructing the fenced subqueries cost ~2 ms of Python per search."""
+    by_id = (
+        select(*_CHUNK_COLUMNS, MemoryChunk.user_id)
+        .where(MemoryChunk.id.in_(bindparam("ids", expanding=True)))
+        .offset(0)
+        .subquery("by_id")
+    )
+    chunks = select(*(by_id.c[c.key] for c in _CHUNK_COLUMNS)).where(
+        by_id.c.user_id == bindparam("uid", type_=String)
+    )
+    distance = MemoryChunkVector.embedding.cosine_distance(bindparam("query", type_=Vector()))
+    segs = (
+        select(
+            MemoryChunkVector.chunk_id,
+            MemoryChunkVector.start_char,
+            MemoryChunkVector.end_char,
+            distance.label("distance"),
+            MemoryChunkVector.user_id,
+        )
+        .where(MemoryChunkVector.chunk_id.in_(bindparam("ids", expanding=True)))
+        .offset(0)
+        .subquery("segs")
+    )
+    segments = select(segs.c.chunk_id, segs.c.start_char, segs.c.end_char, segs.c.distance).where(
+        segs.c.user_id == bindparam("uid", type_=String)
+    )
+    return chunks, segments
 
 
 class ChunkRepository:
@@ -232,39 +266,13 @@ class ChunkRepository:
         4.5 ms of a 6 ms read)."""
         if not ids:
             return []
-        by_id = (
-            select(*_CHUNK_COLUMNS, MemoryChunk.user_id)
-            .where(MemoryChunk.id.in_(list(ids)))
-            .offset(0)
-            .subquery("by_id")
-        )
-        result = (
-            await self.session.execute(
-                select(*(by_id.c[c.key] for c in _CHUNK_COLUMNS)).where(by_id.c.user_id == user_id)
-            )
-        ).all()
-        rows: list[Any] = list(result)
+        chunks_stmt, segments_stmt = _candidate_statements()
+        params: dict[str, Any] = {"uid": user_id, "ids": list(ids)}
+        rows: list[Any] = list((await self.session.execute(chunks_stmt, params)).all())
         segments: dict[uuid.UUID, list[Segment]] = {r.id: [] for r in rows}
         if query_embedding is not None and rows:
-            distance = MemoryChunkVector.embedding.cosine_distance(query_embedding)
-            segs = (
-                select(
-                    MemoryChunkVector.chunk_id,
-                    MemoryChunkVector.start_char,
-                    MemoryChunkVector.end_char,
-                    distance.label("distance"),
-                    MemoryChunkVector.user_id,
-                )
-                .where(MemoryChunkVector.chunk_id.in_(list(segments)))
-                .offset(0)
-                .subquery("segs")
-            )
-            seg_rows = await self.session.execute(
-                select(segs.c.chunk_id, segs.c.start_char, segs.c.end_char, segs.c.distance).where(
-                    segs.c.user_id == user_id
-                )
-            )
-            for chunk_id, start, end, dist in seg_rows:
+            params = {"uid": user_id, "ids": list(segments), "query": query_embedding}
+            for chunk_id, start, end, dist in await self.session.execute(segments_stmt, params):
                 segments[chunk_id].append(Segment(start, end, 1.0 - float(dist)))
         return [(r, segments[r.id]) for r in rows]
 
