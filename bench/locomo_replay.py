@@ -8,7 +8,7 @@ The offline twin of bench_locomo.py for trying ranking and rendering changes in 
 it reads the stored chunks and segment vectors of each LoCoMo user, embeds the
 questions with the local model, and runs the pure half of `search_raw` — candidates
 (the `TEXT_CANDIDATES` chunks with the highest summed IDF, plus the chunks of the
-`VECTOR_CANDIDATES` nearest segments), `ranking.rank_chunks`, `unified.format_hits` —
+`VECTOR_CANDIDATES` nearest segments), `ranking.rank_chunks`, `render.format_hits` —
 then scores the text with the bench's metric. The one approximation: a chunk contains a
 term when `term_pattern` finds it in its text or breadcrumbs (the database asks its text
 index); it reproduces the API's figures to the third decimal on the dev split.
@@ -39,13 +39,14 @@ from locomo_data import BUDGETS, evidence_recall, load  # noqa: E402
 
 from app.db.engine import normalize_url, start_embedded  # noqa: E402
 from app.domain.memory.ranking import Candidate, idf, rank_chunks, stem_term, term_pattern  # noqa: E402
+from app.domain.memory.render import format_hits  # noqa: E402
 from app.domain.memory.search_service import (  # noqa: E402
     MAX_TERMS,
     RAW_MAX_DISTANCE,
     TEXT_CANDIDATES,
     VECTOR_CANDIDATES,
 )
-from app.domain.memory.unified import MemoryHit, format_hits, query_terms  # noqa: E402
+from app.domain.memory.unified import MemoryHit, query_terms  # noqa: E402
 from app.llm.local_embedder import LocalEmbedder  # noqa: E402
 
 DB = "navi_bench_locomo_local"

@@ -21,10 +21,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.domain.memory.chunk_repository import ChunkRepository
+from app.domain.memory.render import hit_excerpt
 from app.domain.memory.search_service import FactSearch, search_raw
 from app.domain.memory.unified import (
     MemoryHit,
-    hit_excerpt,
     mark_freshness,
     query_terms,
     recall_filter,

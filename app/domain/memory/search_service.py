@@ -18,11 +18,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.domain.memory.chunk_repository import ChunkRepository
 from app.domain.memory.ranking import Candidate, idf, rank_chunks, stem_term
+from app.domain.memory.render import format_hits
 from app.domain.memory.sketch_repository import SCRATCHPAD, SketchRepository
 from app.domain.memory.unified import (
     MemoryHit,
     clamp_k,
-    format_hits,
     mark_freshness,
     merge_tiered,
     normalize_scope,

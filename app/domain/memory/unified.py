@@ -8,7 +8,7 @@ Three stores, written separately on purpose, read as one:
 
 plus **errors**, failures recorded for the agent to learn from. The service fetches
 hits from each store; the functions here normalise the request, label freshness,
-merge the tiers, filter automatic recall and render the tool output. The merge is
+merge the tiers and filter automatic recall (`render.py` renders the tool output). The merge is
 tiered, not a blind mix: curated facts first, then raw excerpts (and errors) by
 relevance, then sketches. A raw excerpt that a newer fact overrides is still
 returned, labelled outdated — "we changed our mind, the old value was X" is often
@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from app.domain.memory.stopwords import STOPWORDS
-from app.domain.memory.window import Focused, best_window, interleave_windows, line_windows
+from app.domain.memory.window import best_window
 
 __all__ = [
     "DEFAULT_K",
@@ -34,10 +34,6 @@ __all__ = [
     "MemoryHit",
     "best_window",
     "clamp_k",
-    "format_hits",
-    "head_excerpt",
-    "hit_excerpt",
-    "keys_shown",
     "mark_freshness",
     "merge_tiered",
     "normalize_scope",
@@ -52,24 +48,10 @@ SourceType = Literal["fact", "raw", "sketch", "error"]
 SCOPES = ("all", "facts", "raw", "sketches", "errors")
 DEFAULT_K = 5
 MAX_K = 20
-HIT_TEXT_CHARS = 1200
-MAX_KEYS_SHOWN = 12
-KEYS_CHARS = 200  # the keys line stops before this many chars (at least one key is shown)
 RECALL_MESSAGES = 4
 RECALL_MESSAGE_CHARS = 1000
 
-NO_HITS = "No matches in any store. Try fewer, different words."
-OUTDATED = (
-    "⚠ outdated: a newer curated fact overrides this — {key}. "
-    "Trust the fact; quote this only as history."
-)
-BEFORE_SUMMARY = (
-    "(verbatim record from before the current summary — exact details, "
-    "but the summary is the curated version.)"
-)
-
 _TOKEN = re.compile(r"[^\W_]+")
-_INDENT = "   "
 
 
 @dataclass(frozen=True)
@@ -223,139 +205,6 @@ def merge_tiered(
     ]
 
 
-def format_hits(
-    query: str,
-    scope: str,
-    hits: Sequence[MemoryHit],
-    *,
-    best_window_enabled: bool = True,
-    text_chars: int = HIT_TEXT_CHARS,
-) -> str:
-    """Render hits for a tool result, provenance on every item.
-
-    A fact shows its whole `key: value`; raw, sketch and error texts show
-    `text_chars` chars — the best window for the query, or the head when
-    `best_window_enabled` is off.
-    """
-    header = f'memory_search "{" ".join((query or "").split())}" '
-    header += f"(scope={normalize_scope(scope)}): {len(hits)} hit(s)"
-    if not hits:
-        return f"{header}\n{NO_HITS}"
-    terms = query_terms(query)
-    numbered = list(enumerate(hits, 1))
-    lines = [header, ""]
-    pos = 0
-    while pos < len(numbered):
-        number, hit = numbered[pos]
-        pos += 1
-        if hit.source_type == "raw" and best_window_enabled:
-            # consecutive raw hits (as merge_tiered orders them) are shown together,
-            # their best lines first
-            end = pos
-            while end < len(numbered) and numbered[end][1].source_type == "raw":
-                end += 1
-            lines.extend(_raw_section(numbered[pos - 1 : end], terms, text_chars))
-            pos = end
-            continue
-        if hit.source_type == "fact":
-            body = hit.text.strip()
-        elif best_window_enabled:
-            body = hit_excerpt(hit, terms, text_chars)
-        else:
-            body = head_excerpt(hit.text, text_chars)
-        lines.extend(_item(number, hit, terms, body))
-    return "\n".join(lines)
-
-
-def _item(
-    number: int, hit: MemoryHit, terms: Sequence[str], body: str, *, same_session: bool = False
-) -> list[str]:
-    """One hit: its provenance line, its notes (raw), its text, indented. `same_session`:
-    the hit shown just before is from the same session, which is then not repeated."""
-    where = _where(hit)
-    if same_session and hit.session_id:
-        where = where.replace(f"session {hit.session_id}", "same session", 1)
-    out = [f"{number}. {where}"]
-    if hit.source_type == "raw":
-        if hit.superseded_by:
-            out.append(_INDENT + OUTDATED.format(key=hit.superseded_by))
-        elif hit.before_summary:
-            out.append(_INDENT + BEFORE_SUMMARY)
-        if hit.breadcrumbs:
-            out.append(f"{_INDENT}keys: {keys_shown(hit.breadcrumbs, terms)}")
-    out.extend(_INDENT + line if line.strip() else "" for line in body.splitlines())
-    return out
-
-
-def _raw_section(
-    raws: Sequence[tuple[int, MemoryHit]], terms: Sequence[str], text_chars: int
-) -> list[str]:
-    """Raw hits whose store scored their lines (`focus_scores`), interleaved by those
-    scores: the best line of every hit comes before the second-best line of the first,
-    so what a reader meets first is what matched best. A hit shown again later is
-    headed `N. (continued)`; the hits share `text_chars` chars each, as before.
-    Hits without scored lines follow with their own excerpt."""
-    scored = [(n, h) for n, h in raws if h.focus and len(h.focus_scores) == len(h.focus)]
-    with_scores = {n for n, _ in scored}
-    others = [(n, h) for n, h in raws if n not in with_scores]
-    out: list[str] = []
-    runs = interleave_windows(
-        [Focused(h.text, h.focus, h.focus_scores) for _, h in scored],
-        text_chars * len(scored),
-        [*terms, *(t for _, h in scored for t in h.matched_terms)],
-        line_chars=text_chars,
-    )
-    shown = set()
-    last_session: str | None = None
-    for run in runs:
-        number, hit = scored[run.item]
-        shown.add(run.item)
-        if run.first:
-            same = hit.session_id is not None and hit.session_id == last_session
-            out.extend(_item(number, hit, terms, run.body, same_session=same))
-            last_session = hit.session_id
-        else:
-            out.append(f"{number}. (continued)")
-            out.extend(_INDENT + line if line.strip() else "" for line in run.body.splitlines())
-    others.extend(p for i, p in enumerate(scored) if i not in shown)
-    for number, hit in sorted(others, key=lambda p: p[0]):
-        out.extend(_item(number, hit, terms, hit_excerpt(hit, terms, text_chars)))
-    return out
-
-
-def hit_excerpt(hit: MemoryHit, terms: Sequence[str], chars: int = HIT_TEXT_CHARS) -> str:
-    """What a hit shows of its text: windows of whole lines around the lines the store
-    ranked best (`focus`), else the `chars`-char window with the most query terms."""
-    words = [*terms, *hit.matched_terms]
-    if hit.focus:
-        return line_windows(hit.text, hit.focus, chars, words)
-    return best_window(hit.text, words, chars)
-
-
-def keys_shown(keys: Sequence[str], terms: Sequence[str]) -> str:
-    """The breadcrumbs line: keys that contain a query term first, at most
-    `MAX_KEYS_SHOWN` and about `KEYS_CHARS` chars (the first key always)."""
-    wanted = set(terms)
-    first = [k for k in keys if wanted & set(query_terms(k))]
-    ordered = [*first, *(k for k in keys if k not in first)][:MAX_KEYS_SHOWN]
-    shown: list[str] = []
-    size = 0
-    for key in ordered:
-        size += len(key) + (2 if shown else 0)
-        if shown and size > KEYS_CHARS:
-            break
-        shown.append(key)
-    return ", ".join(shown)
-
-
-def head_excerpt(text: str, chars: int = HIT_TEXT_CHARS) -> str:
-    """The first `chars` chars, ` …` when cut — the rendering before `best_window`."""
-    text = (text or "").strip()
-    if len(text) <= chars:
-        return text
-    return text[:chars].rstrip() + " …"
-
-
 def recall_filter(
     hits: Iterable[MemoryHit],
     *,
@@ -432,44 +281,3 @@ def _instant(value: datetime | None) -> datetime:
     if value is None:
         return datetime.min.replace(tzinfo=UTC)
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value
-
-
-def _fmt_time(value: datetime) -> str:
-    return value.strftime("%Y-%m-%d %H:%M")
-
-
-def _turns(hit: MemoryHit) -> str:
-    if hit.end_seq < 0:
-        return "turn unknown"
-    if hit.start_seq == hit.end_seq or hit.start_seq < 0:
-        return f"turn {hit.end_seq}"
-    return f"turns {hit.start_seq}–{hit.end_seq}"
-
-
-def _where(hit: MemoryHit) -> str:
-    session = hit.session_id or "unknown"
-    if hit.source_type == "fact":
-        where = f"fact [{hit.category or 'other'}]"
-        if hit.session_id:
-            where += f" · session {hit.session_id}"
-        if hit.timestamp is not None:
-            where += f" · updated {_fmt_time(hit.timestamp)}"
-        return where
-    if hit.source_type == "raw":
-        where = f"raw · session {session} · {_turns(hit)}"
-        if hit.timestamp is not None:
-            where += f" · {_fmt_time(hit.timestamp)}"
-        return where
-    if hit.source_type == "error":
-        where = "error" + (f" [{hit.key}]" if hit.key else "")
-        if hit.session_id:  # error memory is per user, across sessions: often none
-            where += f" · session {hit.session_id}"
-        if hit.end_seq >= 0:
-            where += f" · {_turns(hit)}"
-        if hit.timestamp is not None:
-            where += f" · {_fmt_time(hit.timestamp)}"
-        return where
-    where = f"sketch · session {session} · {hit.key or 'main'}"
-    if hit.timestamp is not None:
-        where += f" · updated {_fmt_time(hit.timestamp)}"
-    return where

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from app.domain.memory.ranking import Candidate, line_spans, rank_chunks
-from app.domain.memory.unified import MemoryHit, format_hits
+from app.domain.memory.render import format_hits
+from app.domain.memory.unified import MemoryHit
 from app.domain.memory.window import GAP, Focused, interleave_windows
 
 A = "User: a0 intro\nAssistant: a1 the port is 8099\nUser: a2 thanks\nAssistant: a3 later the host\nUser: a4 bye"

@@ -16,7 +16,8 @@ from app.domain.memory.ranking import (
     term_hits,
     term_pattern,
 )
-from app.domain.memory.unified import MemoryHit, format_hits, hit_excerpt, keys_shown
+from app.domain.memory.render import format_hits, hit_excerpt, keys_shown
+from app.domain.memory.unified import MemoryHit
 from app.domain.memory.window import line_windows
 
 

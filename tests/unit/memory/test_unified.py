@@ -4,10 +4,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from app.domain.memory.render import format_hits
 from app.domain.memory.unified import (
     MemoryHit,
     clamp_k,
-    format_hits,
     mark_freshness,
     merge_tiered,
     normalize_scope,

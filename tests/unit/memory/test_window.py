@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from app.domain.memory.unified import MemoryHit, best_window, format_hits, head_excerpt
+from app.domain.memory.render import format_hits, head_excerpt
+from app.domain.memory.unified import MemoryHit, best_window
 from app.domain.memory.window import term_occurrences
 
 
