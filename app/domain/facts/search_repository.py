@@ -20,7 +20,20 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Integer, Select, String, bindparam, case, func, literal, or_, select, text
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    Float,
+    Integer,
+    Select,
+    String,
+    bindparam,
+    case,
+    func,
+    literal,
+    or_,
+    select,
+    text,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -83,6 +96,31 @@ def _text_search_statement(n_words: int, *, trigram: bool, scoped: bool) -> Sele
     )
 
 
+@lru_cache(maxsize=1)
+def _user_vector_statement() -> Select[Any]:
+    """One user's exact vector search, built once (parameters `user_id`, `vec`,
+    `max_distance`, `limit`). The MATERIALIZED CTE is an optimisation fence, so the
+    ordering is never planned as a walk of the all-users HNSW index (which the user
+    filter would then starve); the distance is computed once per row of the user."""
+    dist = MemoryFact.embedding.cosine_distance(bindparam("vec", type_=Vector()))
+    scored = (
+        select(*FACT_COLUMNS, dist.label("distance"))
+        .where(
+            MemoryFact.user_id == bindparam("user_id", type_=String),
+            live(),
+            MemoryFact.embedding.is_not(None),
+        )
+        .cte("scored")
+        .prefix_with("MATERIALIZED")
+    )
+    return (
+        select(scored)
+        .where(scored.c.distance < bindparam("max_distance", type_=Float))
+        .order_by(scored.c.distance, scored.c.id)
+        .limit(bindparam("limit", type_=Integer))
+    )
+
+
 class FactSearchRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -99,10 +137,10 @@ class FactSearchRepository:
         """Live facts closer than `max_distance` (cosine) to `vector`, nearest first;
         each row carries its `distance`."""
         vec = list(vector)
-        dist = MemoryFact.embedding.cosine_distance(vec)
         if all_users and user_id is None:
             # Every user: the HNSW walk (ORDER BY distance LIMIT k), the cutoff after it.
             await self._tune_hnsw_scan()
+            dist = MemoryFact.embedding.cosine_distance(vec)
             stmt = (
                 select(*FACT_COLUMNS, dist.label("distance"))
                 .where(live(), MemoryFact.embedding.is_not(None))
@@ -114,22 +152,10 @@ class FactSearchRepository:
             ]
             rows.sort(key=lambda r: (r.distance, r.id))  # relaxed_order may be slightly off
             return rows
-        # One user: exact. The MATERIALIZED CTE is an optimisation fence, so the ordering
-        # is never planned as a walk of the all-users HNSW index (which the user filter
-        # would then starve); the distance is computed once per row of the user.
-        scored = (
-            select(*FACT_COLUMNS, dist.label("distance"))
-            .where(user_scope(user_id, all_users), live(), MemoryFact.embedding.is_not(None))
-            .cte("scored")
-            .prefix_with("MATERIALIZED")
-        )
-        stmt = (
-            select(scored)
-            .where(scored.c.distance < max_distance)
-            .order_by(scored.c.distance, scored.c.id)
-            .limit(limit)
-        )
-        return list((await self.session.execute(stmt)).all())
+        # One user: exact (`_user_vector_statement`).
+        user_scope(user_id, all_users)  # refuses an unscoped search not asked for
+        params = {"user_id": user_id, "vec": vec, "max_distance": max_distance, "limit": limit}
+        return list((await self.session.execute(_user_vector_statement(), params)).all())
 
     async def _tune_hnsw_scan(self) -> None:
         """For this transaction: a wider HNSW search (ef_search 100, not 40: ~90 % instead

@@ -5,10 +5,10 @@ from __future__ import annotations
 import operator
 import uuid
 from collections.abc import Sequence
-from functools import reduce
+from functools import lru_cache, reduce
 from typing import Any
 
-from sqlalchemy import Row, case, func, or_, select
+from sqlalchemy import Integer, Row, Select, String, bindparam, case, func, or_, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -16,6 +16,34 @@ from app.db.models import Sketch
 from app.lib.sql import contains_pattern
 
 SCRATCHPAD = "scratchpad"
+
+
+@lru_cache(maxsize=64)
+def _search_statement(n_terms: int, *, in_session: bool, prefer: bool) -> Select[Any]:
+    """`search_values` for `n_terms` terms, built once per shape (parameters `user_id`,
+    `scope`, `p0…`, `limit`, and `session_id` / `prefer` when asked for): building the
+    expression cost more Python than the query."""
+    hits = [
+        or_(
+            Sketch.key.ilike(bindparam(f"p{i}", type_=String), escape="\\"),
+            Sketch.value.ilike(bindparam(f"p{i}", type_=String), escape="\\"),
+        )
+        for i in range(n_terms)
+    ]
+    matched = reduce(operator.add, [case((h, 1), else_=0) for h in hits]).label("terms_hit")
+    stmt = select(
+        Sketch.id, Sketch.session_id, Sketch.key, Sketch.value, Sketch.updated_at, matched
+    ).where(
+        Sketch.user_id == bindparam("user_id", type_=String),
+        Sketch.scope == bindparam("scope", type_=String),
+        or_(*hits),
+    )
+    if in_session:
+        stmt = stmt.where(Sketch.session_id == bindparam("session_id"))
+    order: list[Any] = [matched.desc(), Sketch.updated_at.desc()]
+    if prefer:
+        order.insert(0, case((Sketch.session_id == bindparam("prefer"), 0), else_=1))
+    return stmt.order_by(*order).limit(bindparam("limit", type_=Integer))
 
 
 class SketchRepository:
@@ -86,23 +114,13 @@ class SketchRepository:
         """ILIKE over key and value within a scope; the preferred session ranks first."""
         if not terms:
             return []
-        patterns = [contains_pattern(t) for t in terms]
-        hits = [
-            or_(Sketch.key.ilike(p, escape="\\"), Sketch.value.ilike(p, escape="\\"))
-            for p in patterns
-        ]
-        matched = reduce(operator.add, [case((h, 1), else_=0) for h in hits]).label("terms_hit")
-        stmt = select(
-            Sketch.id, Sketch.session_id, Sketch.key, Sketch.value, Sketch.updated_at, matched
-        ).where(
-            Sketch.user_id == user_id,
-            Sketch.scope == scope,
-            or_(*hits),
+        stmt = _search_statement(
+            len(terms), in_session=session_id is not None, prefer=prefer_session_id is not None
         )
+        params: dict[str, Any] = {"user_id": user_id, "scope": scope, "limit": limit}
+        params.update({f"p{i}": contains_pattern(t) for i, t in enumerate(terms)})
         if session_id is not None:
-            stmt = stmt.where(Sketch.session_id == session_id)
-        order: list[Any] = [matched.desc(), Sketch.updated_at.desc()]
+            params["session_id"] = session_id
         if prefer_session_id is not None:
-            order.insert(0, case((Sketch.session_id == prefer_session_id, 0), else_=1))
-        stmt = stmt.order_by(*order).limit(limit)
-        return list((await self.session.execute(stmt)).all())
+            params["prefer"] = prefer_session_id
+        return list((await self.session.execute(stmt, params)).all())
