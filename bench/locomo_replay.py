@@ -11,7 +11,7 @@ questions with the local model, and runs the pure half of `search_raw` — candi
 `VECTOR_CANDIDATES` nearest segments), `ranking.rank_chunks`, `render.format_hits` —
 then scores the text with the bench's metric. The one approximation: a chunk contains a
 term when `term_pattern` finds it in its text or breadcrumbs (the database asks its text
-index); it reproduces the API's figures to the third decimal on the dev split.
+index); it reproduces the API's figures within 0.001 on the dev split.
 
 Data: LoCoMo (snap-research/LoCoMo, ACL 2024) dev split, CC BY-NC 4.0 — benchmark use only.
 """
@@ -36,17 +36,19 @@ import numpy as np  # noqa: E402
 import psycopg  # noqa: E402
 from _common import CACHE, libpq_url, with_database  # noqa: E402
 from locomo_data import BUDGETS, evidence_recall, load  # noqa: E402
+from psycopg.rows import namedtuple_row  # noqa: E402
 
 from app.db.engine import normalize_url, start_embedded  # noqa: E402
-from app.domain.memory.ranking import Candidate, idf, rank_chunks, stem_term, term_pattern  # noqa: E402
+from app.domain.memory.chunk_repository import Segment  # noqa: E402
+from app.domain.memory.ranking import idf, term_pattern  # noqa: E402
 from app.domain.memory.render import format_hits  # noqa: E402
 from app.domain.memory.search_service import (  # noqa: E402
-    MAX_TERMS,
-    RAW_MAX_DISTANCE,
     TEXT_CANDIDATES,
     VECTOR_CANDIDATES,
+    rank_candidates,
+    search_terms,
+    text_candidates,
 )
-from app.domain.memory.unified import MemoryHit, query_terms  # noqa: E402
 from app.llm.local_embedder import LocalEmbedder  # noqa: E402
 
 DB = "navi_bench_locomo_local"
@@ -56,14 +58,13 @@ class User:
     """One LoCoMo user's raw chunks and segment vectors, as stored."""
 
     def __init__(self, conn: psycopg.Connection[Any], user_id: str) -> None:
-        self.chunks = {
-            r[0]: r
-            for r in conn.execute(
-                "SELECT id, content, breadcrumbs, session_id, start_seq, end_seq, ended_at"
-                " FROM memory_chunks WHERE user_id = %s",
+        with conn.cursor(row_factory=namedtuple_row) as cur:
+            cur.execute(
+                "SELECT id, session_id, content, start_seq, end_seq, started_at, ended_at,"
+                " breadcrumbs FROM memory_chunks WHERE user_id = %s",
                 (user_id,),
             )
-        }
+            self.chunks = {r.id: r for r in cur}
         self.segments: dict[uuid.UUID, list[tuple[int, int, np.ndarray]]] = defaultdict(list)
         for cid, a, b, emb in conn.execute(
             "SELECT chunk_id, start_char, end_char, embedding::text FROM memory_chunk_vectors"
@@ -73,58 +74,34 @@ class User:
             self.segments[cid].append((a, b, np.asarray(json.loads(emb), dtype=np.float32)))
 
     def search(self, query: str, qv: np.ndarray, k: int) -> str:
-        terms = list(dict.fromkeys(stem_term(t) for t in query_terms(query)))[:MAX_TERMS]
-        found = {
-            t: [
-                cid
+        """`search_raw`'s steps, with the text index and the segment lookup done here."""
+        terms = search_terms(query)
+        matches = [
+            [
+                str(cid)
                 for cid, c in self.chunks.items()
-                if (p := term_pattern([t])) and p.search(c[1] + " " + " ".join(c[2] or []))
+                if (p := term_pattern([t])) and p.search(c.content + " " + " ".join(c.breadcrumbs))
             ]
             for t in terms
+        ]
+        weights = {
+            t: idf(len(ids), len(self.chunks)) for t, ids in zip(terms, matches, strict=True) if ids
         }
-        weights = {t: idf(len(ids), len(self.chunks)) for t, ids in found.items() if ids}
-        summed: dict[uuid.UUID, float] = defaultdict(float)
-        for t, ids in found.items():
-            for cid in ids:
-                summed[cid] += weights[t]
-        ids = sorted(summed, key=lambda c: -summed[c])[:TEXT_CANDIDATES]
+        top, matched = text_candidates(terms, matches, weights, TEXT_CANDIDATES)
+        ids = [uuid.UUID(c) for c in top]
         near = sorted(
             ((cid, float(e @ qv)) for cid, segs in self.segments.items() for _, _, e in segs),
             key=lambda x: -x[1],
         )[:VECTOR_CANDIDATES]
-        ids += [c for c in dict.fromkeys(c for c, _ in near) if c not in summed]
-        cands = [
-            Candidate(
-                key=str(c),
-                text=self.chunks[c][1],
-                keys=tuple(self.chunks[c][2] or ()),
-                segments=tuple((a, b, float(e @ qv)) for a, b, e in self.segments[c]),
+        ids += [c for c in dict.fromkeys(c for c, _ in near) if str(c) not in matched]
+        loaded = [
+            (
+                self.chunks[c],
+                [Segment(a, b, float(e @ qv)) for a, b, e in self.segments[c]],
             )
             for c in ids
         ]
-        ranked = rank_chunks(cands, weights, k=k, min_similarity=1.0 - RAW_MAX_DISTANCE)
-        hits = []
-        for r in ranked:
-            c = self.chunks[uuid.UUID(r.key)]
-            hits.append(
-                MemoryHit(
-                    "raw",
-                    c[1],
-                    session_id=str(c[3]),
-                    timestamp=c[6],
-                    start_seq=c[4],
-                    end_seq=c[5],
-                    chunk_id=r.key,
-                    score=r.similarity,
-                    terms_hit=len(r.terms),
-                    breadcrumbs=tuple(c[2] or ()),
-                    matched_terms=r.terms,
-                    rank=r.score,
-                    focus=r.focus,
-                    focus_scores=r.focus_scores,
-                )
-            )
-        return format_hits(query, "raw", hits)
+        return format_hits(query, "raw", rank_candidates(loaded, weights, k))
 
 
 def main(argv: list[str] | None = None) -> None:

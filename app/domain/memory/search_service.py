@@ -7,7 +7,7 @@ functions of `unified.py`.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -16,7 +16,7 @@ from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from app.domain.memory.chunk_repository import ChunkRepository
+from app.domain.memory.chunk_repository import ChunkRepository, Segment
 from app.domain.memory.ranking import Candidate, idf, rank_chunks, stem_term
 from app.domain.memory.render import format_hits
 from app.domain.memory.sketch_repository import SCRATCHPAD, SketchRepository
@@ -102,12 +102,9 @@ async def search_raw(
     vector (no embedder) the text side decides alone. An empty normalised query returns
     the most recent chunks."""
     repo = ChunkRepository(db)
-    terms = query_terms(query)
+    terms = search_terms(query)
     if not terms:
         return [raw_hit(r) for r in await repo.recent(user_id, session_id=session_id, limit=k)]
-    # English inflections share a stem, matched as a word prefix (`activit` finds
-    # activity and activities); text in other scripts is matched as written
-    terms = list(dict.fromkeys(stem_term(t) for t in terms))[:MAX_TERMS]
     vec: list[float] | None = None
     if llm is not None:
         try:
@@ -116,13 +113,8 @@ async def search_raw(
             log.info("memory.raw_vector_unavailable", error=str(exc))
     total, matches = await repo.term_matches(user_id, terms, session_id=session_id, cap=TERM_CAP)
     weights = {t: idf(len(ids), total) for t, ids in zip(terms, matches, strict=True) if ids}
-    # chunk ids as text here (thousands per query at a heavy user: str hashing is cheap)
-    summed: dict[str, float] = {}
-    for term, term_ids in zip(terms, matches, strict=True):
-        weight = weights.get(term, 0.0)
-        for chunk_id in term_ids:
-            summed[chunk_id] = summed.get(chunk_id, 0.0) + weight
-    ids = [uuid.UUID(c) for c in sorted(summed, key=lambda c: -summed[c])[:TEXT_CANDIDATES]]
+    top, matched = text_candidates(terms, matches, weights, TEXT_CANDIDATES)
+    ids = [uuid.UUID(c) for c in top]
     if vec is not None:
         near = await repo.nearest_segments(
             user_id,
@@ -131,9 +123,43 @@ async def search_raw(
             limit=VECTOR_CANDIDATES,
             exact=total <= EXACT_SCAN_CHUNKS,
         )
-        ids += [c for c in dict.fromkeys(cid for cid, _ in near) if str(c) not in summed]
+        ids += [c for c in dict.fromkeys(cid for cid, _ in near) if str(c) not in matched]
     order = {chunk_id: n for n, chunk_id in enumerate(ids)}
     loaded = sorted(await repo.load_candidates(user_id, ids, vec), key=lambda x: order[x[0].id])
+    return rank_candidates(loaded, weights, k)
+
+
+def search_terms(query: str) -> list[str]:
+    """The terms a raw search looks up: the query's content words, English inflections
+    reduced to a light stem matched as a word prefix (`activit` finds activity and
+    activities; other scripts are matched as written), at most `MAX_TERMS`."""
+    return list(dict.fromkeys(stem_term(t) for t in query_terms(query)))[:MAX_TERMS]
+
+
+def text_candidates(
+    terms: Sequence[str],
+    matches: Sequence[Sequence[str]],
+    weights: Mapping[str, float],
+    limit: int,
+) -> tuple[list[str], set[str]]:
+    """The text side's candidates: the `limit` chunk ids with the highest summed IDF of
+    the terms they hold, and every id that holds one. `matches[i]` holds the ids (as
+    text: thousands per query at a heavy user, and str hashing is cheap) of the chunks
+    containing `terms[i]`."""
+    summed: dict[str, float] = {}
+    for term, term_ids in zip(terms, matches, strict=True):
+        weight = weights.get(term, 0.0)
+        for chunk_id in term_ids:
+            summed[chunk_id] = summed.get(chunk_id, 0.0) + weight
+    return sorted(summed, key=lambda c: -summed[c])[:limit], set(summed)
+
+
+def rank_candidates(
+    loaded: Sequence[tuple[Any, Sequence[Segment]]], weights: Mapping[str, float], k: int
+) -> list[MemoryHit]:
+    """The `k` best of the loaded candidate chunks (rows with the `_CHUNK_COLUMNS`
+    attributes, and their segments' similarities), ranked by `ranking.rank_chunks`, as
+    raw hits."""
     rows = {str(r.id): r for r, _ in loaded}
     candidates = [
         Candidate(
