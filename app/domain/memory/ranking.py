@@ -294,11 +294,12 @@ def _with_context(row: list[float], weight: float) -> list[float]:
 
 def _score_lines(c: Candidate, weights: Mapping[str, float], wanted: Sequence[str]) -> _Lines:
     spans = line_spans(c.text)
+    starts = [a for a, _ in spans]
+    ends = [b for _, b in spans]
     # one scan of the text: the terms it holds and their counts per line (a match counts
     # in the line it starts in); the breadcrumbs are the line after the last
     tfs: dict[int, dict[str, int]] = {}
     if wanted:
-        starts = [a for a, _ in spans]
         for at, term in term_hits(c.text, wanted):
             line = bisect_right(starts, at) - 1
             if line >= 0 and at < spans[line][1]:
@@ -310,11 +311,9 @@ def _score_lines(c: Candidate, weights: Mapping[str, float], wanted: Sequence[st
     # lines from the first that ends after its start to the last that starts before its
     # end (a segment packs whole lines, or is a piece of one long line)
     vector: list[float | None] = [None] * len(spans)
-    ends = [b for _, b in spans]
-    starts_ = [a for a, _ in spans]
     for seg_start, seg_end, sim in c.segments:
         lo = bisect_right(ends, seg_start)
-        hi = bisect_left(starts_, seg_end)
+        hi = bisect_left(starts, seg_end)
         for i in range(lo, hi):
             got = vector[i]
             if got is None or sim > got:

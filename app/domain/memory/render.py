@@ -102,8 +102,13 @@ def _item(
             out.append(_INDENT + BEFORE_SUMMARY)
         if hit.breadcrumbs:
             out.append(f"{_INDENT}keys: {keys_shown(hit.breadcrumbs, terms)}")
-    out.extend(_INDENT + line if line.strip() else "" for line in body.splitlines())
+    out.extend(_indented(body))
     return out
+
+
+def _indented(body: str) -> list[str]:
+    """The lines of a hit's text under its provenance line (blank lines stay blank)."""
+    return [_INDENT + line if line.strip() else "" for line in body.splitlines()]
 
 
 def _raw_section(
@@ -135,7 +140,7 @@ def _raw_section(
             last_session = hit.session_id
         else:
             out.append(f"{number}. (continued)")
-            out.extend(_INDENT + line if line.strip() else "" for line in run.body.splitlines())
+            out.extend(_indented(run.body))
     others.extend(p for i, p in enumerate(scored) if i not in shown)
     for number, hit in sorted(others, key=lambda p: p[0]):
         out.extend(_item(number, hit, terms, hit_excerpt(hit, terms, text_chars)))

@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from app.domain.memory.ranking import line_spans
+
 ELLIPSIS = "…"
 _SNAP_WORD = 40  # how far a window edge moves to land on whitespace
 
@@ -156,8 +158,6 @@ def line_windows(
     on its own falls back to `best_window` inside that line. No usable focus: the head of
     `text`, cut at a word (as `best_window` does without a matching term).
     """
-    from app.domain.memory.ranking import line_spans
-
     if budget <= 0:
         return ""
     lines = line_spans(text)
@@ -249,8 +249,6 @@ def interleave_windows(
     a focus line whose window does not fit what is left of the budget is shown alone, or
     skipped; a line longer than `line_chars` is shown as its best window of that size.
     Consecutive picks from the same text form one `Run`."""
-    from app.domain.memory.ranking import line_spans
-
     spans = [line_spans(it.text) for it in items]
     entries: list[tuple[float, int, int, int]] = []
     for n, it in enumerate(items):
