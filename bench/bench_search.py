@@ -24,8 +24,9 @@ while the parameters stay the same — `--regenerate` forces it):
   half of the queries and a random vector for the rest.
 * **measured** after `freeze_startup_heap()` (as the service does once started), each
   query in its own transaction on warm caches: the unified search as
-  the API runs it (`UnifiedSearch.search`, scope `all`: facts + raw + sketches), raw
-  only (`search_raw`), and the naive way measured in the same run: the seed's chunk
+  the API runs it (`UnifiedSearch.search`, scope `all`: facts + sketches on a second
+  connection while raw runs on the request's), the same with every store on one
+  connection, raw only (`search_raw`), and the naive way measured in the same run: the seed's chunk
   search as a sequential scan (exact vector distance over the user's chunks, then
   `ILIKE` on their content — index scans disabled). p50/p95 and the ratio.
 """
@@ -411,7 +412,15 @@ async def measure(target: Target, queries: list[Query], naive_n: int) -> dict[st
     factory = session_factory(engine)
     llm = StubLLM()
     out: dict[str, list[float]] = {
-        k: [] for k in ("unified", "raw", "unified_heavy", "unified_vector", "unified_text")
+        k: []
+        for k in (
+            "unified",
+            "unified_1conn",
+            "raw",
+            "unified_heavy",
+            "unified_vector",
+            "unified_text",
+        )
     }
     hits = 0
     freeze_startup_heap()  # as the service does once started (app/lib/runtime.py)
@@ -421,16 +430,23 @@ async def measure(target: Target, queries: list[Query], naive_n: int) -> dict[st
                 llm.vector = q.vector
                 t0 = time.perf_counter()
                 async with transaction(factory) as db:
-                    res = await unified_search(db, llm, settings).search(  # type: ignore[arg-type]
+                    res = await unified_search(db, llm, settings, factory).search(  # type: ignore[arg-type]
                         q.text, user_id=q.user_id, scope="all", k=5
                     )
                 ms = (time.perf_counter() - t0) * 1000
+                t0 = time.perf_counter()
+                async with transaction(factory) as db:  # every store on the one connection
+                    await unified_search(db, llm, settings).search(  # type: ignore[arg-type]
+                        q.text, user_id=q.user_id, scope="all", k=5
+                    )
+                one_ms = (time.perf_counter() - t0) * 1000
                 t0 = time.perf_counter()
                 async with transaction(factory) as db:
                     await search_raw(db, llm, q.user_id, q.text, 5)  # type: ignore[arg-type]
                 raw_ms = (time.perf_counter() - t0) * 1000
                 if rnd == 1:
                     out["unified"].append(ms)
+                    out["unified_1conn"].append(one_ms)
                     out["raw"].append(raw_ms)
                     out[f"unified_{q.kind}"].append(ms)
                     if q.heavy:
@@ -532,7 +548,9 @@ def main(argv: list[str] | None = None) -> None:
             f"{stats['maintenance_work_mem']}; load {stats['load_s']} s; "
             f"queries with a raw hit {100 * res['raw_hits'][0]:.0f} %; unified p95 vector-side "
             f"{fmt_ms(Stats.of(res['unified_vector']).p95)} / text-side "
-            f"{fmt_ms(Stats.of(res['unified_text']).p95)} ms"
+            f"{fmt_ms(Stats.of(res['unified_text']).p95)} ms; unified on one connection (the "
+            f"stores one after the other) p50 {fmt_ms(Stats.of(res['unified_1conn']).p50)} / p95 "
+            f"{fmt_ms(Stats.of(res['unified_1conn']).p95)} ms"
             + (f"; migrated to head in {migrate_s:.0f} s first" if migrate_s > 5 else "")
         )
     if not rows:

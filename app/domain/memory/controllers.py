@@ -82,7 +82,7 @@ class MemorySearchController(Controller):
         current = _uuid(data.current_session_id, "current_session_id")
         for s in (sid, current):
             await _check_session(db, settings, principal, s)
-        result = await unified_search(db, state.llm, settings).search(
+        result = await unified_search(db, state.llm, settings, state.session_factory).search(
             data.query,
             user_id=principal.id,
             scope=data.scope,
@@ -111,7 +111,7 @@ class MemorySearchController(Controller):
             raise Unprocessable(f"query: at most {MAX_QUERY} characters")
         current = _uuid(data.session_id or request.headers.get(SESSION_HEADER), "session_id")
         await _check_session(db, settings, principal, current)
-        result = await unified_search(db, state.llm, settings).search(
+        result = await unified_search(db, state.llm, settings, state.session_factory).search(
             data.query, user_id=principal.id, scope=data.scope, k=data.k, current_session_id=current
         )
         return _result_out(result)

@@ -6,6 +6,7 @@ functions of `unified.py`.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from typing import Any, cast
 
 import structlog
 from sqlalchemy import Row
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.domain.memory.chunk_repository import ChunkRepository, Segment
@@ -209,22 +210,25 @@ async def search_sketches(
 class QueryEmbeddings:
     """The gateway with the embeddings of one search remembered: the facts store and the
     raw index embed the same query, the model runs once (a failure is remembered too,
-    so a down embedder costs one timeout, not one per store)."""
+    so a down embedder costs one timeout, not one per store). The stores may ask at the
+    same time (they run concurrently): the second waits for the first's answer."""
 
     def __init__(self, llm: LLMGateway) -> None:
         self._llm = llm
         self._done: dict[str, list[float] | LLMError] = {}
+        self._lock = asyncio.Lock()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._llm, name)
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        missing = [t for t in dict.fromkeys(texts) if t not in self._done]
-        if missing:
-            try:
-                self._done.update(zip(missing, await self._llm.embed(missing), strict=True))
-            except LLMError as exc:
-                self._done.update(dict.fromkeys(missing, exc))
+        async with self._lock:
+            missing = [t for t in dict.fromkeys(texts) if t not in self._done]
+            if missing:
+                try:
+                    self._done.update(zip(missing, await self._llm.embed(missing), strict=True))
+                except LLMError as exc:
+                    self._done.update(dict.fromkeys(missing, exc))
         out = []
         for t in texts:
             got = self._done[t]
@@ -238,6 +242,11 @@ class QueryEmbeddings:
 
 
 class UnifiedSearch:
+    """The stores searched for one query. With a `side_sessions` factory (the service's),
+    the facts and the sketches are read on a second connection while the raw index is
+    searched on the request's, so their database time overlaps the raw side's Python
+    (the search only reads: nothing is written on either connection)."""
+
     def __init__(
         self,
         db: AsyncSession,
@@ -246,12 +255,14 @@ class UnifiedSearch:
         *,
         facts: FactSearch | None = None,
         errors: ErrorSearch | None = None,
+        side_sessions: async_sessionmaker[AsyncSession] | None = None,
     ) -> None:
         self.db = db
         self.llm = llm
         self.settings = settings
         self.facts = facts
         self.errors = errors
+        self.side_sessions = side_sessions
 
     async def search(
         self,
@@ -267,17 +278,37 @@ class UnifiedSearch:
         scope_ = normalize_scope(scope)
         k_ = clamp_k(k)
         llm = cast(LLMGateway, QueryEmbeddings(self.llm)) if self.llm is not None else None
-        want = lambda s: scope_ in ("all", s)  # noqa: E731
-        facts: list[MemoryHit] = []
-        raws: list[MemoryHit] = []
-        sketches: list[MemoryHit] = []
+        want_raw = scope_ in ("all", "raw")
+
+        async def side(db: AsyncSession) -> tuple[list[MemoryHit], list[MemoryHit]]:
+            facts: list[MemoryHit] = []
+            sketches: list[MemoryHit] = []
+            if scope_ in ("all", "facts") and self.facts is not None:
+                facts = await self.facts(db, llm, user_id, query, k_)  # type: ignore[arg-type]
+            if scope_ in ("all", "sketches"):
+                sketches = await search_sketches(db, user_id, query, k_, current_session_id)
+            return facts, sketches
+
+        async def raw() -> list[MemoryHit]:
+            if not want_raw:
+                return []
+            return await search_raw(self.db, llm, user_id, query, k_, session_id=session_id)
+
+        if self.side_sessions is not None and want_raw and scope_ == "all":
+            # both run to the end before a failure is raised: the request's session is
+            # never rolled back under a raw search still using it
+            side_out, raw_out = await asyncio.gather(
+                self._on_side(side), raw(), return_exceptions=True
+            )
+            if isinstance(side_out, BaseException):
+                raise side_out
+            if isinstance(raw_out, BaseException):
+                raise raw_out
+            (facts, sketches), raws = side_out, raw_out
+        else:
+            facts, sketches = await side(self.db)
+            raws = await raw()
         errors: list[MemoryHit] = []
-        if want("facts") and self.facts is not None:
-            facts = await self.facts(self.db, llm, user_id, query, k_)  # type: ignore[arg-type]
-        if want("raw"):
-            raws = await search_raw(self.db, llm, user_id, query, k_, session_id=session_id)
-        if want("sketches"):
-            sketches = await search_sketches(self.db, user_id, query, k_, current_session_id)
         if scope_ == "errors" and self.errors is not None:  # only when asked for
             errors = await self.errors(self.db, llm, user_id, query, k_)  # type: ignore[arg-type]
         summary_at = None
@@ -289,3 +320,10 @@ class UnifiedSearch:
         hits = merge_tiered(facts, raws, sketches, errors)
         text = format_hits(query, scope_, hits, best_window_enabled=best_window)
         return SearchResult(query=query, scope=scope_, k=k_, hits=hits, text=text)
+
+    async def _on_side(
+        self, fn: Callable[[AsyncSession], Awaitable[tuple[list[MemoryHit], list[MemoryHit]]]]
+    ) -> tuple[list[MemoryHit], list[MemoryHit]]:
+        assert self.side_sessions is not None
+        async with self.side_sessions() as db:
+            return await fn(db)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.domain.error_memory.services import unified_error_search
@@ -17,7 +17,19 @@ def fact_search() -> FactSearch | None:
     return search_fact_hits
 
 
-def unified_search(db: AsyncSession, llm: LLMGateway | None, settings: Settings) -> UnifiedSearch:
+def unified_search(
+    db: AsyncSession,
+    llm: LLMGateway | None,
+    settings: Settings,
+    side_sessions: async_sessionmaker[AsyncSession] | None = None,
+) -> UnifiedSearch:
+    """`side_sessions`: the service's session factory, so the facts and sketches are
+    read on a second connection while the raw index is searched (scope `all`)."""
     return UnifiedSearch(
-        db, llm, settings, facts=fact_search(), errors=unified_error_search(settings)
+        db,
+        llm,
+        settings,
+        facts=fact_search(),
+        errors=unified_error_search(settings),
+        side_sessions=side_sessions,
     )

@@ -2,6 +2,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy import text
 
@@ -240,3 +241,41 @@ async def test_segments_find_evidence_late_in_a_chunk(client, engine, settings, 
     async with transaction(session_factory(engine)) as db:
         left = await db.execute(text("SELECT count(*) FROM memory_chunk_vectors"))
         assert left.scalar_one() == 0
+
+
+async def test_unified_search_reads_facts_on_a_side_connection(client, engine, settings) -> None:  # type: ignore[no-untyped-def]
+    """With the service's session factory, facts and sketches are read on a second
+    connection while the raw index is searched; a failure there is raised only once the
+    raw search is done, and the request's session is left usable."""
+    from app.domain.memory.search_service import UnifiedSearch
+    from app.domain.memory.unified import MemoryHit
+
+    sid = await _session(client)
+    await _index(engine, settings, "admin", sid)
+    factory = session_factory(engine)
+    seen: list[object] = []
+
+    async def facts(db, llm, user_id, query, limit):  # type: ignore[no-untyped-def]
+        seen.append(db)
+        pid = (await db.execute(text("select pg_backend_pid()"))).scalar()
+        return [MemoryHit(source_type="fact", text=f"backend: {pid}", key="backend")]
+
+    async def broken(db, llm, user_id, query, limit):  # type: ignore[no-untyped-def]
+        raise RuntimeError("facts store down")
+
+    async with transaction(factory) as db:
+        own_pid = (await db.execute(text("select pg_backend_pid()"))).scalar()
+        search = UnifiedSearch(db, None, settings, facts=facts, side_sessions=factory)
+        res = await search.search("nginx sites-enabled", user_id="admin")
+        assert seen and seen[0] is not db
+        kinds = [h.source_type for h in res.hits]
+        assert kinds[0] == "fact" and "raw" in kinds
+        assert res.hits[0].text != f"backend: {own_pid}"
+        # scope raw: no side connection is taken at all
+        seen.clear()
+        res = await search.search("nginx sites-enabled", user_id="admin", scope="raw")
+        assert not seen and {h.source_type for h in res.hits} == {"raw"}
+        failing = UnifiedSearch(db, None, settings, facts=broken, side_sessions=factory)
+        with pytest.raises(RuntimeError, match="facts store down"):
+            await failing.search("nginx sites-enabled", user_id="admin")
+        assert (await db.execute(text("select 1"))).scalar() == 1
