@@ -442,7 +442,7 @@ async def measure(target: Target, queries: list[Query], naive_n: int) -> dict[st
                 one_ms = (time.perf_counter() - t0) * 1000
                 t0 = time.perf_counter()
                 async with transaction(factory) as db:
-                    await search_raw(db, llm, q.user_id, q.text, 5)  # type: ignore[arg-type]
+                    await search_raw(db, llm, q.user_id, q.text, 5, side_sessions=factory)  # type: ignore[arg-type]
                 raw_ms = (time.perf_counter() - t0) * 1000
                 if rnd == 1:
                     out["unified"].append(ms)

@@ -162,6 +162,14 @@ class ChunkRepository:
             ],
         )
 
+    async def count_chunks(self, user_id: str, *, session_id: uuid.UUID | None) -> int:
+        """The number of the user's chunks (in `session_id` when given): the N of the
+        terms' IDF, and what decides between an exact and an HNSW segment lookup."""
+        stmt = select(func.count()).where(MemoryChunk.user_id == user_id)
+        if session_id is not None:
+            stmt = stmt.where(MemoryChunk.session_id == session_id)
+        return int((await self.session.execute(stmt)).scalar_one())
+
     async def term_matches(
         self,
         user_id: str,
@@ -169,10 +177,10 @@ class ChunkRepository:
         *,
         session_id: uuid.UUID | None,
         cap: int,
-    ) -> tuple[int, list[list[str]]]:
-        """The number of the user's chunks, and for each term the ids (as text) of (at
-        most `cap`) chunks whose text or breadcrumbs contain it — one GIN lookup per term,
-        in one round trip; a term found in `cap` chunks is at least that common.
+    ) -> list[list[str]]:
+        """For each term the ids (as text) of (at most `cap`) of the user's chunks whose
+        text or breadcrumbs contain it — one GIN lookup per term, in one round trip; a
+        term found in `cap` chunks is at least that common.
 
         The index's lexemes carry a key of their user (`CHUNK_USER_TSV`) and
         `navi_user_tsquery` puts the same key in the query's: a prefix term expands
@@ -184,6 +192,9 @@ class ChunkRepository:
         transaction: the index expression's high COST makes these lookups look
         expensive (an estimated ~30k per term), and JIT compilation (~14 ms) or a
         parallel gather would cost more than the millisecond the lookup takes."""
+        found: list[list[str]] = [[] for _ in terms]
+        if not terms:
+            return found
         await self.session.execute(
             text(
                 "SELECT set_config('jit', 'off', true),"
@@ -191,29 +202,22 @@ class ChunkRepository:
             )
         )
         scope = "user_id = :uid" + (" AND session_id = :sid" if session_id is not None else "")
-        parts = [
-            f"SELECT -1 AS term, NULL::text[] AS ids, count(*) AS n FROM memory_chunks WHERE {scope}"
-        ]
+        parts = []
         params: dict[str, Any] = {"uid": user_id, "cap": cap}
         if session_id is not None:
             params["sid"] = session_id
         for i, term in enumerate(terms):
             params[f"q{i}"] = term_tsquery(term)
             parts.append(
-                f"(SELECT {i}, array_agg(id::text), 0 FROM (SELECT id FROM (SELECT id, user_id, "
-                f"session_id FROM memory_chunks WHERE {CHUNK_USER_TSV} @@ "
+                f"(SELECT {i} AS term, array_agg(id::text) AS ids FROM (SELECT id FROM (SELECT "
+                f"id, user_id, session_id FROM memory_chunks WHERE {CHUNK_USER_TSV} @@ "
                 f"navi_user_tsquery(:uid, to_tsquery('simple', :q{i})) OFFSET 0) AS m "
                 f"WHERE {scope} LIMIT :cap) AS l{i})"
             )
-        rows = (await self.session.execute(text(" UNION ALL ".join(parts)), params)).all()
-        total = 0
-        found: list[list[str]] = [[] for _ in terms]
-        for term, chunk_ids, n in rows:
-            if term < 0:
-                total = int(n)
-            elif chunk_ids:
+        for term, chunk_ids in await self.session.execute(text(" UNION ALL ".join(parts)), params):
+            if chunk_ids:
                 found[term] = list(chunk_ids)
-        return total, found
+        return found
 
     async def nearest_segments(
         self,

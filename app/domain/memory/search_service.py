@@ -29,6 +29,7 @@ from app.domain.memory.unified import (
     normalize_scope,
     query_terms,
 )
+from app.lib.aio import both
 from app.llm.gateway import LLMError, LLMGateway
 
 log = structlog.get_logger()
@@ -94,6 +95,7 @@ async def search_raw(
     k: int,
     *,
     session_id: uuid.UUID | None = None,
+    side_sessions: async_sessionmaker[AsyncSession] | None = None,
 ) -> list[MemoryHit]:
     """Hybrid search of raw chunks, ranked by their best line (`ranking.rank_chunks`).
 
@@ -105,7 +107,12 @@ async def search_raw(
     the cutoff (None otherwise: automatic recall then judges the hit by its matched
     terms), `rank` the fused relevance, `focus` the lines to show. Without a query
     vector (no embedder) the text side decides alone. An empty normalised query returns
-    the most recent chunks."""
+    the most recent chunks.
+
+    With `side_sessions` (the service's session factory), a user with more than
+    `EXACT_SCAN_CHUNKS` chunks has the segment lookup (an HNSW walk) run on a second
+    connection while the term lookups run on `db`: the two are independent, and at the
+    heaviest users each takes a few milliseconds."""
     repo = ChunkRepository(db)
     terms = search_terms(query)
     if not terms:
@@ -116,22 +123,37 @@ async def search_raw(
             vec = await llm.embed_one(query.strip())
         except LLMError as exc:
             log.info("memory.raw_vector_unavailable", error=str(exc))
-    total, matches = await repo.term_matches(user_id, terms, session_id=session_id, cap=TERM_CAP)
+    total = await repo.count_chunks(user_id, session_id=session_id)
+    exact = total <= EXACT_SCAN_CHUNKS
+
+    async def nearest(on: ChunkRepository) -> list[tuple[uuid.UUID, float]]:
+        if vec is None:
+            return []
+        return await on.nearest_segments(
+            user_id, vec, session_id=session_id, limit=VECTOR_CANDIDATES, exact=exact
+        )
+
+    lookup = repo.term_matches(user_id, terms, session_id=session_id, cap=TERM_CAP)
+    if side_sessions is not None and vec is not None and not exact:
+        matches, near = await both(lookup, _on_side(side_sessions, nearest))
+    else:
+        matches = await lookup
+        near = await nearest(repo)
     weights = {t: idf(len(ids), total) for t, ids in zip(terms, matches, strict=True) if ids}
     top, matched = text_candidates(terms, matches, weights, TEXT_CANDIDATES)
     ids = [uuid.UUID(c) for c in top]
-    if vec is not None:
-        near = await repo.nearest_segments(
-            user_id,
-            vec,
-            session_id=session_id,
-            limit=VECTOR_CANDIDATES,
-            exact=total <= EXACT_SCAN_CHUNKS,
-        )
-        ids += [c for c in dict.fromkeys(cid for cid, _ in near) if str(c) not in matched]
+    ids += [c for c in dict.fromkeys(cid for cid, _ in near) if str(c) not in matched]
     order = {chunk_id: n for n, chunk_id in enumerate(ids)}
     loaded = sorted(await repo.load_candidates(user_id, ids, vec), key=lambda x: order[x[0].id])
     return rank_candidates(loaded, weights, k)
+
+
+async def _on_side(
+    sessions: async_sessionmaker[AsyncSession],
+    fn: Callable[[ChunkRepository], Awaitable[list[tuple[uuid.UUID, float]]]],
+) -> list[tuple[uuid.UUID, float]]:
+    async with sessions() as db:
+        return await fn(ChunkRepository(db))
 
 
 def search_terms(query: str) -> list[str]:
@@ -296,19 +318,18 @@ class UnifiedSearch:
         async def raw() -> list[MemoryHit]:
             if not want_raw:
                 return []
-            return await search_raw(self.db, llm, user_id, query, k_, session_id=session_id)
+            return await search_raw(
+                self.db,
+                llm,
+                user_id,
+                query,
+                k_,
+                session_id=session_id,
+                side_sessions=self.side_sessions,
+            )
 
         if self.side_sessions is not None and want_raw and scope_ == "all":
-            # both run to the end before a failure is raised: the request's session is
-            # never rolled back under a raw search still using it
-            side_out, raw_out = await asyncio.gather(
-                self._on_side(side), raw(), return_exceptions=True
-            )
-            if isinstance(side_out, BaseException):
-                raise side_out
-            if isinstance(raw_out, BaseException):
-                raise raw_out
-            (facts, sketches), raws = side_out, raw_out
+            (facts, sketches), raws = await both(self._on_side(side), raw())
         else:
             facts, sketches = await side(self.db)
             raws = await raw()

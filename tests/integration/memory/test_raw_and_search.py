@@ -279,3 +279,34 @@ async def test_unified_search_reads_facts_on_a_side_connection(client, engine, s
         with pytest.raises(RuntimeError, match="facts store down"):
             await failing.search("nginx sites-enabled", user_id="admin")
         assert (await db.execute(text("select 1"))).scalar() == 1
+
+
+async def test_search_raw_segment_lookup_on_a_side_connection(
+    client, engine, settings, ollama, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """Past `EXACT_SCAN_CHUNKS` (here 0), the segment lookup runs on a second connection
+    while the term lookups run on the first: same hits as one connection gives."""
+    import app.domain.memory.search_service as search_service
+
+    sid = await _session(client)
+    await _index(engine, settings, "admin", sid)
+    monkeypatch.setattr(search_service, "EXACT_SCAN_CHUNKS", 0)
+    factory = session_factory(engine)
+    taken: list[object] = []
+
+    def counting_factory():  # type: ignore[no-untyped-def]
+        taken.append(factory())
+        return taken[-1]
+
+    llm = build_gateway(settings)
+    try:
+        query = "nginx config sites-enabled navi.conf server listens"
+        async with transaction(factory) as db:
+            alone = await search_raw(db, llm, "admin", query, 5)
+            side = await search_raw(db, llm, "admin", query, 5, side_sessions=counting_factory)  # type: ignore[arg-type]
+        assert len(taken) == 1
+        assert alone and [(h.chunk_id, h.focus) for h in side] == [
+            (h.chunk_id, h.focus) for h in alone
+        ]
+    finally:
+        await llm.aclose()
