@@ -11,7 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import Row, Select, String, bindparam, func, select, text
+from sqlalchemy import Row, Select, String, bindparam, func, select, text, true
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement, TextClause
@@ -54,34 +54,36 @@ class Segment:
 
 @lru_cache(maxsize=1)
 def _candidate_statements() -> tuple[Select[Any], Select[Any]]:
-    """`load_candidates`' two reads, built once (parameters `uid`, `ids`, `query`):
-    constructing the fenced subqueries cost ~2 ms of Python per search."""
+    """`load_candidates`' read, built once (parameters `uid`, `ids`, `query`), without
+    and with the segments' distances to the query (per chunk, one array each of their
+    starts, ends and distances: one round trip for both): constructing the fenced
+    subqueries cost ~2 ms of Python per search."""
     by_id = (
         select(*_CHUNK_COLUMNS, MemoryChunk.user_id)
         .where(MemoryChunk.id.in_(bindparam("ids", expanding=True)))
         .offset(0)
         .subquery("by_id")
     )
-    chunks = select(*(by_id.c[c.key] for c in _CHUNK_COLUMNS)).where(
-        by_id.c.user_id == bindparam("uid", type_=String)
-    )
+    columns = [by_id.c[c.key] for c in _CHUNK_COLUMNS]
+    uid = bindparam("uid", type_=String)
+    chunks = select(*columns).where(by_id.c.user_id == uid)
     distance = MemoryChunkVector.embedding.cosine_distance(bindparam("query", type_=Vector()))
+    # the aggregates of one group read its rows in the same order: the arrays line up
     segs = (
         select(
-            MemoryChunkVector.chunk_id,
-            MemoryChunkVector.start_char,
-            MemoryChunkVector.end_char,
-            distance.label("distance"),
-            MemoryChunkVector.user_id,
+            func.array_agg(MemoryChunkVector.start_char).label("seg_starts"),
+            func.array_agg(MemoryChunkVector.end_char).label("seg_ends"),
+            func.array_agg(distance).label("seg_distances"),
         )
-        .where(MemoryChunkVector.chunk_id.in_(bindparam("ids", expanding=True)))
-        .offset(0)
-        .subquery("segs")
+        .where(MemoryChunkVector.chunk_id == by_id.c.id, MemoryChunkVector.user_id == uid)
+        .lateral("segs")
     )
-    segments = select(segs.c.chunk_id, segs.c.start_char, segs.c.end_char, segs.c.distance).where(
-        segs.c.user_id == bindparam("uid", type_=String)
+    with_segments = (
+        select(*columns, segs.c.seg_starts, segs.c.seg_ends, segs.c.seg_distances)
+        .select_from(by_id.join(segs, true()))
+        .where(by_id.c.user_id == uid)
     )
-    return chunks, segments
+    return chunks, with_segments
 
 
 class ChunkRepository:
@@ -162,13 +164,26 @@ class ChunkRepository:
             ],
         )
 
-    async def count_chunks(self, user_id: str, *, session_id: uuid.UUID | None) -> int:
-        """The number of the user's chunks (in `session_id` when given): the N of the
-        terms' IDF, and what decides between an exact and an HNSW segment lookup."""
-        stmt = select(func.count()).where(MemoryChunk.user_id == user_id)
+    async def begin_search(self, user_id: str, *, session_id: uuid.UUID | None) -> int:
+        """Settle the transaction's planner settings for a raw search and return the
+        number of the user's chunks (in `session_id` when given): the N of the terms'
+        IDF, and what decides between an exact and an HNSW segment lookup. One round
+        trip.
+
+        JIT and parallel workers are turned off for the transaction: the text index
+        expression's high COST makes `term_matches`' lookups look expensive (an
+        estimated ~30k per term), and JIT compilation (~14 ms) or a parallel gather
+        would cost more than the millisecond a lookup takes."""
+        scope = "user_id = :uid" + (" AND session_id = :sid" if session_id is not None else "")
+        params: dict[str, Any] = {"uid": user_id}
         if session_id is not None:
-            stmt = stmt.where(MemoryChunk.session_id == session_id)
-        return int((await self.session.execute(stmt)).scalar_one())
+            params["sid"] = session_id
+        stmt = text(
+            "SELECT set_config('jit', 'off', true),"
+            " set_config('max_parallel_workers_per_gather', '0', true),"
+            f" (SELECT count(*) FROM memory_chunks WHERE {scope})"
+        )
+        return int((await self.session.execute(stmt, params)).one()[2])
 
     async def term_matches(
         self,
@@ -188,19 +203,10 @@ class ChunkRepository:
         Each lookup is fenced (`OFFSET 0`) from the user filter, so the planner does not
         intersect it with the user's whole btree range (10k entries per term for the
         heaviest user: the key already selects the user's chunks); the filter then
-        drops a colliding key's rows. JIT and parallel workers are off for the
-        transaction: the index expression's high COST makes these lookups look
-        expensive (an estimated ~30k per term), and JIT compilation (~14 ms) or a
-        parallel gather would cost more than the millisecond the lookup takes."""
+        drops a colliding key's rows. Run after `begin_search` (its planner settings)."""
         found: list[list[str]] = [[] for _ in terms]
         if not terms:
             return found
-        await self.session.execute(
-            text(
-                "SELECT set_config('jit', 'off', true),"
-                " set_config('max_parallel_workers_per_gather', '0', true)"
-            )
-        )
         scope = "user_id = :uid" + (" AND session_id = :sid" if session_id is not None else "")
         parts = []
         params: dict[str, Any] = {"uid": user_id, "cap": cap}
@@ -264,21 +270,31 @@ class ChunkRepository:
         """The user's chunks `ids` with every segment's similarity to the query (none
         without a query vector).
 
-        Both reads find the rows by primary key, fenced (`OFFSET 0`) from the user filter
+        The chunks are found by primary key, fenced (`OFFSET 0`) from the user filter
         applied after: otherwise the planner intersects the few keys with the user's
         whole `(user_id, …)` btree range (62k entries at the benchmark's heaviest user:
-        4.5 ms of a 6 ms read)."""
+        4.5 ms of a 6 ms read); each chunk's segments by theirs (`chunk_id, part`)."""
         if not ids:
             return []
-        chunks_stmt, segments_stmt = _candidate_statements()
+        chunks_stmt, with_segments = _candidate_statements()
         params: dict[str, Any] = {"uid": user_id, "ids": list(ids)}
-        rows: list[Any] = list((await self.session.execute(chunks_stmt, params)).all())
-        segments: dict[uuid.UUID, list[Segment]] = {r.id: [] for r in rows}
-        if query_embedding is not None and rows:
-            params = {"uid": user_id, "ids": list(segments), "query": query_embedding}
-            for chunk_id, start, end, dist in await self.session.execute(segments_stmt, params):
-                segments[chunk_id].append(Segment(start, end, 1.0 - float(dist)))
-        return [(r, segments[r.id]) for r in rows]
+        if query_embedding is None:
+            rows = (await self.session.execute(chunks_stmt, params)).all()
+            return [(r, []) for r in rows]
+        params["query"] = query_embedding
+        rows = (await self.session.execute(with_segments, params)).all()
+        return [
+            (
+                r,
+                [
+                    Segment(start, end, 1.0 - float(dist))
+                    for start, end, dist in zip(
+                        r.seg_starts or (), r.seg_ends or (), r.seg_distances or (), strict=True
+                    )
+                ],
+            )
+            for r in rows
+        ]
 
     async def recent(
         self, user_id: str, *, session_id: uuid.UUID | None, limit: int

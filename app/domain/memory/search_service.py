@@ -123,7 +123,7 @@ async def search_raw(
             vec = await llm.embed_one(query.strip())
         except LLMError as exc:
             log.info("memory.raw_vector_unavailable", error=str(exc))
-    total = await repo.count_chunks(user_id, session_id=session_id)
+    total = await repo.begin_search(user_id, session_id=session_id)
     exact = total <= EXACT_SCAN_CHUNKS
 
     async def nearest(on: ChunkRepository) -> list[tuple[uuid.UUID, float]]:

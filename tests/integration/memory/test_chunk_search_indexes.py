@@ -51,8 +51,8 @@ async def test_term_matches_is_scoped_to_the_user(engine) -> None:  # type: igno
 
         repo = ChunkRepository(db)
         terms = ["kato", "conf", "ab", "приве", "2291", "deploy", "zzz"]
+        assert await repo.begin_search("alice", session_id=None) == 3
         found = await repo.term_matches("alice", terms, session_id=None, cap=10)
-        assert await repo.count_chunks("alice", session_id=None) == 3
         got = dict(zip(terms, (set(f) for f in found), strict=True))
         assert got["kato"] == {a[0]}  # a prefix, and never bob's chunk
         assert got["conf"] == {a[0]}  # punctuation splits the path
@@ -62,7 +62,7 @@ async def test_term_matches_is_scoped_to_the_user(engine) -> None:  # type: igno
         assert got["zzz"] == set()
 
         found = await repo.term_matches("bob", ["kato", "ab"], session_id=None, cap=10)
-        assert await repo.count_chunks("bob", session_id=None) == 1 and found == [b, b]
+        assert await repo.begin_search("bob", session_id=None) == 1 and found == [b, b]
         # the cap bounds the ids read per term
         found = await repo.term_matches("alice", ["2291"], session_id=None, cap=2)
         assert len(found[0]) == 2
