@@ -73,6 +73,9 @@ async def test_typo_tolerance_follows_pg_trgm(
     ollama.fail("refuse")
     hits = (await client.get("/memory/facts/search", params={"q": "neovm"})).json()["items"]
     assert [h["key"] for h in hits] == (["editor"] if _has_trgm(db_url) else [])
+    # a misspelt key too (key and value are matched as one text)
+    hits = (await client.get("/memory/facts/search", params={"q": "editr"})).json()["items"]
+    assert [h["key"] for h in hits] == (["editor"] if _has_trgm(db_url) else [])
     exact = (await client.get("/memory/facts/search", params={"q": "NEOVIM"})).json()["items"]
     assert [h["key"] for h in exact] == ["editor"]
 
