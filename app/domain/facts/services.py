@@ -243,11 +243,13 @@ class FactService:
         *,
         all_users: bool = False,
         query_vector: Sequence[float] | None | msgspec.UnsetType = msgspec.UNSET,
+        typo_tolerant: bool = True,
     ) -> SearchResult:
         """Vector search first (cosine distance < 0.3, live rows); when it finds nothing
         or no query vector can be had, word search over category, key and value.
         `user_id=None` searches every user and needs `all_users=True` (the caller has
-        checked `navi.memory.read_all`)."""
+        checked `navi.memory.read_all`). `typo_tolerant`: a user's word search also
+        matches similar words (pg_trgm, when installed); off, words match as typed."""
         if user_id is None and not all_users:
             raise Forbidden("searching every user's memory needs navi.memory.read_all")
         if not query or not query.strip():
@@ -270,7 +272,7 @@ class FactService:
         # Typo-tolerant matching (pg_trgm `%>`) only within one user's facts: across every
         # user a short word is "similar" to a great many values (plain ILIKE there, which
         # the trigram indexes still serve).
-        trigram = user_id is not None and await self.search.has_pg_trgm()
+        trigram = typo_tolerant and user_id is not None and await self.search.has_pg_trgm()
         rows = await self.search.text_search(
             user_id, words, limit=limit, all_users=all_users, trigram=trigram
         )

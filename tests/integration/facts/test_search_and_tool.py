@@ -182,3 +182,24 @@ async def test_fact_hits_for_the_unified_search(
         ("fact", "editor: neovim", "preferences")
     ]
     assert hits[0].score is not None and hits[0].score > 0.99
+
+
+async def test_unified_search_matches_fact_words_as_written(
+    client: AsyncTestClient, ollama: FakeOllama, factory, llm, db_url: str
+) -> None:  # type: ignore[no-untyped-def]
+    """memory_search's facts leg (the model's queries) matches words as written; the
+    typo-tolerant match stays on GET /memory/facts/search (people's queries)."""
+    from app.domain.facts.memory_hits import search_fact_hits
+
+    await _save(client, category="preferences", key="editor", value="neovim")
+    ollama.fail("refuse")  # no vectors: the word search decides
+    try:
+        async with factory() as db:
+            assert [h.key for h in await search_fact_hits(db, llm, "admin", "neovim", 5)] == [
+                "editor"
+            ]
+            assert await search_fact_hits(db, llm, "admin", "neovm", 5) == []
+        typed = (await client.get("/memory/facts/search", params={"q": "neovm"})).json()["items"]
+        assert [h["key"] for h in typed] == (["editor"] if _has_trgm(db_url) else [])
+    finally:
+        ollama.recover()
