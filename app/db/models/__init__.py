@@ -3,6 +3,7 @@
 from app.db.models.history import ErrorMemory, MessageEmbedding, RollingSummary
 from app.db.models.memory import (
     MemoryChunk,
+    MemoryChunkCount,
     MemoryChunkVector,
     MemoryFact,
     MemorySummary,
@@ -16,6 +17,7 @@ __all__ = [
     "ApiToken",
     "ErrorMemory",
     "MemoryChunk",
+    "MemoryChunkCount",
     "MemoryChunkVector",
     "MemoryFact",
     "MemorySummary",

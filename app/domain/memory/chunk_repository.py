@@ -166,22 +166,25 @@ class ChunkRepository:
 
     async def begin_search(self, user_id: str, *, session_id: uuid.UUID | None) -> int:
         """Settle the transaction's planner settings for a raw search and return the
-        number of the user's chunks (in `session_id` when given): the N of the terms'
-        IDF, and what decides between an exact and an HNSW segment lookup. One round
-        trip.
+        number of the user's chunks (in `session_id` when given: counted; else read from
+        `memory_chunk_counts`): the N of the terms' IDF, and what decides between an
+        exact and an HNSW segment lookup. One round trip.
 
         JIT and parallel workers are turned off for the transaction: the text index
         expression's high COST makes `term_matches`' lookups look expensive (an
         estimated ~30k per term), and JIT compilation (~14 ms) or a parallel gather
         would cost more than the millisecond a lookup takes."""
-        scope = "user_id = :uid" + (" AND session_id = :sid" if session_id is not None else "")
         params: dict[str, Any] = {"uid": user_id}
-        if session_id is not None:
+        if session_id is None:  # kept per user by triggers (`MemoryChunkCount`)
+            count = "coalesce((SELECT chunks FROM memory_chunk_counts WHERE user_id = :uid), 0)"
+        else:
             params["sid"] = session_id
+            count = (
+                "(SELECT count(*) FROM memory_chunks WHERE user_id = :uid AND session_id = :sid)"
+            )
         stmt = text(
             "SELECT set_config('jit', 'off', true),"
-            " set_config('max_parallel_workers_per_gather', '0', true),"
-            f" (SELECT count(*) FROM memory_chunks WHERE {scope})"
+            f" set_config('max_parallel_workers_per_gather', '0', true), {count}"
         )
         return int((await self.session.execute(stmt, params)).one()[2])
 

@@ -146,3 +146,40 @@ async def test_nearest_segments_walk_the_users_bucket_graph(engine) -> None:  # 
             ).scalars()
         )
         assert f"ix_memory_chunk_vectors_hnsw_b{user_bucket('alice'):02d}" in plan
+
+
+async def test_chunk_counts_follow_inserts_and_deletes(engine) -> None:  # type: ignore[no-untyped-def]
+    """`memory_chunk_counts` (kept by triggers, migration e7c2a4f9b1d3) always equals a
+    count of the user's chunks: after inserts, a session's delete, a user's cascade."""
+
+    async def counts(db) -> tuple[dict[str, int], dict[str, int]]:  # type: ignore[no-untyped-def]
+        kept = dict(
+            (await db.execute(text("SELECT user_id, chunks FROM memory_chunk_counts"))).all()
+        )
+        real = dict(
+            (
+                await db.execute(
+                    text(
+                        "SELECT user_id, count(*) FROM memory_chunks WHERE user_id IS NOT NULL"
+                        " GROUP BY user_id"
+                    )
+                )
+            ).all()
+        )
+        return {u: n for u, n in kept.items() if n}, real
+
+    async with transaction(session_factory(engine)) as db:
+        for uid in ("carol", "dave"):
+            await db.execute(text("INSERT INTO navi_users (id, name) VALUES (:u, :u)"), {"u": uid})
+        await _store(db, "carol", ["User: one", "User: two", "User: three"])
+        gone = await _store(db, "carol", ["User: four"])
+        await _store(db, "dave", ["User: five", "User: six"])
+        await _store(db, None, ["User: nobody's"])
+        kept, real = await counts(db)
+        assert kept == real and kept["carol"] == 4 and kept["dave"] == 2
+        assert await ChunkRepository(db).begin_search("carol", session_id=None) == 4
+        await db.execute(text("DELETE FROM memory_chunks WHERE id = :i"), {"i": uuid.UUID(gone[0])})
+        await db.execute(text("DELETE FROM navi_users WHERE id = 'dave'"))  # cascades
+        kept, real = await counts(db)
+        assert kept == real and kept["carol"] == 3 and "dave" not in kept
+        assert await ChunkRepository(db).begin_search("dave", session_id=None) == 0
