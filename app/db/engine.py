@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from sqlalchemy.ext.asyncio import (
@@ -19,6 +19,8 @@ from sqlalchemy.ext.asyncio import (
 from app.config import Settings
 
 log = structlog.get_logger()
+
+T = TypeVar("T")
 
 _embedded: dict[str, Any] = {}
 
@@ -78,3 +80,12 @@ async def transaction(factory: async_sessionmaker[AsyncSession]) -> AsyncIterato
         except BaseException:
             await session.rollback()
             raise
+
+
+async def in_own_session(
+    factory: async_sessionmaker[AsyncSession], fn: Callable[[AsyncSession], Awaitable[T]]
+) -> T:
+    """`fn` on a session of its own (its own pooled connection), closed after — for a
+    read run side by side with the caller's session. Nothing is committed."""
+    async with factory() as db:
+        return await fn(db)

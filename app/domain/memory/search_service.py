@@ -17,6 +17,7 @@ from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
+from app.db.engine import in_own_session
 from app.domain.memory.chunk_repository import ChunkRepository, Segment
 from app.domain.memory.ranking import Candidate, idf, rank_chunks, stem_term
 from app.domain.memory.render import format_hits
@@ -139,7 +140,8 @@ async def search_raw(
 
     lookup = repo.term_matches(user_id, terms, session_id=session_id, cap=TERM_CAP)
     if side_sessions is not None and vec is not None and not exact:
-        matches, near = await both(lookup, _on_side(side_sessions, nearest))
+        near_side = in_own_session(side_sessions, lambda db: nearest(ChunkRepository(db)))
+        matches, near = await both(lookup, near_side)
     else:
         matches = await lookup
         near = await nearest(repo)
@@ -150,14 +152,6 @@ async def search_raw(
     order = {chunk_id: n for n, chunk_id in enumerate(ids)}
     loaded = sorted(await repo.load_candidates(user_id, ids, vec), key=lambda x: order[x[0].id])
     return rank_candidates(loaded, weights, k)
-
-
-async def _on_side(
-    sessions: async_sessionmaker[AsyncSession],
-    fn: Callable[[ChunkRepository], Awaitable[list[tuple[uuid.UUID, float]]]],
-) -> list[tuple[uuid.UUID, float]]:
-    async with sessions() as db:
-        return await fn(ChunkRepository(db))
 
 
 def search_terms(query: str) -> list[str]:
@@ -336,7 +330,7 @@ class UnifiedSearch:
             )
 
         if self.side_sessions is not None and want_raw and scope_ == "all":
-            (facts, sketches), raws = await both(self._on_side(side), raw())
+            (facts, sketches), raws = await both(in_own_session(self.side_sessions, side), raw())
         else:
             facts, sketches = await side(self.db)
             raws = await raw()
@@ -352,10 +346,3 @@ class UnifiedSearch:
         hits = merge_tiered(facts, raws, sketches, errors)
         text = format_hits(query, scope_, hits, best_window_enabled=best_window)
         return SearchResult(query=query, scope=scope_, k=k_, hits=hits, text=text)
-
-    async def _on_side(
-        self, fn: Callable[[AsyncSession], Awaitable[tuple[list[MemoryHit], list[MemoryHit]]]]
-    ) -> tuple[list[MemoryHit], list[MemoryHit]]:
-        assert self.side_sessions is not None
-        async with self.side_sessions() as db:
-            return await fn(db)
