@@ -25,14 +25,12 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from app.domain.memory.stopwords import STOPWORDS
-from app.domain.memory.window import best_window
 
 __all__ = [
     "DEFAULT_K",
     "MAX_K",
     "SCOPES",
     "MemoryHit",
-    "best_window",
     "clamp_k",
     "mark_freshness",
     "merge_tiered",

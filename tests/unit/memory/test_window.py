@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 from app.domain.memory.render import format_hits, head_excerpt
-from app.domain.memory.unified import MemoryHit, best_window
-from app.domain.memory.window import term_occurrences
+from app.domain.memory.unified import MemoryHit
+from app.domain.memory.window import best_window, term_occurrences
 
 
 def filler_lines(n_chars: int, seed: str = "talk") -> str:
