@@ -183,3 +183,55 @@ async def test_chunk_counts_follow_inserts_and_deletes(engine) -> None:  # type:
         kept, real = await counts(db)
         assert kept == real and kept["carol"] == 3 and "dave" not in kept
         assert await ChunkRepository(db).begin_search("dave", session_id=None) == 0
+
+
+async def test_candidates_are_the_users_and_plans_stay_custom(engine) -> None:  # type: ignore[no-untyped-def]
+    """`load_candidates` returns only the user's chunks, each with its own segments (found
+    by the chunk's key alone), and `begin_search` turns generic plans off for the
+    transaction: psycopg prepares a statement run five times on one connection, and a
+    plan made for any user read the heaviest user's whole segment range per chunk."""
+    async with transaction(session_factory(engine)) as db:
+        for uid in ("erin", "frank"):
+            await db.execute(text("INSERT INTO navi_users (id, name) VALUES (:u, :u)"), {"u": uid})
+        repo = ChunkRepository(db)
+        dim = (
+            await db.execute(
+                text(
+                    "SELECT atttypmod FROM pg_attribute WHERE attname = 'embedding' "
+                    "AND attrelid = 'memory_chunk_vectors'::regclass"
+                )
+            )
+        ).scalar_one()
+        vec = [1.0] + [0.0] * (dim - 1)
+        far = [0.0, 1.0] + [0.0] * (dim - 2)
+        sid = uuid.uuid4()
+        mine = _chunk("User: erin's chunk\nAssistant: two lines", 0)
+        theirs = _chunk("User: frank's chunk", 1)
+        await repo.add_chunks("erin", sid, [mine], [None], [[(0, 18, vec), (19, 39, far)]])
+        await repo.add_chunks("frank", uuid.uuid4(), [theirs], [None], [[(0, 19, vec)]])
+        ids = {
+            c: i for c, i in (await db.execute(text("SELECT content, id FROM memory_chunks"))).all()
+        }
+        assert await repo.begin_search("erin", session_id=None) == 1
+        settings = (
+            await db.execute(
+                text(
+                    "SELECT current_setting('plan_cache_mode'), current_setting('jit'),"
+                    " current_setting('max_parallel_workers_per_gather')"
+                )
+            )
+        ).one()
+        assert tuple(settings) == ("force_custom_plan", "off", "0")
+        for _ in range(7):  # past psycopg's prepare threshold: the same answer
+            got = await repo.load_candidates("erin", list(ids.values()), vec)
+            assert [r.content for r, _ in got] == [mine.content]
+            assert sorted((s.start, s.end, round(s.similarity, 3)) for s in got[0][1]) == [
+                (0, 18, 1.0),
+                (19, 39, 0.0),
+            ]
+        # frank's own chunk, asked for by erin, is not returned
+        assert await repo.load_candidates("erin", [ids[theirs.content]], vec) == []
+    # outside the search's transaction the server's defaults are back
+    async with transaction(session_factory(engine)) as db:
+        mode = (await db.execute(text("SELECT current_setting('plan_cache_mode')"))).scalar_one()
+        assert mode == "auto"
