@@ -7,8 +7,8 @@ from app.domain.memory.render import format_hits
 from app.domain.memory.unified import MemoryHit
 from app.domain.memory.window import GAP, Focused, interleave_windows
 
-A = "User: a0 intro\nAssistant: a1 the port is 8099\nUser: a2 thanks\nAssistant: a3 later the host\nUser: a4 bye"
-B = "User: b0 hello\nAssistant: b1 the nginx config\nUser: b2 ok"
+A = "User: a0 intro, who is it?\nAssistant: a1 is the port 8099?\nUser: a2 thanks, and the host?\nAssistant: a3 later the host?\nUser: a4 bye"
+B = "User: b0 hello\nAssistant: b1 the nginx config?\nUser: b2 ok"
 
 
 def focus(text: str, *numbers: int) -> list[tuple[int, int]]:
@@ -20,9 +20,9 @@ def test_best_lines_of_all_texts_come_first() -> None:
     items = [Focused(A, focus(A, 1, 3), (0.9, 0.4)), Focused(B, focus(B, 1), (0.7,))]
     runs = interleave_windows(items, 10_000)
     assert [(r.item, r.first) for r in runs] == [(0, True), (1, True), (0, False)]
-    assert runs[0].body == "Assistant: a1 the port is 8099\nUser: a2 thanks"
-    assert runs[1].body == "Assistant: b1 the nginx config\nUser: b2 ok"
-    assert runs[2].body == "Assistant: a3 later the host\nUser: a4 bye"
+    assert runs[0].body == "Assistant: a1 is the port 8099?\nUser: a2 thanks, and the host?"
+    assert runs[1].body == "Assistant: b1 the nginx config?\nUser: b2 ok"
+    assert runs[2].body == "Assistant: a3 later the host?\nUser: a4 bye"
 
 
 def test_same_text_picks_join_with_a_gap_and_lines_are_not_repeated() -> None:
@@ -30,26 +30,26 @@ def test_same_text_picks_join_with_a_gap_and_lines_are_not_repeated() -> None:
     runs = interleave_windows([Focused(A, focus(A, 1, 2, 4), (0.9, 0.8, 0.7))], 10_000)
     assert len(runs) == 1
     assert runs[0].body.split("\n") == [
-        "Assistant: a1 the port is 8099",
-        "User: a2 thanks",
-        "Assistant: a3 later the host",
+        "Assistant: a1 is the port 8099?",
+        "User: a2 thanks, and the host?",
+        "Assistant: a3 later the host?",
         "User: a4 bye",
     ]
     runs = interleave_windows([Focused(A, focus(A, 3, 0), (0.9, 0.5))], 10_000)
     assert runs[0].body.split("\n") == [
-        "Assistant: a3 later the host",
+        "Assistant: a3 later the host?",
         "User: a4 bye",
         GAP,
-        "User: a0 intro",
-        "Assistant: a1 the port is 8099",
+        "User: a0 intro, who is it?",
+        "Assistant: a1 is the port 8099?",
     ]
 
 
 def test_budget_drops_the_neighbour_then_the_line() -> None:
     items = [Focused(A, focus(A, 1, 3), (0.9, 0.4))]
-    only_line = len("Assistant: a1 the port is 8099") + 1
+    only_line = len("Assistant: a1 is the port 8099?") + 1
     runs = interleave_windows(items, only_line)
-    assert [r.body for r in runs] == ["Assistant: a1 the port is 8099"]
+    assert [r.body for r in runs] == ["Assistant: a1 is the port 8099?"]
     assert interleave_windows(items, 5) == []
 
 
@@ -85,9 +85,27 @@ def test_format_hits_interleaves_ranked_raw_hits() -> None:
     ]
     out = format_hits("port nginx host", "raw", hits).split("\n")
     assert out[2] == "1. raw · session s1 · turns 0–4"
-    assert out[3:5] == ["   Assistant: a1 the port is 8099", "   User: a2 thanks"]
+    assert out[3:5] == ["   Assistant: a1 is the port 8099?", "   User: a2 thanks, and the host?"]
     assert out[5] == "2. raw · same session · turns 10–14"  # the hit before is from s1 too
-    assert out[6] == "   Assistant: b1 the nginx config"
+    assert out[6] == "   Assistant: b1 the nginx config?"
     assert "1. (continued)" in out
     assert out.index("1. (continued)") > 5
-    assert "Assistant: a3 later the host" in out[out.index("1. (continued)") + 1]
+    assert "Assistant: a3 later the host?" in out[out.index("1. (continued)") + 1]
+
+
+def test_the_next_line_comes_only_when_it_answers() -> None:
+    chat = (
+        "User: c0 the port is 8099\nAssistant: c1 noted\n"
+        "User: c2 which port for nginx?\nAssistant: c3 8080\n"
+        "Assistant: c4 checking the nginx port\nTool result (shell): c5 listen 8080;\nUser: c6 ok"
+    )
+    spans = line_spans(chat)
+    runs = interleave_windows([Focused(chat, [spans[0], spans[2], spans[4]], (0.9, 0.8, 0.7))])
+    assert runs[0].body.split("\n") == [
+        "User: c0 the port is 8099",  # a statement: its reply is not shown
+        GAP,
+        "User: c2 which port for nginx?",  # a question: its answer is
+        "Assistant: c3 8080",
+        "Assistant: c4 checking the nginx port",  # a tool call: its result is
+        "Tool result (shell): c5 listen 8080;",
+    ]
