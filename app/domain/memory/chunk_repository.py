@@ -7,11 +7,9 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
 from typing import Any
 
-from pgvector.sqlalchemy import Vector
-from sqlalchemy import Row, Select, String, bindparam, func, select, text, true
+from sqlalchemy import Row, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement, TextClause
@@ -19,6 +17,7 @@ from sqlalchemy.sql.elements import ColumnElement, TextClause
 from app.db.models import MemoryChunk, MemoryChunkVector, Message
 from app.db.models.memory import CHUNK_USER_TSV, SEGMENT_BUCKETS
 from app.domain.memory.chunks import RawChunk
+from app.domain.memory.embedding_repository import vector_literal
 from app.domain.memory.ranking import PREFIX_MIN
 
 _CHUNK_COLUMNS = (
@@ -52,43 +51,34 @@ class Segment:
     similarity: float
 
 
-@lru_cache(maxsize=1)
-def _candidate_statements() -> tuple[Select[Any], Select[Any]]:
-    """`load_candidates`' read, built once (parameters `uid`, `ids`, `query`), without
-    and with the segments' distances to the query (per chunk, one array each of their
-    starts, ends and distances: one round trip for both): constructing the fenced
-    subqueries cost ~2 ms of Python per search."""
-    by_id = (
-        select(*_CHUNK_COLUMNS, MemoryChunk.user_id)
-        .where(MemoryChunk.id.in_(bindparam("ids", expanding=True)))
-        .offset(0)
-        .subquery("by_id")
+# `load_candidates`' read: the chunks by primary key, fenced (`OFFSET 0`) from the user
+# filter applied after (otherwise the planner intersects the few keys with the user's
+# whole `(user_id, …)` btree range: 62k entries at bench-search's heaviest user, 4.5 ms
+# of a 6 ms read), and with a query vector each chunk's segments, by their key
+# (`chunk_id, part`) alone — the chunk passed the user filter and its segments are its
+# user's. (With `user_id = :uid` there too, a generic plan intersected each chunk's key
+# with the user's whole segment range: 3 ms per chunk.) The aggregates of one group read
+# its rows in the same order: the arrays line up. Plain SQL with the ids as one array
+# and the vector as its text: the ORM statement's expanding IN and bind processing cost
+# ~1.5 ms per search at 30 candidates (bench-search, heaviest user).
+_CANDIDATES = (
+    "SELECT c.id, c.session_id, c.content, c.start_seq, c.end_seq, c.started_at,"
+    " c.ended_at, c.breadcrumbs{columns} FROM (SELECT id, user_id, session_id, content,"
+    " start_seq, end_seq, started_at, ended_at, breadcrumbs FROM memory_chunks"
+    " WHERE id = ANY(CAST(:ids AS uuid[])) OFFSET 0) AS c{lateral} WHERE c.user_id = :uid"
+)
+_CANDIDATES_ONLY = text(_CANDIDATES.format(columns="", lateral=""))
+_CANDIDATES_WITH_SEGMENTS = text(
+    _CANDIDATES.format(
+        columns=", s.seg_starts, s.seg_ends, s.seg_distances",
+        lateral=(
+            " JOIN LATERAL (SELECT array_agg(v.start_char) AS seg_starts,"
+            " array_agg(v.end_char) AS seg_ends,"
+            " array_agg(v.embedding <=> CAST(:query AS vector)) AS seg_distances"
+            " FROM memory_chunk_vectors AS v WHERE v.chunk_id = c.id) AS s ON true"
+        ),
     )
-    columns = [by_id.c[c.key] for c in _CHUNK_COLUMNS]
-    uid = bindparam("uid", type_=String)
-    chunks = select(*columns).where(by_id.c.user_id == uid)
-    distance = MemoryChunkVector.embedding.cosine_distance(bindparam("query", type_=Vector()))
-    # the aggregates of one group read its rows in the same order: the arrays line up.
-    # A chunk's segments are found by their key alone: the chunk passed the user filter,
-    # and its segments are its user's. With `user_id = $uid` here too, a generic plan
-    # (a statement prepared by psycopg, reused by PostgreSQL after five executions)
-    # intersected each chunk's key with the user's whole range of the segments' index:
-    # 62k entries at the benchmark's heaviest user, 3 ms per chunk, 85 ms per search
-    segs = (
-        select(
-            func.array_agg(MemoryChunkVector.start_char).label("seg_starts"),
-            func.array_agg(MemoryChunkVector.end_char).label("seg_ends"),
-            func.array_agg(distance).label("seg_distances"),
-        )
-        .where(MemoryChunkVector.chunk_id == by_id.c.id)
-        .lateral("segs")
-    )
-    with_segments = (
-        select(*columns, segs.c.seg_starts, segs.c.seg_ends, segs.c.seg_distances)
-        .select_from(by_id.join(segs, true()))
-        .where(by_id.c.user_id == uid)
-    )
-    return chunks, with_segments
+)
 
 
 class ChunkRepository:
@@ -280,21 +270,15 @@ class ChunkRepository:
         query_embedding: list[float] | None,
     ) -> list[tuple[Row[Any], list[Segment]]]:
         """The user's chunks `ids` with every segment's similarity to the query (none
-        without a query vector).
-
-        The chunks are found by primary key, fenced (`OFFSET 0`) from the user filter
-        applied after: otherwise the planner intersects the few keys with the user's
-        whole `(user_id, …)` btree range (62k entries at the benchmark's heaviest user:
-        4.5 ms of a 6 ms read); each chunk's segments by theirs (`chunk_id, part`)."""
+        without a query vector): one round trip (see `_CANDIDATES`)."""
         if not ids:
             return []
-        chunks_stmt, with_segments = _candidate_statements()
         params: dict[str, Any] = {"uid": user_id, "ids": list(ids)}
         if query_embedding is None:
-            rows = (await self.session.execute(chunks_stmt, params)).all()
+            rows = (await self.session.execute(_CANDIDATES_ONLY, params)).all()
             return [(r, []) for r in rows]
-        params["query"] = query_embedding
-        rows = (await self.session.execute(with_segments, params)).all()
+        params["query"] = vector_literal(query_embedding)
+        rows = (await self.session.execute(_CANDIDATES_WITH_SEGMENTS, params)).all()
         return [
             (
                 r,
