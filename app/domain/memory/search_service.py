@@ -42,11 +42,13 @@ TEXT_CANDIDATES = 15  # chunks taken from the text side (by summed IDF of matche
 # cuts among ties; ranking 30 chunks' lines costs ~2.5 ms
 TEXT_CANDIDATES_ALL = 30
 VECTOR_CANDIDATES = 15  # nearest segments taken from the vector side
-# chunk ids read per term: a term in more chunks than this is common for the user (IDF
-# ≤ 2.3 at 10k chunks, against ~7 for a rare one). Each id read is a heap fetch (~1 µs):
-# 2000 cost the heaviest user ~4 ms more per search than 1000 (bench-search queries,
-# interleaved in one run at load 3.7: p50 33.2 vs 29.3 ms)
-TERM_CAP = 1000
+# chunk ids read per term: a term in more chunks than this is common for the user (its
+# IDF, from this lower bound of its frequency, ≤ 3.0 at 10k chunks, against ~7 for a
+# rare one). Each id read is a heap fetch: at bench-search's heaviest user 2000 cost
+# ~4 ms more per search than 1000 (p50 33.2 vs 29.3 ms), and 1000 ~3 ms more than 500
+# (the term lookups alone, interleaved in one run: p50 10.9 vs 7.8 ms). Users with
+# fewer chunks than the cap are not affected
+TERM_CAP = 500
 MAX_TERMS = 24  # query terms looked up (recall queries are several messages long)
 EXACT_SCAN_CHUNKS = 1000  # up to this many chunks in scope, segments are compared one by one
 
