@@ -12,7 +12,6 @@ from typing import Any
 from sqlalchemy import Row, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.sql.elements import ColumnElement, TextClause
 
 from app.db.models import MemoryChunk, MemoryChunkVector, Message
 from app.db.models.memory import CHUNK_USER_TSV, SEGMENT_BUCKETS
@@ -249,18 +248,27 @@ class ChunkRepository:
         before it finds enough of theirs. Without the bucket condition no HNSW index
         applies, so the plan is the btree range and a top-N sort (no materialised copy
         of the vectors)."""
-        scope: list[ColumnElement[bool] | TextClause] = [MemoryChunkVector.user_id == user_id]
+        where = "user_id = :uid"
+        params: dict[str, Any] = {"uid": user_id, "q": vector_literal(query_embedding)}
         if session_id is not None:
-            scope.append(MemoryChunkVector.session_id == session_id)
+            where += " AND session_id = :sid"
+            params["sid"] = session_id
         if not exact:
             # the user's bucket as a literal: the planner then walks the one graph whose
-            # predicate it implies
-            bucket = user_bucket(user_id)
-            scope.append(text(f"navi_user_bucket(memory_chunk_vectors.user_id) = {bucket}"))
-            await self.session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-        dist = MemoryChunkVector.embedding.cosine_distance(query_embedding).label("distance")
-        stmt = select(MemoryChunkVector.chunk_id, dist).where(*scope).order_by(dist).limit(limit)
-        rows = (await self.session.execute(stmt)).all()
+            # predicate it implies. On a side connection this may be the transaction's
+            # first statement: generic plans off here too (see `begin_search`)
+            where += f" AND navi_user_bucket(user_id) = {user_bucket(user_id)}"
+            await self.session.execute(
+                text(
+                    "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+                    " set_config('plan_cache_mode', 'force_custom_plan', true)"
+                )
+            )
+        stmt = text(
+            "SELECT chunk_id, embedding <=> CAST(:q AS vector) AS distance"
+            f" FROM memory_chunk_vectors WHERE {where} ORDER BY distance LIMIT :limit"
+        )
+        rows = (await self.session.execute(stmt, {**params, "limit": limit})).all()
         return [(r.chunk_id, 1.0 - float(r.distance)) for r in rows]
 
     async def load_candidates(

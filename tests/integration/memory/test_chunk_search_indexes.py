@@ -235,3 +235,28 @@ async def test_candidates_are_the_users_and_plans_stay_custom(engine) -> None:  
     async with transaction(session_factory(engine)) as db:
         mode = (await db.execute(text("SELECT current_setting('plan_cache_mode')"))).scalar_one()
         assert mode == "auto"
+
+
+async def test_a_graph_walk_on_its_own_connection_plans_custom(engine) -> None:  # type: ignore[no-untyped-def]
+    """The segment walk may run first on a side connection (no `begin_search` there): it
+    turns generic plans off and the iterative scan on for its own transaction."""
+    async with transaction(session_factory(engine)) as db:
+        dim = (
+            await db.execute(
+                text(
+                    "SELECT atttypmod FROM pg_attribute WHERE attname = 'embedding' "
+                    "AND attrelid = 'memory_chunk_vectors'::regclass"
+                )
+            )
+        ).scalar_one()
+        repo = ChunkRepository(db)
+        assert await repo.nearest_segments("nobody", [1.0] * dim, session_id=None, limit=5) == []
+        got = (
+            await db.execute(
+                text(
+                    "SELECT current_setting('plan_cache_mode'),"
+                    " current_setting('hnsw.iterative_scan')"
+                )
+            )
+        ).one()
+        assert tuple(got) == ("force_custom_plan", "relaxed_order")
