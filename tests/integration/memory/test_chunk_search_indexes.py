@@ -32,6 +32,20 @@ async def _store(db, user_id: str | None, contents, crumbs=()) -> list[str]:  # 
     return [str(i) for i in rows.scalars()]  # term_matches gives ids as text
 
 
+async def _segment_dim(db) -> int:  # type: ignore[no-untyped-def]
+    """The segment vectors' dimension (the test database's embedder's)."""
+    return int(
+        (
+            await db.execute(
+                text(
+                    "SELECT atttypmod FROM pg_attribute WHERE attname = 'embedding' "
+                    "AND attrelid = 'memory_chunk_vectors'::regclass"
+                )
+            )
+        ).scalar_one()
+    )
+
+
 async def test_term_matches_is_scoped_to_the_user(engine) -> None:  # type: ignore[no-untyped-def]
     async with transaction(session_factory(engine)) as db:
         for uid in ("alice", "bob"):
@@ -108,14 +122,7 @@ async def test_nearest_segments_walk_the_users_bucket_graph(engine) -> None:  # 
         assert dict(got.all()) == {u: user_bucket(u) for u in users}
         assert {user_bucket(u) for u in users} == set(range(SEGMENT_BUCKETS))
 
-        dim = (
-            await db.execute(
-                text(
-                    "SELECT atttypmod FROM pg_attribute WHERE attname = 'embedding' "
-                    "AND attrelid = 'memory_chunk_vectors'::regclass"
-                )
-            )
-        ).scalar_one()
+        dim = await _segment_dim(db)
         repo = ChunkRepository(db)
         vec = [1.0] + [0.0] * (dim - 1)
         far = [0.0, 1.0] + [0.0] * (dim - 2)
@@ -194,14 +201,7 @@ async def test_candidates_are_the_users_and_plans_stay_custom(engine) -> None:  
         for uid in ("erin", "frank"):
             await db.execute(text("INSERT INTO navi_users (id, name) VALUES (:u, :u)"), {"u": uid})
         repo = ChunkRepository(db)
-        dim = (
-            await db.execute(
-                text(
-                    "SELECT atttypmod FROM pg_attribute WHERE attname = 'embedding' "
-                    "AND attrelid = 'memory_chunk_vectors'::regclass"
-                )
-            )
-        ).scalar_one()
+        dim = await _segment_dim(db)
         vec = [1.0] + [0.0] * (dim - 1)
         far = [0.0, 1.0] + [0.0] * (dim - 2)
         sid = uuid.uuid4()
@@ -241,14 +241,7 @@ async def test_a_graph_walk_on_its_own_connection_plans_custom(engine) -> None: 
     """The segment walk may run first on a side connection (no `begin_search` there): it
     turns generic plans off and the iterative scan on for its own transaction."""
     async with transaction(session_factory(engine)) as db:
-        dim = (
-            await db.execute(
-                text(
-                    "SELECT atttypmod FROM pg_attribute WHERE attname = 'embedding' "
-                    "AND attrelid = 'memory_chunk_vectors'::regclass"
-                )
-            )
-        ).scalar_one()
+        dim = await _segment_dim(db)
         repo = ChunkRepository(db)
         assert await repo.nearest_segments("nobody", [1.0] * dim, session_id=None, limit=5) == []
         got = (
