@@ -10,7 +10,7 @@ from sqlalchemy import Row, bindparam, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models.history import ERROR_TSV
-from app.lib.sql import contains_pattern
+from app.lib.sql import contains_pattern, vector_literal
 
 _COLS = (
     "id, tool, error_text, fix, context, created_at, last_hit_at, expires_at, hit_count, "
@@ -219,6 +219,4 @@ class ErrorMemoryRepository:
 
 def _vec(vector: list[float] | None) -> str | None:
     """pgvector's text form; NULL stays NULL."""
-    if vector is None:
-        return None
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+    return None if vector is None else vector_literal(vector)

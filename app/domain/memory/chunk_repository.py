@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import MemoryChunk, MemoryChunkVector, Message
 from app.db.models.memory import CHUNK_USER_TSV, SEGMENT_BUCKETS
 from app.domain.memory.chunks import RawChunk
-from app.domain.memory.embedding_repository import vector_literal
 from app.domain.memory.ranking import PREFIX_MIN
+from app.lib.sql import vector_literal
 
 _CHUNK_COLUMNS = (
     MemoryChunk.id,

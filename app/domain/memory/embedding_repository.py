@@ -23,6 +23,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.lib.sql import vector_literal
+
 #: pg_advisory_xact_lock key of the dimension change ("navi" "reem").
 ALIGN_LOCK_KEY = 0x6E617669_7265656D & 0x7FFFFFFFFFFFFFFF
 
@@ -53,10 +55,6 @@ def fact_text(category: str, key: str, value: str) -> str:
 
 def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-def vector_literal(vector: Sequence[float]) -> str:
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
 _VECTOR_COLUMNS = text(

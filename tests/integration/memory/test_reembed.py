@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory
-from app.domain.memory.embedding_repository import fact_text, vector_literal
+from app.domain.memory.embedding_repository import fact_text
 from app.domain.memory.reembed import (
     ReembedError,
     check_database_dimension,
@@ -30,6 +30,7 @@ from app.domain.memory.reembed import (
     dimension_mismatch,
     reembed,
 )
+from app.lib.sql import vector_literal
 from app.llm.gateway import LLMGateway
 from app.llm.local_embedder import LocalEmbedder
 
