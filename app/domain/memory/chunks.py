@@ -97,6 +97,9 @@ def build_chunks(
     return chunks
 
 
+TOOL_RESULT = "Tool result"  # how a tool message's line starts (see `message_prefix`)
+
+
 def message_prefix(role: str, name: str | None = None) -> str | None:
     """The label a kept message is written with; None for roles that are not kept."""
     role = (role or "").strip().lower()
@@ -105,7 +108,7 @@ def message_prefix(role: str, name: str | None = None) -> str | None:
     if role == "assistant":
         return "Assistant: "
     if role == "tool":
-        return f"Tool result ({name}): " if name else "Tool result: "
+        return f"{TOOL_RESULT} ({name}): " if name else f"{TOOL_RESULT}: "
     return None
 
 

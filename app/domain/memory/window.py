@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from app.domain.memory.chunks import TOOL_RESULT
 from app.domain.memory.ranking import line_spans
 
 ELLIPSIS = "…"
@@ -140,7 +141,6 @@ def _cut(text: str, lo: int, hi: int) -> str:
 # 0.660, @4000 0.781 -> 0.785; bench-breadcrumbs unchanged).
 NEIGHBOURS_BEFORE = 0
 NEIGHBOURS_AFTER = 1
-TOOL_RESULT = "Tool result"
 GAP = "…"
 
 
