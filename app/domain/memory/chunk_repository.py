@@ -61,14 +61,15 @@ class Segment:
 # and the vector as its text: the ORM statement's expanding IN and bind processing cost
 # ~1.5 ms per search at 30 candidates (bench-search, heaviest user).
 _CANDIDATES = (
-    "SELECT c.id, c.session_id, c.content, c.start_seq, c.end_seq, c.started_at,"
-    " c.ended_at, c.breadcrumbs{columns} FROM (SELECT id, user_id, session_id, content,"
-    " start_seq, end_seq, started_at, ended_at, breadcrumbs FROM memory_chunks"
+    "SELECT {chunk}{columns} FROM (SELECT user_id, {inner} FROM memory_chunks"
     " WHERE id = ANY(CAST(:ids AS uuid[])) OFFSET 0) AS c{lateral} WHERE c.user_id = :uid"
 )
-_CANDIDATES_ONLY = text(_CANDIDATES.format(columns="", lateral=""))
+_KEYS = [c.key for c in _CHUNK_COLUMNS]  # the columns `raw_hit` reads, as `recent` has them
+_CHUNK = {"chunk": ", ".join(f"c.{k}" for k in _KEYS), "inner": ", ".join(_KEYS)}
+_CANDIDATES_ONLY = text(_CANDIDATES.format(**_CHUNK, columns="", lateral=""))
 _CANDIDATES_WITH_SEGMENTS = text(
     _CANDIDATES.format(
+        **_CHUNK,
         columns=", s.seg_starts, s.seg_ends, s.seg_distances",
         lateral=(
             " JOIN LATERAL (SELECT array_agg(v.start_char) AS seg_starts,"
