@@ -168,10 +168,12 @@ def text_candidates(
     matches: Sequence[Sequence[str]],
     weights: Mapping[str, float],
     limit: int,
+    *,
+    take_all: int = TEXT_CANDIDATES_ALL,
 ) -> tuple[list[str], set[str]]:
     """The text side's candidates: the `limit` chunk ids with the highest summed IDF of
-    the terms they hold (all of them when at most `TEXT_CANDIDATES_ALL` hold a term),
-    and every id that holds one. `matches[i]` holds the ids (as
+    the terms they hold (all of them when at most `take_all` hold a term), and every id
+    that holds one. `matches[i]` holds the ids (as
     text: thousands per query at a heavy user, and str hashing is cheap) of the chunks
     containing `terms[i]`."""
     summed: dict[str, float] = {}
@@ -179,9 +181,8 @@ def text_candidates(
         weight = weights.get(term, 0.0)
         for chunk_id in term_ids:
             summed[chunk_id] = summed.get(chunk_id, 0.0) + weight
-    if len(summed) <= TEXT_CANDIDATES_ALL:
-        limit = len(summed)
-    return sorted(summed, key=lambda c: -summed[c])[:limit], set(summed)
+    cut = len(summed) if len(summed) <= take_all else limit
+    return sorted(summed, key=lambda c: -summed[c])[:cut], set(summed)
 
 
 def rank_candidates(
@@ -331,7 +332,7 @@ class UnifiedSearch:
                 side_sessions=self.side_sessions,
             )
 
-        if self.side_sessions is not None and want_raw and scope_ == "all":
+        if self.side_sessions is not None and scope_ == "all":
             (facts, sketches), raws = await both(in_own_session(self.side_sessions, side), raw())
         else:
             facts, sketches = await side(self.db)
