@@ -47,9 +47,9 @@ def _hnsw(name: str, column: str = "embedding", where: str | None = None) -> Ind
     )
 
 
-# The segment vectors have one HNSW graph per user bucket (4 bits of md5(user_id),
-# `navi_user_bucket`, migration 2026_12_01_0800): a search walks its user's graph only.
-SEGMENT_BUCKETS = 16
+# The segment vectors have one HNSW graph per user bucket (6 bits of md5(user_id),
+# `navi_user_bucket`, migrations 2026_12_01_0800 and _1500): a search walks its user's graph only.
+SEGMENT_BUCKETS = 64
 
 
 class MemoryFact(Base):

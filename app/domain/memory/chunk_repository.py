@@ -38,7 +38,7 @@ def term_tsquery(term: str) -> str:
 
 
 def user_bucket(user_id: str) -> int:
-    """The user's segment-vector bucket: `navi_user_bucket(user_id)` in SQL (4 bits of
+    """The user's segment-vector bucket: `navi_user_bucket(user_id)` in SQL (6 bits of
     md5(user_id)), the predicate of the HNSW graph holding the user's segments."""
     return int(hashlib.md5(user_id.encode()).hexdigest()[:8], 16) & (SEGMENT_BUCKETS - 1)
 

@@ -112,7 +112,7 @@ async def test_term_lookup_uses_the_user_keyed_index(engine) -> None:  # type: i
 
 
 async def test_nearest_segments_walk_the_users_bucket_graph(engine) -> None:  # type: ignore[no-untyped-def]
-    users = [f"user-{n}" for n in range(200)]
+    users = [f"user-{n}" for n in range(1000)]  # enough names to fill every bucket
     async with transaction(session_factory(engine)) as db:
         # Python's bucket is the SQL one
         got = await db.execute(
