@@ -26,8 +26,10 @@ from sqlalchemy import (
     Integer,
     Select,
     String,
+    Text,
     bindparam,
     case,
+    cast,
     func,
     literal,
     or_,
@@ -46,6 +48,7 @@ from app.domain.facts.repositories import (
     live,
     user_scope,
 )
+from app.lib.sql import vector_literal
 
 _TRGM_CACHE: dict[str, tuple[float, bool]] = {}
 _TRGM_CACHE_SECONDS = 60.0
@@ -105,7 +108,8 @@ def _user_vector_statement() -> Select[Any]:
     `max_distance`, `limit`). The MATERIALIZED CTE is an optimisation fence, so the
     ordering is never planned as a walk of the all-users HNSW index (which the user
     filter would then starve); the distance is computed once per row of the user."""
-    dist = MemoryFact.embedding.cosine_distance(bindparam("vec", type_=Vector()))
+    # the vector as its text, cast in SQL (`vector_literal`: written once per search)
+    dist = MemoryFact.embedding.cosine_distance(cast(bindparam("vec", type_=Text), Vector()))
     scored = (
         select(*FACT_COLUMNS, dist.label("distance"))
         .where(
@@ -157,7 +161,12 @@ class FactSearchRepository:
             return rows
         # One user: exact (`_user_vector_statement`).
         user_scope(user_id, all_users)  # refuses an unscoped search not asked for
-        params = {"user_id": user_id, "vec": vec, "max_distance": max_distance, "limit": limit}
+        params = {
+            "user_id": user_id,
+            "vec": vector_literal(vec),
+            "max_distance": max_distance,
+            "limit": limit,
+        }
         return list((await self.session.execute(_user_vector_statement(), params)).all())
 
     async def _tune_hnsw_scan(self) -> None:

@@ -7,9 +7,11 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Row, func, select, text
+import psycopg
+from psycopg.rows import namedtuple_row
+from sqlalchemy import Row, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -62,28 +64,56 @@ class Segment:
 # ~1.5 ms per search at 30 candidates (bench-search, heaviest user).
 _CANDIDATES = (
     "SELECT {chunk}{columns} FROM (SELECT user_id, {inner} FROM memory_chunks"
-    " WHERE id = ANY(CAST(:ids AS uuid[])) OFFSET 0) AS c{lateral} WHERE c.user_id = :uid"
+    " WHERE id = ANY(CAST(%(ids)s AS uuid[])) OFFSET 0) AS c{lateral} WHERE c.user_id = %(uid)s"
 )
 _KEYS = [c.key for c in _CHUNK_COLUMNS]  # the columns `raw_hit` reads, as `recent` has them
 _CHUNK = {"chunk": ", ".join(f"c.{k}" for k in _KEYS), "inner": ", ".join(_KEYS)}
-_CANDIDATES_ONLY = text(_CANDIDATES.format(**_CHUNK, columns="", lateral=""))
-_CANDIDATES_WITH_SEGMENTS = text(
-    _CANDIDATES.format(
-        **_CHUNK,
-        columns=", s.seg_starts, s.seg_ends, s.seg_distances",
-        lateral=(
-            " JOIN LATERAL (SELECT array_agg(v.start_char) AS seg_starts,"
-            " array_agg(v.end_char) AS seg_ends,"
-            " array_agg(v.embedding <=> CAST(:query AS vector)) AS seg_distances"
-            " FROM memory_chunk_vectors AS v WHERE v.chunk_id = c.id) AS s ON true"
-        ),
-    )
+_CANDIDATES_ONLY = _CANDIDATES.format(**_CHUNK, columns="", lateral="")
+_CANDIDATES_WITH_SEGMENTS = _CANDIDATES.format(
+    **_CHUNK,
+    columns=", s.seg_starts, s.seg_ends, s.seg_distances",
+    lateral=(
+        " JOIN LATERAL (SELECT array_agg(v.start_char) AS seg_starts,"
+        " array_agg(v.end_char) AS seg_ends,"
+        " array_agg(v.embedding <=> CAST(%(query)s AS vector)) AS seg_distances"
+        " FROM memory_chunk_vectors AS v WHERE v.chunk_id = c.id) AS s ON true"
+    ),
+)
+# `nearest_segments`' read. The graph walk sets pgvector's iterative scan for its
+# transaction in the same statement: the walk is the inner side of a LATERAL join whose
+# outer row is the `set_config` call (the walk's `cfg IS NOT NULL` makes it depend on
+# that row, so the setting is made before the index is read) — one round trip, where the
+# walk often runs first on a connection of its own.
+_NEAREST = (
+    "SELECT chunk_id, embedding <=> CAST(%(q)s AS vector) AS distance"
+    " FROM memory_chunk_vectors WHERE {where} ORDER BY distance LIMIT %(limit)s"
+)
+_WALK = (
+    "SELECT w.chunk_id, w.distance FROM"
+    " (SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true) AS cfg) AS s,"
+    " LATERAL ("
+    + _NEAREST.replace("WHERE {where}", "WHERE {where} AND s.cfg IS NOT NULL")
+    + ") AS w"
 )
 
 
 class ChunkRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
+        self._driver: psycopg.AsyncConnection[Any] | None = None
+
+    async def _rows(self, sql: str, params: dict[str, Any]) -> list[Any]:
+        """Rows (named tuples) of one statement of the raw search, sent by psycopg on the
+        session's connection, in its transaction. Never prepared (`prepare=False`): each
+        is planned for its own parameters — a plan made once for any user is wrong for a
+        user with a hundred or ten thousand chunks — and the ORM's statement and row
+        layers, ~0.15 ms of Python per statement, are skipped on the search's hot path."""
+        if self._driver is None:
+            raw = await (await self.session.connection()).get_raw_connection()
+            self._driver = cast(psycopg.AsyncConnection[Any], raw.driver_connection)
+        async with self._driver.cursor(row_factory=namedtuple_row) as cur:
+            await cur.execute(sql, params, prepare=False)
+            return await cur.fetchall()
 
     async def add_chunks(
         self,
@@ -174,18 +204,19 @@ class ChunkRepository:
         plan depends on how many chunks the user has (a hundred or ten thousand)."""
         params: dict[str, Any] = {"uid": user_id}
         if session_id is None:  # kept per user by triggers (`MemoryChunkCount`)
-            count = "coalesce((SELECT chunks FROM memory_chunk_counts WHERE user_id = :uid), 0)"
+            count = "coalesce((SELECT chunks FROM memory_chunk_counts WHERE user_id = %(uid)s), 0)"
         else:
             params["sid"] = session_id
             count = (
-                "(SELECT count(*) FROM memory_chunks WHERE user_id = :uid AND session_id = :sid)"
+                "(SELECT count(*) FROM memory_chunks"
+                " WHERE user_id = %(uid)s AND session_id = %(sid)s)"
             )
-        stmt = text(
-            "SELECT set_config('jit', 'off', true),"
-            " set_config('max_parallel_workers_per_gather', '0', true),"
-            f" set_config('plan_cache_mode', 'force_custom_plan', true), {count}"
+        sql = (
+            "SELECT set_config('jit', 'off', true) AS jit,"
+            " set_config('max_parallel_workers_per_gather', '0', true) AS workers,"
+            f" set_config('plan_cache_mode', 'force_custom_plan', true) AS plans, {count} AS n"
         )
-        return int((await self.session.execute(stmt, params)).one()[3])
+        return int((await self._rows(sql, params))[0].n)
 
     async def term_matches(
         self,
@@ -209,7 +240,9 @@ class ChunkRepository:
         found: list[list[str]] = [[] for _ in terms]
         if not terms:
             return found
-        scope = "user_id = :uid" + (" AND session_id = :sid" if session_id is not None else "")
+        scope = "user_id = %(uid)s" + (
+            " AND session_id = %(sid)s" if session_id is not None else ""
+        )
         parts = []
         params: dict[str, Any] = {"uid": user_id, "cap": cap}
         if session_id is not None:
@@ -219,12 +252,12 @@ class ChunkRepository:
             parts.append(
                 f"(SELECT {i} AS term, array_agg(id::text) AS ids FROM (SELECT id FROM (SELECT "
                 f"id, user_id, session_id FROM memory_chunks WHERE {CHUNK_USER_TSV} @@ "
-                f"navi_user_tsquery(:uid, to_tsquery('simple', :q{i})) OFFSET 0) AS m "
-                f"WHERE {scope} LIMIT :cap) AS l{i})"
+                f"navi_user_tsquery(%(uid)s, to_tsquery('simple', %(q{i})s)) OFFSET 0) AS m "
+                f"WHERE {scope} LIMIT %(cap)s) AS l{i})"
             )
-        for term, chunk_ids in await self.session.execute(text(" UNION ALL ".join(parts)), params):
-            if chunk_ids:
-                found[term] = list(chunk_ids)
+        for row in await self._rows(" UNION ALL ".join(parts), params):
+            if row.ids:
+                found[row.term] = list(row.ids)
         return found
 
     async def nearest_segments(
@@ -249,27 +282,24 @@ class ChunkRepository:
         before it finds enough of theirs. Without the bucket condition no HNSW index
         applies, so the plan is the btree range and a top-N sort (no materialised copy
         of the vectors)."""
-        where = "user_id = :uid"
-        params: dict[str, Any] = {"uid": user_id, "q": vector_literal(query_embedding)}
+        where = "user_id = %(uid)s"
+        params: dict[str, Any] = {
+            "uid": user_id,
+            "q": vector_literal(query_embedding),
+            "limit": limit,
+        }
         if session_id is not None:
-            where += " AND session_id = :sid"
+            where += " AND session_id = %(sid)s"
             params["sid"] = session_id
-        if not exact:
+        if exact:
+            sql = _NEAREST.format(where=where)
+        else:
             # the user's bucket as a literal: the planner then walks the one graph whose
-            # predicate it implies. On a side connection this may be the transaction's
-            # first statement: generic plans off here too (see `begin_search`)
-            where += f" AND navi_user_bucket(user_id) = {user_bucket(user_id)}"
-            await self.session.execute(
-                text(
-                    "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-                    " set_config('plan_cache_mode', 'force_custom_plan', true)"
-                )
+            # predicate it implies, with the iterative scan on (`_WALK`)
+            sql = _WALK.format(
+                where=f"{where} AND navi_user_bucket(user_id) = {user_bucket(user_id)}"
             )
-        stmt = text(
-            "SELECT chunk_id, embedding <=> CAST(:q AS vector) AS distance"
-            f" FROM memory_chunk_vectors WHERE {where} ORDER BY distance LIMIT :limit"
-        )
-        rows = (await self.session.execute(stmt, {**params, "limit": limit})).all()
+        rows = await self._rows(sql, params)
         return [(r.chunk_id, 1.0 - float(r.distance)) for r in rows]
 
     async def load_candidates(
@@ -277,17 +307,17 @@ class ChunkRepository:
         user_id: str,
         ids: Sequence[uuid.UUID],
         query_embedding: list[float] | None,
-    ) -> list[tuple[Row[Any], list[Segment]]]:
-        """The user's chunks `ids` with every segment's similarity to the query (none
-        without a query vector): one round trip (see `_CANDIDATES`)."""
+    ) -> list[tuple[Any, list[Segment]]]:
+        """The user's chunks `ids` (rows with the `_CHUNK_COLUMNS` attributes) with every
+        segment's similarity to the query (none without a query vector): one round trip
+        (see `_CANDIDATES`)."""
         if not ids:
             return []
         params: dict[str, Any] = {"uid": user_id, "ids": list(ids)}
         if query_embedding is None:
-            rows = (await self.session.execute(_CANDIDATES_ONLY, params)).all()
-            return [(r, []) for r in rows]
+            return [(r, []) for r in await self._rows(_CANDIDATES_ONLY, params)]
         params["query"] = vector_literal(query_embedding)
-        rows = (await self.session.execute(_CANDIDATES_WITH_SEGMENTS, params)).all()
+        rows = await self._rows(_CANDIDATES_WITH_SEGMENTS, params)
         return [
             (
                 r,

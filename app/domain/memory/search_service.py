@@ -67,7 +67,7 @@ class SearchResult:
 
 
 def raw_hit(
-    row: Row[Any],
+    row: Any,
     *,
     score: float | None = None,
     terms_hit: int = 0,

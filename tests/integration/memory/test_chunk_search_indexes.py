@@ -237,19 +237,82 @@ async def test_candidates_are_the_users_and_plans_stay_custom(engine) -> None:  
         assert mode == "auto"
 
 
-async def test_a_graph_walk_on_its_own_connection_plans_custom(engine) -> None:  # type: ignore[no-untyped-def]
-    """The segment walk may run first on a side connection (no `begin_search` there): it
-    turns generic plans off and the iterative scan on for its own transaction."""
+async def test_a_graph_walk_on_its_own_connection_sets_its_scan(engine) -> None:  # type: ignore[no-untyped-def]
+    """The segment walk may run first on a side connection (no `begin_search` there): the
+    one statement turns the iterative scan on for its own transaction, before the walk."""
     async with transaction(session_factory(engine)) as db:
         dim = await _segment_dim(db)
         repo = ChunkRepository(db)
         assert await repo.nearest_segments("nobody", [1.0] * dim, session_id=None, limit=5) == []
-        got = (
+        got = (await db.execute(text("SELECT current_setting('hnsw.iterative_scan')"))).one()
+        assert tuple(got) == ("relaxed_order",)
+    async with transaction(session_factory(engine)) as db:
+        scan = (await db.execute(text("SELECT current_setting('hnsw.iterative_scan')"))).one()
+        assert tuple(scan) == ("off",)
+
+
+async def test_search_statements_are_never_prepared(engine) -> None:  # type: ignore[no-untyped-def]
+    """psycopg prepares a statement run five times on one connection, and PostgreSQL may
+    then plan it once for every user: the raw search's statements are sent unprepared,
+    however often they run."""
+    async with transaction(session_factory(engine)) as db:
+        await db.execute(text("INSERT INTO navi_users (id, name) VALUES ('gina', 'gina')"))
+        [cid] = await _store(db, "gina", ["User: gina's katori chunk"])
+        dim = await _segment_dim(db)
+        repo = ChunkRepository(db)
+        vec = [1.0] + [0.0] * (dim - 1)
+        for _ in range(7):
+            assert await repo.begin_search("gina", session_id=None) == 1
+            assert await repo.term_matches("gina", ["kato"], session_id=None, cap=5) == [[cid]]
+            for exact in (True, False):
+                await repo.nearest_segments("gina", vec, session_id=None, limit=5, exact=exact)
+            got = await repo.load_candidates("gina", [uuid.UUID(cid)], vec)
+            assert [r.content for r, _ in got] == ["User: gina's katori chunk"]
+        prepared = (
             await db.execute(
                 text(
-                    "SELECT current_setting('plan_cache_mode'),"
-                    " current_setting('hnsw.iterative_scan')"
+                    "SELECT count(*) FROM pg_prepared_statements WHERE statement ILIKE"
+                    " '%memory_chunk%' OR statement ILIKE '%set_config%'"
                 )
             )
-        ).one()
-        assert tuple(got) == ("force_custom_plan", "relaxed_order")
+        ).scalar_one()
+        assert prepared == 0
+
+
+async def test_the_walk_scans_on_past_other_users_vectors(engine) -> None:  # type: ignore[no-untyped-def]
+    """The iterative scan is on while the graph is walked (set in the walk's own
+    statement): where the first `ef_search` (40) vectors found are all another user's,
+    the walk goes on to the user's own; the same walk with the scan off finds nothing."""
+    near_user = "ivan"
+    other = next(
+        f"other-{n}" for n in range(10_000) if user_bucket(f"other-{n}") == user_bucket(near_user)
+    )
+    async with transaction(session_factory(engine)) as db:
+        for uid in (near_user, other):
+            await db.execute(text("INSERT INTO navi_users (id, name) VALUES (:u, :u)"), {"u": uid})
+        dim = await _segment_dim(db)
+        repo = ChunkRepository(db)
+        query = [1.0] + [0.0] * (dim - 1)
+        sid = uuid.uuid4()
+        for n in range(120):  # the other user's vectors, all nearer the query than ivan's
+            close = [1.0, 0.001 * n] + [0.0] * (dim - 2)
+            await repo.add_chunks(
+                other, sid, [_chunk(f"User: other {n}", n)], [None], [[(0, 5, close)]]
+            )
+        far = [0.2, 1.0] + [0.0] * (dim - 2)
+        await repo.add_chunks(near_user, sid, [_chunk("User: ivan's", 0)], [None], [[(0, 5, far)]])
+        await db.execute(text("SET LOCAL enable_seqscan = off"))
+        await db.execute(text("DROP INDEX ix_memory_chunk_vectors_user_session"))  # the graph only
+        got = await repo.nearest_segments(near_user, query, session_id=None, limit=5)
+        assert len(got) == 1
+        bucket = user_bucket(near_user)
+        await db.execute(text("SET LOCAL hnsw.iterative_scan = off"))
+        v = "[" + ",".join(map(str, query)) + "]"
+        without = await db.execute(
+            text(
+                "SELECT chunk_id FROM memory_chunk_vectors WHERE user_id = :u AND"
+                f" navi_user_bucket(user_id) = {bucket} ORDER BY embedding <=> '{v}' LIMIT 5"
+            ),
+            {"u": near_user},
+        )
+        assert without.all() == []
