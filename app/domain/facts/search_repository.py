@@ -24,7 +24,6 @@ from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     Float,
     Integer,
-    Select,
     String,
     Text,
     bindparam,
@@ -48,7 +47,7 @@ from app.domain.facts.repositories import (
     live,
     user_scope,
 )
-from app.lib.sql import vector_literal
+from app.lib.sql import Compiled, DriverRows, compile_for_driver, vector_literal
 
 _TRGM_CACHE: dict[str, tuple[float, bool]] = {}
 _TRGM_CACHE_SECONDS = 60.0
@@ -63,7 +62,7 @@ def _version_at_least(version: str | None, wanted: tuple[int, ...]) -> bool:
 
 
 @lru_cache(maxsize=64)
-def _text_search_statement(n_words: int, *, trigram: bool, scoped: bool) -> Select[Any]:
+def _text_search_statement(n_words: int, *, trigram: bool, scoped: bool) -> Compiled:
     """The word search for `n_words` words, built once per shape: the words and their
     LIKE patterns are the parameters `w0…`, `p0…` (plus `user_id` when `scoped`,
     `query`, `limit`). Building the expression (five conditions a word, twice) cost
@@ -89,7 +88,7 @@ def _text_search_statement(n_words: int, *, trigram: bool, scoped: bool) -> Sele
             func.word_similarity(query, MemoryFact.value),
         ) * literal(0.5)
     scope = MemoryFact.user_id == bindparam("user_id", type_=String) if scoped else literal(True)
-    return (
+    return compile_for_driver(
         select(*FACT_COLUMNS, score.label("score"))
         .where(scope, live(), or_(*matched))
         .order_by(
@@ -103,7 +102,7 @@ def _text_search_statement(n_words: int, *, trigram: bool, scoped: bool) -> Sele
 
 
 @lru_cache(maxsize=1)
-def _user_vector_statement() -> Select[Any]:
+def _user_vector_statement() -> Compiled:
     """One user's exact vector search, built once (parameters `user_id`, `vec`,
     `max_distance`, `limit`). The MATERIALIZED CTE is an optimisation fence, so the
     ordering is never planned as a walk of the all-users HNSW index (which the user
@@ -120,7 +119,7 @@ def _user_vector_statement() -> Select[Any]:
         .cte("scored")
         .prefix_with("MATERIALIZED")
     )
-    return (
+    return compile_for_driver(
         select(scored)
         .where(scored.c.distance < bindparam("max_distance", type_=Float))
         .order_by(scored.c.distance, scored.c.id)
@@ -167,7 +166,8 @@ class FactSearchRepository:
             "max_distance": max_distance,
             "limit": limit,
         }
-        return list((await self.session.execute(_user_vector_statement(), params)).all())
+        user_stmt = _user_vector_statement()
+        return await DriverRows(self.session)(user_stmt.sql, user_stmt.params(params))
 
     async def _tune_hnsw_scan(self) -> None:
         """For this transaction: a wider HNSW search (ef_search 100, not 40: ~90 % instead
@@ -226,7 +226,7 @@ class FactSearchRepository:
         for i, word in enumerate(words):
             params[f"w{i}"] = word
             params[f"p{i}"] = like_pattern(word)
-        return list((await self.session.execute(stmt, params)).all())
+        return await DriverRows(self.session)(stmt.sql, stmt.params(params))
 
     async def naive_scan(
         self, words: Sequence[str], limit: int, *, indexes: bool = False

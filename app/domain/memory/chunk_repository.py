@@ -7,10 +7,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
-import psycopg
-from psycopg.rows import namedtuple_row
 from sqlalchemy import Row, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -19,7 +17,7 @@ from app.db.models import MemoryChunk, MemoryChunkVector, Message
 from app.db.models.memory import CHUNK_USER_TSV, SEGMENT_BUCKETS
 from app.domain.memory.chunks import RawChunk
 from app.domain.memory.ranking import PREFIX_MIN
-from app.lib.sql import vector_literal
+from app.lib.sql import DriverRows, vector_literal
 
 _CHUNK_COLUMNS = (
     MemoryChunk.id,
@@ -100,20 +98,13 @@ _WALK = (
 class ChunkRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
-        self._driver: psycopg.AsyncConnection[Any] | None = None
+        self._driver = DriverRows(session)
 
     async def _rows(self, sql: str, params: dict[str, Any]) -> list[Any]:
-        """Rows (named tuples) of one statement of the raw search, sent by psycopg on the
-        session's connection, in its transaction. Never prepared (`prepare=False`): each
-        is planned for its own parameters — a plan made once for any user is wrong for a
-        user with a hundred or ten thousand chunks — and the ORM's statement and row
-        layers, ~0.15 ms of Python per statement, are skipped on the search's hot path."""
-        if self._driver is None:
-            raw = await (await self.session.connection()).get_raw_connection()
-            self._driver = cast(psycopg.AsyncConnection[Any], raw.driver_connection)
-        async with self._driver.cursor(row_factory=namedtuple_row) as cur:
-            await cur.execute(sql, params, prepare=False)
-            return await cur.fetchall()
+        """One statement of the raw search (`DriverRows`), never prepared: each is
+        planned for its own parameters — a plan made once for any user is wrong for a
+        user with a hundred or ten thousand chunks."""
+        return await self._driver(sql, params, prepare=False)
 
     async def add_chunks(
         self,

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import structlog
-from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings

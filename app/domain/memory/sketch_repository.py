@@ -8,18 +8,18 @@ from collections.abc import Sequence
 from functools import lru_cache, reduce
 from typing import Any
 
-from sqlalchemy import Integer, Row, Select, String, bindparam, case, func, or_, select
+from sqlalchemy import Integer, String, bindparam, case, func, or_, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Sketch
-from app.lib.sql import contains_pattern
+from app.lib.sql import Compiled, DriverRows, compile_for_driver, contains_pattern
 
 SCRATCHPAD = "scratchpad"
 
 
 @lru_cache(maxsize=64)
-def _search_statement(n_terms: int, *, in_session: bool, prefer: bool) -> Select[Any]:
+def _search_statement(n_terms: int, *, in_session: bool, prefer: bool) -> Compiled:
     """`search_values` for `n_terms` terms, built once per shape (parameters `user_id`,
     `scope`, `p0…`, `limit`, and `session_id` / `prefer` when asked for): building the
     expression cost more Python than the query."""
@@ -43,7 +43,7 @@ def _search_statement(n_terms: int, *, in_session: bool, prefer: bool) -> Select
     order: list[Any] = [matched.desc(), Sketch.updated_at.desc()]
     if prefer:
         order.insert(0, case((Sketch.session_id == bindparam("prefer"), 0), else_=1))
-    return stmt.order_by(*order).limit(bindparam("limit", type_=Integer))
+    return compile_for_driver(stmt.order_by(*order).limit(bindparam("limit", type_=Integer)))
 
 
 class SketchRepository:
@@ -110,8 +110,9 @@ class SketchRepository:
         limit: int = 10,
         session_id: uuid.UUID | None = None,
         prefer_session_id: uuid.UUID | None = None,
-    ) -> list[Row[Any]]:
-        """ILIKE over key and value within a scope; the preferred session ranks first."""
+    ) -> list[Any]:
+        """ILIKE over key and value within a scope; the preferred session ranks first.
+        Rows (named tuples) with id, session_id, key, value, updated_at, terms_hit."""
         if not terms:
             return []
         stmt = _search_statement(
@@ -123,4 +124,4 @@ class SketchRepository:
             params["session_id"] = session_id
         if prefer_session_id is not None:
             params["prefer"] = prefer_session_id
-        return list((await self.session.execute(stmt, params)).all())
+        return await DriverRows(self.session)(stmt.sql, stmt.params(params))
