@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
+from sqlalchemy import event
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -61,9 +64,44 @@ def resolve_database_url(settings: Settings) -> str:
 
 def create_engine(url: str, settings: Settings | None = None, **kwargs: Any) -> AsyncEngine:
     pool = {}
+    ping_idle = 0.0
     if settings is not None:
         pool = {"pool_size": settings.db_pool_size, "max_overflow": settings.db_max_overflow}
-    return create_async_engine(url, pool_pre_ping=True, **pool, **kwargs)
+        ping_idle = settings.db_ping_idle_seconds
+    if ping_idle <= 0:
+        return create_async_engine(url, pool_pre_ping=True, **pool, **kwargs)
+    engine = create_async_engine(url, **pool, **kwargs)
+    _ping_when_idle(engine, ping_idle)
+    return engine
+
+
+def _ping_when_idle(engine: AsyncEngine, idle_seconds: float) -> None:
+    """SQLAlchemy's pre-ping, for connections idle at least `idle_seconds` only: each
+    checkout of a pooled connection otherwise costs a `SELECT 1` round trip, and a
+    search checks out up to three. A connection the server dropped while it sat in the
+    pool fails its ping and is replaced (the pool retries the checkout); one dropped
+    within `idle_seconds` of its last use fails the statement that uses it, and the
+    pool then replaces every connection older than that failure."""
+    pool = engine.sync_engine.pool
+
+    @event.listens_for(pool, "checkin")
+    def _checked_in(dbapi_connection: Any, record: Any) -> None:
+        record.info["navi_idle_since"] = time.monotonic()
+
+    @event.listens_for(pool, "checkout")
+    def _checked_out(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        since = record.info.pop("navi_idle_since", None)
+        if since is not None and time.monotonic() - since < idle_seconds:
+            return
+        try:
+            cursor = dbapi_connection.cursor()
+            try:
+                cursor.execute("SELECT 1")
+            finally:
+                cursor.close()
+        except Exception as exc:  # noqa: BLE001 - any failure: a new connection
+            log.info("db.stale_connection_replaced", error=type(exc).__name__)
+            raise DisconnectionError() from exc
 
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
