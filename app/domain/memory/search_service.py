@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -50,6 +51,34 @@ VECTOR_CANDIDATES = 15  # nearest segments taken from the vector side
 TERM_CAP = 500
 MAX_TERMS = 24  # query terms looked up (recall queries are several messages long)
 EXACT_SCAN_CHUNKS = 1000  # up to this many chunks in scope, segments are compared one by one
+
+
+class _Walkers:
+    """The users last seen with more than `EXACT_SCAN_CHUNKS` chunks (the last
+    `MAX_WALKERS` seen, this process): for them the segment walk starts on its side
+    connection at once, beside the count, instead of after it. Only the order of the
+    statements depends on it: a user who crossed the line since is walked (or compared
+    exactly) as before, and remembered anew."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._seen: OrderedDict[str, None] = OrderedDict()
+
+    def walks(self, user_id: str) -> bool:
+        return user_id in self._seen
+
+    def note(self, user_id: str, walks: bool) -> None:
+        if not walks:
+            self._seen.pop(user_id, None)
+            return
+        self._seen[user_id] = None
+        self._seen.move_to_end(user_id)
+        while len(self._seen) > self.size:
+            self._seen.popitem(last=False)
+
+
+MAX_WALKERS = 10_000
+_WALKERS = _Walkers(MAX_WALKERS)
 
 # (db, llm, user_id, query, limit) -> fact hits. Provided by the facts domain.
 FactSearch = Callable[[AsyncSession, LLMGateway, str, str, int], Awaitable[list[MemoryHit]]]
@@ -129,23 +158,39 @@ async def search_raw(
             vec = await llm.embed_one(query.strip())
         except LLMError as exc:
             log.info("memory.raw_vector_unavailable", error=str(exc))
-    total = await repo.begin_search(user_id, session_id=session_id)
-    exact = total <= EXACT_SCAN_CHUNKS
 
-    async def nearest(on: ChunkRepository) -> list[tuple[uuid.UUID, float]]:
+    async def nearest(on: ChunkRepository, exact: bool) -> list[tuple[uuid.UUID, float]]:
         if vec is None:
             return []
         return await on.nearest_segments(
             user_id, vec, session_id=session_id, limit=VECTOR_CANDIDATES, exact=exact
         )
 
-    lookup = repo.term_matches(user_id, terms, session_id=session_id, cap=TERM_CAP)
-    if side_sessions is not None and vec is not None and not exact:
-        near_side = in_own_session(side_sessions, lambda db: nearest(ChunkRepository(db)))
-        matches, near = await both(lookup, near_side)
+    def walk_aside() -> Awaitable[list[tuple[uuid.UUID, float]]]:
+        assert side_sessions is not None
+        return in_own_session(side_sessions, lambda db: nearest(ChunkRepository(db), False))
+
+    async def text_side() -> tuple[int, list[list[str]]]:
+        total = await repo.begin_search(user_id, session_id=session_id)
+        _WALKERS.note(user_id, total > EXACT_SCAN_CHUNKS)
+        matches = await repo.term_matches(user_id, terms, session_id=session_id, cap=TERM_CAP)
+        return total, matches
+
+    aside = side_sessions is not None and vec is not None
+    if aside and session_id is None and _WALKERS.walks(user_id):
+        # a user seen past EXACT_SCAN_CHUNKS: the walk starts now, beside the count
+        (total, matches), near = await both(text_side(), walk_aside())
     else:
-        matches = await lookup
-        near = await nearest(repo)
+        total = await repo.begin_search(user_id, session_id=session_id)
+        if session_id is None:
+            _WALKERS.note(user_id, total > EXACT_SCAN_CHUNKS)
+        exact = total <= EXACT_SCAN_CHUNKS
+        lookup = repo.term_matches(user_id, terms, session_id=session_id, cap=TERM_CAP)
+        if aside and not exact:
+            matches, near = await both(lookup, walk_aside())
+        else:
+            matches = await lookup
+            near = await nearest(repo, exact)
     weights = {t: idf(len(ids), total) for t, ids in zip(terms, matches, strict=True) if ids}
     top, matched = text_candidates(terms, matches, weights, TEXT_CANDIDATES)
     ids = [uuid.UUID(c) for c in top]

@@ -285,12 +285,15 @@ async def test_search_raw_segment_lookup_on_a_side_connection(
     client, engine, settings, ollama, monkeypatch
 ) -> None:  # type: ignore[no-untyped-def]
     """Past `EXACT_SCAN_CHUNKS` (here 0), the segment lookup runs on a second connection
-    while the term lookups run on the first: same hits as one connection gives."""
+    while the term lookups run on the first: same hits as one connection gives. A user
+    seen past it has the walk started at once, beside the count; once seen below it, no
+    longer."""
     import app.domain.memory.search_service as search_service
 
     sid = await _session(client)
     await _index(engine, settings, "admin", sid)
     monkeypatch.setattr(search_service, "EXACT_SCAN_CHUNKS", 0)
+    monkeypatch.setattr(search_service, "_WALKERS", search_service._Walkers(10))
     factory = session_factory(engine)
     taken: list[object] = []
 
@@ -303,10 +306,17 @@ async def test_search_raw_segment_lookup_on_a_side_connection(
         query = "nginx config sites-enabled navi.conf server listens"
         async with transaction(factory) as db:
             alone = await search_raw(db, llm, "admin", query, 5)
+            assert search_service._WALKERS.walks("admin")  # seen past the line
             side = await search_raw(db, llm, "admin", query, 5, side_sessions=counting_factory)  # type: ignore[arg-type]
         assert len(taken) == 1
         assert alone and [(h.chunk_id, h.focus) for h in side] == [
             (h.chunk_id, h.focus) for h in alone
         ]
+        monkeypatch.setattr(search_service, "EXACT_SCAN_CHUNKS", 10_000)
+        async with transaction(factory) as db:
+            for _ in range(2):  # walked once more on what was known, then compared exactly
+                again = await search_raw(db, llm, "admin", query, 5, side_sessions=counting_factory)  # type: ignore[arg-type]
+                assert [h.chunk_id for h in again] == [h.chunk_id for h in alone]
+        assert len(taken) == 2 and not search_service._WALKERS.walks("admin")
     finally:
         await llm.aclose()
