@@ -71,10 +71,13 @@ bench-breadcrumbs: install ## Share of a compressed agent session's literals mem
 bench-search: install ## memory_search p50/p95 at 100k then 300k chunks + 100k facts vs a sequential scan (ARGS="--sizes 100000")
 	$(BIN)/python bench/bench_search.py $(ARGS)
 
+bench-search-ab: install ## A/B of memory_search between two checkouts, taking turns (ARGS="/tmp/base . --queries 300")
+	$(BIN)/python bench/ab_search.py $(ARGS)
+
 bench-history-bytes: install ## Cost of the hot-history size check (SESSION_MAX_HISTORY_BYTES) at 500/2k/10k messages
 	$(BIN)/python bench/bench_history_bytes.py $(ARGS)
 
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-locomo bench-locomo-replay bench-breadcrumbs bench-search
+.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-locomo bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab
