@@ -70,12 +70,15 @@ def live() -> ColumnElement[bool]:
     return and_(MemoryFact.merged_into.is_(None), _not_expired())
 
 
-def user_scope(user_id: str | None, all_users: bool) -> ColumnElement[bool]:
-    if all_users:
-        return MemoryFact.user_id == user_id if user_id is not None else literal(True)
-    if user_id is None:
+def require_scope(user_id: str | None, all_users: bool) -> None:
+    """Refuse a search of every user that was not asked for (`all_users`)."""
+    if user_id is None and not all_users:
         raise ValueError("user_id is required unless all_users=True")
-    return MemoryFact.user_id == user_id
+
+
+def user_scope(user_id: str | None, all_users: bool) -> ColumnElement[bool]:
+    require_scope(user_id, all_users)
+    return MemoryFact.user_id == user_id if user_id is not None else literal(True)
 
 
 class FactRepository:

@@ -45,7 +45,7 @@ from app.domain.facts.repositories import (
     FactRow,
     like_pattern,
     live,
-    user_scope,
+    require_scope,
 )
 from app.lib.sql import Compiled, DriverRows, compile_for_driver, vector_literal
 
@@ -159,7 +159,7 @@ class FactSearchRepository:
             rows.sort(key=lambda r: (r.distance, r.id))  # relaxed_order may be slightly off
             return rows
         # One user: exact (`_user_vector_statement`).
-        user_scope(user_id, all_users)  # refuses an unscoped search not asked for
+        require_scope(user_id, all_users)  # refuses an unscoped search not asked for
         params = {
             "user_id": user_id,
             "vec": vector_literal(vec),
@@ -217,7 +217,7 @@ class FactSearchRepository:
         """
         if not words:
             return []
-        user_scope(user_id, all_users)  # refuses an unscoped search not asked for
+        require_scope(user_id, all_users)  # refuses an unscoped search not asked for
         scoped = user_id is not None
         stmt = _text_search_statement(len(words), trigram=trigram, scoped=scoped)
         params: dict[str, Any] = {"limit": limit, "query": " ".join(words)}
