@@ -155,6 +155,9 @@ class MemoryChunkCount(Base):
         ForeignKey("navi_users.id", ondelete="CASCADE"), primary_key=True
     )
     chunks: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    # +1 per statement adding or removing the user's chunks (migration `8c4e2a7d5b19`):
+    # what the raw search's memory of common terms is checked against
+    version: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
 
 
 class MemoryChunkVector(Base):

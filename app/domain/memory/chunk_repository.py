@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Row, func, select
 from sqlalchemy.dialects.postgresql import insert
@@ -41,6 +41,15 @@ def user_bucket(user_id: str) -> int:
     """The user's segment-vector bucket: `navi_user_bucket(user_id)` in SQL (6 bits of
     md5(user_id)), the predicate of the HNSW graph holding the user's segments."""
     return int(hashlib.md5(user_id.encode()).hexdigest()[:8], 16) & (SEGMENT_BUCKETS - 1)
+
+
+class ChunkScope(NamedTuple):
+    """What `begin_search` reads: the user's chunks in the search's scope, and the
+    version of the user's chunks — the database's oid and `memory_chunk_counts.version`,
+    which every statement adding or removing them changes (None for one session's)."""
+
+    chunks: int
+    version: tuple[int, int] | None
 
 
 @dataclass(frozen=True)
@@ -180,11 +189,11 @@ class ChunkRepository:
             ],
         )
 
-    async def begin_search(self, user_id: str, *, session_id: uuid.UUID | None) -> int:
+    async def begin_search(self, user_id: str, *, session_id: uuid.UUID | None) -> ChunkScope:
         """Settle the transaction's planner settings for a raw search and return the
         number of the user's chunks (in `session_id` when given: counted; else read from
-        `memory_chunk_counts`): the N of the terms' IDF, and what decides between an
-        exact and an HNSW segment lookup. One round trip.
+        `memory_chunk_counts`, with its `version`): the N of the terms' IDF, and what
+        decides between an exact and an HNSW segment lookup. One round trip.
 
         JIT and parallel workers are turned off for the transaction: the text index
         expression's high COST makes `term_matches`' lookups look expensive (an
@@ -195,19 +204,26 @@ class ChunkRepository:
         plan depends on how many chunks the user has (a hundred or ten thousand)."""
         params: dict[str, Any] = {"uid": user_id}
         if session_id is None:  # kept per user by triggers (`MemoryChunkCount`)
-            count = "coalesce((SELECT chunks FROM memory_chunk_counts WHERE user_id = %(uid)s), 0)"
+            count = (
+                "coalesce(c.chunks, 0) AS n, coalesce(c.version, 0) AS v,"
+                " (SELECT oid FROM pg_database WHERE datname = current_database()) AS db"
+                " FROM (SELECT) AS one LEFT JOIN memory_chunk_counts AS c ON c.user_id = %(uid)s"
+            )
         else:
             params["sid"] = session_id
             count = (
                 "(SELECT count(*) FROM memory_chunks"
-                " WHERE user_id = %(uid)s AND session_id = %(sid)s)"
+                " WHERE user_id = %(uid)s AND session_id = %(sid)s) AS n, NULL AS v, NULL AS db"
             )
         sql = (
             "SELECT set_config('jit', 'off', true) AS jit,"
             " set_config('max_parallel_workers_per_gather', '0', true) AS workers,"
-            f" set_config('plan_cache_mode', 'force_custom_plan', true) AS plans, {count} AS n"
+            f" set_config('plan_cache_mode', 'force_custom_plan', true) AS plans, {count}"
         )
-        return int((await self._rows(sql, params))[0].n)
+        row = (await self._rows(sql, params))[0]
+        if row.v is None:
+            return ChunkScope(int(row.n), None)
+        return ChunkScope(int(row.n), (int(row.db), int(row.v)))
 
     async def term_matches(
         self,

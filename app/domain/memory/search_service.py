@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -18,9 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.engine import in_own_session
-from app.domain.memory.chunk_repository import ChunkRepository, Segment
+from app.domain.memory.chunk_repository import ChunkRepository, ChunkScope, Segment
 from app.domain.memory.ranking import Candidate, idf, rank_chunks, stem_term
 from app.domain.memory.render import format_hits
+from app.domain.memory.search_memory import CommonTerms, Walkers
 from app.domain.memory.sketch_repository import SCRATCHPAD, SketchRepository
 from app.domain.memory.unified import (
     MemoryHit,
@@ -53,32 +53,8 @@ MAX_TERMS = 24  # query terms looked up (recall queries are several messages lon
 EXACT_SCAN_CHUNKS = 1000  # up to this many chunks in scope, segments are compared one by one
 
 
-class _Walkers:
-    """The users last seen with more than `EXACT_SCAN_CHUNKS` chunks (the last
-    `MAX_WALKERS` seen, this process): for them the segment walk starts on its side
-    connection at once, beside the count, instead of after it. Only the order of the
-    statements depends on it: a user who crossed the line since is walked (or compared
-    exactly) as before, and remembered anew."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._seen: OrderedDict[str, None] = OrderedDict()
-
-    def walks(self, user_id: str) -> bool:
-        return user_id in self._seen
-
-    def note(self, user_id: str, walks: bool) -> None:
-        if not walks:
-            self._seen.pop(user_id, None)
-            return
-        self._seen[user_id] = None
-        self._seen.move_to_end(user_id)
-        while len(self._seen) > self.size:
-            self._seen.popitem(last=False)
-
-
-MAX_WALKERS = 10_000
-_WALKERS = _Walkers(MAX_WALKERS)
+_WALKERS = Walkers()
+_COMMON = CommonTerms()
 
 # (db, llm, user_id, query, limit) -> fact hits. Provided by the facts domain.
 FactSearch = Callable[[AsyncSession, LLMGateway, str, str, int], Awaitable[list[MemoryHit]]]
@@ -170,22 +146,22 @@ async def search_raw(
         assert side_sessions is not None
         return in_own_session(side_sessions, lambda db: nearest(ChunkRepository(db), False))
 
-    async def text_side() -> tuple[int, list[list[str]]]:
-        total = await repo.begin_search(user_id, session_id=session_id)
-        _WALKERS.note(user_id, total > EXACT_SCAN_CHUNKS)
-        matches = await repo.term_matches(user_id, terms, session_id=session_id, cap=TERM_CAP)
-        return total, matches
+    async def text_side() -> tuple[int, list[Sequence[str]]]:
+        scope = await repo.begin_search(user_id, session_id=session_id)
+        _WALKERS.note(user_id, scope.chunks > EXACT_SCAN_CHUNKS)
+        return scope.chunks, await term_matches(repo, user_id, terms, scope, session_id)
 
     aside = side_sessions is not None and vec is not None
     if aside and session_id is None and _WALKERS.walks(user_id):
         # a user seen past EXACT_SCAN_CHUNKS: the walk starts now, beside the count
         (total, matches), near = await both(text_side(), walk_aside())
     else:
-        total = await repo.begin_search(user_id, session_id=session_id)
+        scope = await repo.begin_search(user_id, session_id=session_id)
+        total = scope.chunks
         if session_id is None:
             _WALKERS.note(user_id, total > EXACT_SCAN_CHUNKS)
         exact = total <= EXACT_SCAN_CHUNKS
-        lookup = repo.term_matches(user_id, terms, session_id=session_id, cap=TERM_CAP)
+        lookup = term_matches(repo, user_id, terms, scope, session_id)
         if aside and not exact:
             matches, near = await both(lookup, walk_aside())
         else:
@@ -198,6 +174,36 @@ async def search_raw(
     order = {chunk_id: n for n, chunk_id in enumerate(ids)}
     loaded = sorted(await repo.load_candidates(user_id, ids, vec), key=lambda x: order[x[0].id])
     return rank_candidates(loaded, weights, k)
+
+
+async def term_matches(
+    repo: ChunkRepository,
+    user_id: str,
+    terms: Sequence[str],
+    scope: ChunkScope,
+    session_id: uuid.UUID | None,
+) -> list[Sequence[str]]:
+    """`ChunkRepository.term_matches` (at most `TERM_CAP` ids a term), the user's most
+    common terms (found in `TERM_CAP` chunks or more) taken from `_COMMON` while the
+    user's chunks are as they were (`scope.version`); not for one session's chunks."""
+    version = scope.version if session_id is None else None
+    found: list[Sequence[str] | None] = [None] * len(terms)
+    if version is not None and version[1]:  # 0: no chunks counted, nothing stored
+        found = [_COMMON.get(user_id, t, version) for t in terms]
+    missing = [t for t, ids in zip(terms, found, strict=True) if ids is None]
+    looked = iter(
+        await repo.term_matches(user_id, missing, session_id=session_id, cap=TERM_CAP)
+        if missing
+        else ()
+    )
+    out: list[Sequence[str]] = []
+    for term, ids in zip(terms, found, strict=True):
+        if ids is None:
+            ids = next(looked)
+            if version is not None and version[1] and len(ids) >= TERM_CAP:
+                _COMMON.put(user_id, term, version, ids)
+        out.append(ids)
+    return out
 
 
 def search_terms(query: str) -> list[str]:

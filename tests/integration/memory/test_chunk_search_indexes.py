@@ -12,6 +12,7 @@ from app.db.engine import session_factory, transaction
 from app.db.models.memory import CHUNK_USER_TSV, SEGMENT_BUCKETS
 from app.domain.memory.chunk_repository import ChunkRepository, user_bucket
 from app.domain.memory.chunks import RawChunk
+from app.domain.memory.search_memory import CommonTerms
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -65,7 +66,7 @@ async def test_term_matches_is_scoped_to_the_user(engine) -> None:  # type: igno
 
         repo = ChunkRepository(db)
         terms = ["kato", "conf", "ab", "приве", "2291", "deploy", "zzz"]
-        assert await repo.begin_search("alice", session_id=None) == 3
+        assert (await repo.begin_search("alice", session_id=None)).chunks == 3
         found = await repo.term_matches("alice", terms, session_id=None, cap=10)
         got = dict(zip(terms, (set(f) for f in found), strict=True))
         assert got["kato"] == {a[0]}  # a prefix, and never bob's chunk
@@ -76,7 +77,7 @@ async def test_term_matches_is_scoped_to_the_user(engine) -> None:  # type: igno
         assert got["zzz"] == set()
 
         found = await repo.term_matches("bob", ["kato", "ab"], session_id=None, cap=10)
-        assert await repo.begin_search("bob", session_id=None) == 1 and found == [b, b]
+        assert (await repo.begin_search("bob", session_id=None)).chunks == 1 and found == [b, b]
         # the cap bounds the ids read per term
         found = await repo.term_matches("alice", ["2291"], session_id=None, cap=2)
         assert len(found[0]) == 2
@@ -184,12 +185,20 @@ async def test_chunk_counts_follow_inserts_and_deletes(engine) -> None:  # type:
         await _store(db, None, ["User: nobody's"])
         kept, real = await counts(db)
         assert kept == real and kept["carol"] == 4 and kept["dave"] == 2
-        assert await ChunkRepository(db).begin_search("carol", session_id=None) == 4
+        carol = await ChunkRepository(db).begin_search("carol", session_id=None)
+        assert carol.chunks == 4 and carol.version is not None
         await db.execute(text("DELETE FROM memory_chunks WHERE id = :i"), {"i": uuid.UUID(gone[0])})
         await db.execute(text("DELETE FROM navi_users WHERE id = 'dave'"))  # cascades
         kept, real = await counts(db)
         assert kept == real and kept["carol"] == 3 and "dave" not in kept
-        assert await ChunkRepository(db).begin_search("dave", session_id=None) == 0
+        after = await ChunkRepository(db).begin_search("carol", session_id=None)
+        assert after.version is not None and after.version[0] == carol.version[0]  # same db
+        assert after.version[1] > carol.version[1]  # a delete changed it
+        await _store(db, "carol", ["User: seven"])
+        again = await ChunkRepository(db).begin_search("carol", session_id=None)
+        assert again.chunks == 4 and again.version is not None
+        assert again.version[1] > after.version[1]  # and an insert
+        assert (await ChunkRepository(db).begin_search("dave", session_id=None)).chunks == 0
 
 
 async def test_candidates_are_the_users_and_plans_stay_custom(engine) -> None:  # type: ignore[no-untyped-def]
@@ -212,7 +221,7 @@ async def test_candidates_are_the_users_and_plans_stay_custom(engine) -> None:  
         ids = {
             c: i for c, i in (await db.execute(text("SELECT content, id FROM memory_chunks"))).all()
         }
-        assert await repo.begin_search("erin", session_id=None) == 1
+        assert (await repo.begin_search("erin", session_id=None)).chunks == 1
         settings = (
             await db.execute(
                 text(
@@ -262,7 +271,7 @@ async def test_search_statements_are_never_prepared(engine) -> None:  # type: ig
         repo = ChunkRepository(db)
         vec = [1.0] + [0.0] * (dim - 1)
         for _ in range(7):
-            assert await repo.begin_search("gina", session_id=None) == 1
+            assert (await repo.begin_search("gina", session_id=None)).chunks == 1
             assert await repo.term_matches("gina", ["kato"], session_id=None, cap=5) == [[cid]]
             for exact in (True, False):
                 await repo.nearest_segments("gina", vec, session_id=None, limit=5, exact=exact)
@@ -316,3 +325,47 @@ async def test_the_walk_scans_on_past_other_users_vectors(engine) -> None:  # ty
             {"u": near_user},
         )
         assert without.all() == []
+
+
+async def test_common_terms_are_remembered_while_the_users_chunks_stay(engine, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A term found in `TERM_CAP` chunks or more (here 2) is looked up once while the
+    user's chunks do not change; a chunk added changes their version and the term is
+    looked up again; a search of one session's chunks does not use the memory."""
+    import app.domain.memory.search_service as search_service
+
+    monkeypatch.setattr(search_service, "_COMMON", CommonTerms(8))
+    monkeypatch.setattr(search_service, "TERM_CAP", 2)
+    async with transaction(session_factory(engine)) as db:
+        await db.execute(text("INSERT INTO navi_users (id, name) VALUES ('hana', 'hana')"))
+        await _store(db, "hana", ["User: katori one", "User: katori two", "User: rare zebra"])
+        repo = ChunkRepository(db)
+        calls: list[list[str]] = []
+        real = repo.term_matches
+
+        async def spy(user_id, terms, **kw):  # type: ignore[no-untyped-def]
+            calls.append(list(terms))
+            return await real(user_id, terms, **kw)
+
+        repo.term_matches = spy  # type: ignore[method-assign]
+        lookup = search_service.term_matches
+        scope = await repo.begin_search("hana", session_id=None)
+        first = await lookup(repo, "hana", ["kato", "zebra"], scope, None)
+        second = await lookup(repo, "hana", ["kato", "zebra"], scope, None)
+        assert [list(ids) for ids in first] == [list(ids) for ids in second]
+        assert len(first[0]) == 2 and len(first[1]) == 1
+        assert calls == [["kato", "zebra"], ["zebra"]]  # the common one from memory
+
+        [new] = await _store(db, "hana", ["User: katori three"])
+        scope = await repo.begin_search("hana", session_id=None)
+        await lookup(repo, "hana", ["kato"], scope, None)
+        assert calls[-1] == ["kato"]  # another version: looked up again
+        await lookup(repo, "hana", ["kato"], scope, None)
+        assert len(calls) == 3  # and remembered again
+
+        sid = (
+            await db.execute(text("SELECT session_id FROM memory_chunks WHERE id = :i"), {"i": new})
+        ).scalar_one()
+        one = await repo.begin_search("hana", session_id=sid)
+        assert one.version is None
+        assert [list(ids) for ids in await lookup(repo, "hana", ["kato"], one, sid)] == [[new]]
+        assert len(calls) == 4  # one session's chunks: always looked up

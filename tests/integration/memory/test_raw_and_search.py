@@ -10,6 +10,7 @@ from app.asgi import build_gateway
 from app.db.engine import session_factory, transaction
 from app.domain.memory.chunk_repository import ChunkRepository
 from app.domain.memory.indexer import index_demoted
+from app.domain.memory.search_memory import Walkers
 from app.domain.memory.search_service import search_raw
 from tests.conftest import new_user
 
@@ -293,7 +294,7 @@ async def test_search_raw_segment_lookup_on_a_side_connection(
     sid = await _session(client)
     await _index(engine, settings, "admin", sid)
     monkeypatch.setattr(search_service, "EXACT_SCAN_CHUNKS", 0)
-    monkeypatch.setattr(search_service, "_WALKERS", search_service._Walkers(10))
+    monkeypatch.setattr(search_service, "_WALKERS", Walkers(10))
     factory = session_factory(engine)
     taken: list[object] = []
 
