@@ -12,6 +12,9 @@ drift falls on both alike. Printed per checkout: the unified search (scope `all`
 `bench_search.py` runs it) p50/p95 and its Python CPU time, `search_raw` alone, the
 unified p50/p95 by the user's history size, and how many response texts are the same as
 the first checkout's (a change meant to be faster only should say all of them).
+`--fresh` warms up on other queries than the measured ones (what the search remembers
+between searches then comes from those; with `--rounds 2` the second round repeats the
+first's queries).
 The dataset must exist (`make bench-search ARGS="--sizes N --generate-only"`).
 """
 
@@ -30,7 +33,7 @@ from typing import Any
 SIZES = ((0, 300), (300, 1000), (1000, 3000), (3000, 10**9))
 
 
-def worker(size: int, queries: int) -> None:
+def worker(size: int, queries: int, fresh: bool) -> None:
     """One checkout's side (run with that checkout first on sys.path): answers
     `start end` lines on stdin with a JSON list of [history size, unified ms, CPU ms,
     raw ms, text] per query."""
@@ -67,7 +70,9 @@ def worker(size: int, queries: int) -> None:
             async with transaction(factory) as db:
                 await search_raw(db, llm, q.user_id, q.text, 5, side_sessions=factory)  # type: ignore[arg-type]
 
-        for q in qs:  # warm-up
+        # warm-up: the same queries, or (`--fresh`) as many others, so that what the
+        # search remembers between searches is not what the measured queries ask
+        for q in bs.make_queries(target, p, queries, seed=11) if fresh else qs:
             await unified(q)
             await raw(q)
         print("ready", flush=True)
@@ -102,15 +107,19 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--block", type=int, default=10)
+    parser.add_argument(
+        "--fresh", action="store_true", help="warm up on other queries than those measured"
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         root = Path(args.worker).resolve()
         sys.path[:0] = [str(root), str(root / "bench")]
-        worker(args.size, args.queries)
+        worker(args.size, args.queries, args.fresh)
         return
     roots = [str(Path(c).resolve()) for c in args.checkouts]
     cmd = [sys.executable, __file__, *args.checkouts, "--size", str(args.size)]
+    cmd += ["--fresh"] if args.fresh else []
     procs = {
         r: subprocess.Popen(
             [*cmd, "--queries", str(args.queries), "--worker", r],
