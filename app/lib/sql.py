@@ -10,7 +10,7 @@ from typing import Any, cast
 import psycopg
 from psycopg.rows import namedtuple_row
 from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql import ClauseElement
 
 _DIALECT = PGDialect_psycopg()
@@ -54,6 +54,9 @@ class Compiled:
 
 
 def compile_for_driver(stmt: ClauseElement) -> Compiled:
+    """`stmt` compiled for psycopg. The values it binds itself (literals: `1.0` in a
+    `CASE`) become the defaults; a parameter without one must be given at each call
+    (psycopg refuses a missing one)."""
     compiled = stmt.compile(dialect=_DIALECT)
     return Compiled(str(compiled), {k: v for k, v in compiled.params.items() if v is not None})
 
@@ -63,20 +66,23 @@ class DriverRows:
     connection and in its transaction: the ORM's layers (the statement's cache key, its
     parameter and row processing) cost ~0.15–0.35 ms of Python per statement, more than
     some of these statements take to run. Rows are named tuples. The SQL comes from the
-    repositories (`compile_for_driver` for a Core statement)."""
+    repositories (`compile_for_driver` for a Core statement). The session's connection
+    is asked for at each call (after a commit it may be another one); its driver
+    connection is looked up again only when it changed."""
 
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
-        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._bound: tuple[AsyncConnection, psycopg.AsyncConnection[Any]] | None = None
 
     async def __call__(
         self, sql: str, params: Mapping[str, Any], *, prepare: bool | None = None
     ) -> list[Any]:
         """`prepare=False`: never prepared, so planned for these parameters every time
         (psycopg otherwise prepares a statement run five times on a connection)."""
-        if self._conn is None:
-            raw = await (await self.session.connection()).get_raw_connection()
-            self._conn = cast(psycopg.AsyncConnection[Any], raw.driver_connection)
-        async with self._conn.cursor(row_factory=namedtuple_row) as cur:
+        current = await self.session.connection()
+        if self._bound is None or self._bound[0] is not current:
+            raw = await current.get_raw_connection()
+            self._bound = (current, cast(psycopg.AsyncConnection[Any], raw.driver_connection))
+        async with self._bound[1].cursor(row_factory=namedtuple_row) as cur:
             await cur.execute(sql, params, prepare=prepare)
             return await cur.fetchall()

@@ -149,7 +149,7 @@ async def search_raw(
     async def text_side() -> tuple[int, list[Sequence[str]]]:
         scope = await repo.begin_search(user_id, session_id=session_id)
         _WALKERS.note(user_id, scope.chunks > EXACT_SCAN_CHUNKS)
-        return scope.chunks, await term_matches(repo, user_id, terms, scope, session_id)
+        return scope.chunks, await lookup_terms(repo, user_id, terms, scope, session_id)
 
     aside = side_sessions is not None and vec is not None
     if aside and session_id is None and _WALKERS.walks(user_id):
@@ -161,7 +161,7 @@ async def search_raw(
         if session_id is None:
             _WALKERS.note(user_id, total > EXACT_SCAN_CHUNKS)
         exact = total <= EXACT_SCAN_CHUNKS
-        lookup = term_matches(repo, user_id, terms, scope, session_id)
+        lookup = lookup_terms(repo, user_id, terms, scope, session_id)
         if aside and not exact:
             matches, near = await both(lookup, walk_aside())
         else:
@@ -176,7 +176,7 @@ async def search_raw(
     return rank_candidates(loaded, weights, k)
 
 
-async def term_matches(
+async def lookup_terms(
     repo: ChunkRepository,
     user_id: str,
     terms: Sequence[str],

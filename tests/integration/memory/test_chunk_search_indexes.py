@@ -347,7 +347,7 @@ async def test_common_terms_are_remembered_while_the_users_chunks_stay(engine, m
             return await real(user_id, terms, **kw)
 
         repo.term_matches = spy  # type: ignore[method-assign]
-        lookup = search_service.term_matches
+        lookup = search_service.lookup_terms
         scope = await repo.begin_search("hana", session_id=None)
         first = await lookup(repo, "hana", ["kato", "zebra"], scope, None)
         second = await lookup(repo, "hana", ["kato", "zebra"], scope, None)
@@ -369,3 +369,17 @@ async def test_common_terms_are_remembered_while_the_users_chunks_stay(engine, m
         assert one.version is None
         assert [list(ids) for ids in await lookup(repo, "hana", ["kato"], one, sid)] == [[new]]
         assert len(calls) == 4  # one session's chunks: always looked up
+
+
+async def test_a_repository_kept_across_commits_uses_the_sessions_connection(engine) -> None:  # type: ignore[no-untyped-def]
+    """The driver connection is the session's current one, also after a commit (when the
+    session may hold another pooled connection)."""
+    async with session_factory(engine)() as db:
+        repo = ChunkRepository(db)
+        pids = []
+        for _ in range(2):
+            await repo.begin_search("nobody", session_id=None)
+            pids.append((await db.execute(text("SELECT pg_backend_pid()"))).scalar_one())
+            got = await repo._rows("SELECT pg_backend_pid() AS pid", {})
+            assert got[0].pid == pids[-1]
+            await db.commit()
