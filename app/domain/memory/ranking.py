@@ -303,11 +303,7 @@ def _score_lines(c: Candidate, weights: Mapping[str, float], wanted: Sequence[st
         for at, term in term_hits(c.text, wanted):
             line = bisect_right(starts, at) - 1
             if line >= 0 and at < ends[line]:
-                tf = tfs.get(line)
-                if tf is None:
-                    tfs[line] = {term: 1}
-                else:
-                    tf[term] = tf.get(term, 0) + 1
+                _count(tfs, line, term)
         for _, term in term_hits(" ".join(c.keys), wanted):
             _count(tfs, len(spans), term)
     terms = {t for tf in tfs.values() for t in tf}
