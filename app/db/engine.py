@@ -82,7 +82,7 @@ def _ping_when_idle(engine: AsyncEngine, idle_seconds: float) -> None:
     pool fails its ping and is replaced (the pool retries the checkout); one dropped
     within `idle_seconds` of its last use fails the statement that uses it, and the
     pool then replaces every connection older than that failure."""
-    pool = engine.sync_engine.pool
+    pool, dialect = engine.sync_engine.pool, engine.sync_engine.dialect
 
     @event.listens_for(pool, "checkin")
     def _checked_in(dbapi_connection: Any, record: Any) -> None:
@@ -94,11 +94,7 @@ def _ping_when_idle(engine: AsyncEngine, idle_seconds: float) -> None:
         if since is not None and time.monotonic() - since < idle_seconds:
             return
         try:
-            cursor = dbapi_connection.cursor()
-            try:
-                cursor.execute("SELECT 1")
-            finally:
-                cursor.close()
+            dialect.do_ping(dbapi_connection)  # what pool_pre_ping sends: SELECT 1
         except Exception as exc:  # noqa: BLE001 - any failure: a new connection
             log.info("db.stale_connection_replaced", error=type(exc).__name__)
             raise DisconnectionError() from exc
