@@ -95,11 +95,6 @@ def worker(size: int, queries: int, fresh: bool) -> None:
     asyncio.run(run())
 
 
-def pct(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))] if s else float("nan")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("checkouts", nargs=2, help="two directories holding the project")
@@ -117,6 +112,8 @@ def main() -> None:
         sys.path[:0] = [str(root), str(root / "bench")]
         worker(args.size, args.queries, args.fresh)
         return
+    from _common import percentile  # here: a worker imports its own checkout's _common
+
     roots = [str(Path(c).resolve()) for c in args.checkouts]
     cmd = [sys.executable, __file__, *args.checkouts, "--size", str(args.size)]
     cmd += ["--fresh"] if args.fresh else []
@@ -150,13 +147,13 @@ def main() -> None:
     for r, rows in res.items():
         ms = [x[1] for x in rows]
         line = (
-            f"{r}\n  unified p50 {pct(ms, 50):.1f} p95 {pct(ms, 95):.1f} | Python CPU p50"
-            f" {pct([x[2] for x in rows], 50):.1f} | raw p50 {pct([x[3] for x in rows], 50):.1f}"
-            f" p95 {pct([x[3] for x in rows], 95):.1f} | by history size:"
+            f"{r}\n  unified p50 {percentile(ms, 50):.1f} p95 {percentile(ms, 95):.1f} | Python CPU p50"
+            f" {percentile([x[2] for x in rows], 50):.1f} | raw p50 {percentile([x[3] for x in rows], 50):.1f}"
+            f" p95 {percentile([x[3] for x in rows], 95):.1f} | by history size:"
         )
         for lo, hi in SIZES:
             part = [x[1] for x in rows if lo <= x[0] < hi]
-            line += f" {lo}+ {pct(part, 50):.1f}/{pct(part, 95):.1f}"
+            line += f" {lo}+ {percentile(part, 50):.1f}/{percentile(part, 95):.1f}"
         print(line)
     first = res[roots[0]]
     same = sum(x[4] == y[4] for x, y in zip(first, res[roots[1]], strict=True))
