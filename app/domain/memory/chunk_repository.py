@@ -46,7 +46,8 @@ def user_bucket(user_id: str) -> int:
 class ChunkScope(NamedTuple):
     """What `begin_search` reads: the user's chunks in the search's scope, and the
     version of the user's chunks — the database's oid and `memory_chunk_counts.version`,
-    which every statement adding or removing them changes (None for one session's)."""
+    which every statement adding or removing them changes (None for one session's, and
+    for a user with no chunks counted)."""
 
     chunks: int
     version: tuple[int, int] | None
@@ -221,7 +222,7 @@ class ChunkRepository:
             f" set_config('plan_cache_mode', 'force_custom_plan', true) AS plans, {count}"
         )
         row = (await self._rows(sql, params))[0]
-        if row.v is None:
+        if not row.v:  # one session's chunks, or none counted for the user
             return ChunkScope(int(row.n), None)
         return ChunkScope(int(row.n), (int(row.db), int(row.v)))
 

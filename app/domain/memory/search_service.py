@@ -146,9 +146,14 @@ async def search_raw(
         assert side_sessions is not None
         return in_own_session(side_sessions, lambda db: nearest(ChunkRepository(db), False))
 
-    async def text_side() -> tuple[int, list[Sequence[str]]]:
+    async def count() -> ChunkScope:
         scope = await repo.begin_search(user_id, session_id=session_id)
-        _WALKERS.note(user_id, scope.chunks > EXACT_SCAN_CHUNKS)
+        if session_id is None:
+            _WALKERS.note(user_id, scope.chunks > EXACT_SCAN_CHUNKS)
+        return scope
+
+    async def text_side() -> tuple[int, list[Sequence[str]]]:
+        scope = await count()
         return scope.chunks, await lookup_terms(repo, user_id, terms, scope, session_id)
 
     aside = side_sessions is not None and vec is not None
@@ -156,10 +161,8 @@ async def search_raw(
         # a user seen past EXACT_SCAN_CHUNKS: the walk starts now, beside the count
         (total, matches), near = await both(text_side(), walk_aside())
     else:
-        scope = await repo.begin_search(user_id, session_id=session_id)
+        scope = await count()
         total = scope.chunks
-        if session_id is None:
-            _WALKERS.note(user_id, total > EXACT_SCAN_CHUNKS)
         exact = total <= EXACT_SCAN_CHUNKS
         lookup = lookup_terms(repo, user_id, terms, scope, session_id)
         if aside and not exact:
@@ -185,10 +188,10 @@ async def lookup_terms(
 ) -> list[Sequence[str]]:
     """`ChunkRepository.term_matches` (at most `TERM_CAP` ids a term), the user's most
     common terms (found in `TERM_CAP` chunks or more) taken from `_COMMON` while the
-    user's chunks are as they were (`scope.version`); not for one session's chunks."""
-    version = scope.version if session_id is None else None
+    user's chunks are as they were (`scope.version`: None for one session's chunks)."""
+    version = scope.version
     found: list[Sequence[str] | None] = [None] * len(terms)
-    if version is not None and version[1]:  # 0: no chunks counted, nothing stored
+    if version is not None:
         found = [_COMMON.get(user_id, t, version) for t in terms]
     missing = [t for t, ids in zip(terms, found, strict=True) if ids is None]
     looked = iter(
@@ -200,7 +203,7 @@ async def lookup_terms(
     for term, ids in zip(terms, found, strict=True):
         if ids is None:
             ids = next(looked)
-            if version is not None and version[1] and len(ids) >= TERM_CAP:
+            if version is not None and len(ids) >= TERM_CAP:
                 _COMMON.put(user_id, term, version, ids)
         out.append(ids)
     return out
