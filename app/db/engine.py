@@ -120,6 +120,13 @@ async def in_own_session(
     factory: async_sessionmaker[AsyncSession], fn: Callable[[AsyncSession], Awaitable[T]]
 ) -> T:
     """`fn` on a session of its own (its own pooled connection), closed after — for a
-    read run side by side with the caller's session. Nothing is committed."""
+    read run side by side with the caller's session. Nothing is committed.
+
+    The connection is in autocommit for `fn` (the pool restores its isolation level on
+    return): a search's side read is one to three statements, and a transaction around
+    them would add a `BEGIN` and a `ROLLBACK` round trip each time. Each statement
+    therefore sees its own snapshot, and `SET LOCAL` has no effect there (a statement
+    can still scope a setting to itself with `set_config(…, true)`)."""
     async with factory() as db:
+        await db.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
         return await fn(db)

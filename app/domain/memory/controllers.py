@@ -18,8 +18,8 @@ from app.domain.memory.schemas import (
     SketchOut,
     ToolMemorySearchIn,
 )
-from app.domain.memory.search_service import SearchResult
 from app.domain.memory.sketch_repository import SCRATCHPAD, SketchRepository
+from app.domain.memory.unified_search import SearchResult
 from app.domain.memory.wiring import unified_search
 from app.domain.sessions.access import Viewer
 from app.domain.sessions.services import SessionService

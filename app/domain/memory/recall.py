@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.domain.memory.chunk_repository import ChunkRepository
 from app.domain.memory.render import hit_excerpt
-from app.domain.memory.search_service import FactSearch, search_raw
+from app.domain.memory.search_service import search_raw
 from app.domain.memory.unified import (
     MemoryHit,
     mark_freshness,
@@ -30,6 +30,7 @@ from app.domain.memory.unified import (
     recall_filter,
     recall_query,
 )
+from app.domain.memory.unified_search import FactSearch
 from app.llm.gateway import LLMGateway
 
 log = structlog.get_logger()

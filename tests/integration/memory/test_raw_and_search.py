@@ -248,8 +248,8 @@ async def test_unified_search_reads_facts_on_a_side_connection(client, engine, s
     """With the service's session factory, facts and sketches are read on a second
     connection while the raw index is searched; a failure there is raised only once the
     raw search is done, and the request's session is left usable."""
-    from app.domain.memory.search_service import UnifiedSearch
     from app.domain.memory.unified import MemoryHit
+    from app.domain.memory.unified_search import UnifiedSearch
 
     sid = await _session(client)
     await _index(engine, settings, "admin", sid)

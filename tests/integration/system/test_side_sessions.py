@@ -1,0 +1,51 @@
+"""`in_own_session`, the side reads of a search: autocommit on its connection (no
+`BEGIN` / `ROLLBACK` round trips), and the pooled connection given back as it was."""
+
+from dataclasses import replace
+from typing import Any
+
+import psycopg
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.db.engine import create_engine, in_own_session, session_factory, transaction
+from app.lib.sql import DriverRows
+
+
+async def _driver(db: AsyncSession) -> psycopg.AsyncConnection[Any]:
+    raw = await (await db.connection()).get_raw_connection()
+    return raw.driver_connection  # type: ignore[return-value]
+
+
+async def test_a_side_read_runs_outside_a_transaction_block(db_url: str) -> None:
+    engine = create_engine(db_url, replace(Settings(), db_pool_size=1, db_max_overflow=0))
+    factory = session_factory(engine)
+    try:
+
+        async def side(db: AsyncSession) -> tuple[int, bool, str, list[Any]]:
+            pid = (await db.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+            conn = await _driver(db)
+            # a statement still scopes a setting to itself
+            rows = await DriverRows(db)(
+                "SELECT current_setting('work_mem') AS inside FROM"
+                " (SELECT set_config('work_mem', '7MB', true) AS cfg) AS s",
+                {},
+            )
+            after = (await db.execute(text("SHOW work_mem"))).scalar_one()
+            status = conn.info.transaction_status
+            return pid, conn.autocommit, f"{status.name}/{after}", rows
+
+        pid, autocommit, state, rows = await in_own_session(factory, side)
+        assert autocommit and rows[0].inside == "7MB"
+        assert state != "INTRANS/7MB" and state.startswith("IDLE/")  # no open transaction
+
+        # the same pooled connection, back in the service's mode: transactions again
+        async with transaction(factory) as db:
+            again = (await db.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+            conn = await _driver(db)
+            assert again == pid
+            assert not conn.autocommit
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+    finally:
+        await engine.dispose()
