@@ -114,7 +114,7 @@ class ChunkRepository:
         """One statement of the raw search (`DriverRows`), never prepared: each is
         planned for its own parameters — a plan made once for any user is wrong for a
         user with a hundred or ten thousand chunks."""
-        return await self._driver(sql, params, prepare=False)
+        return await self._driver(sql, params)
 
     async def add_chunks(
         self,

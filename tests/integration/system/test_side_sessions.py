@@ -10,6 +10,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.db.engine import create_engine, in_own_session, session_factory, transaction
+from app.domain.facts.search_repository import FactSearchRepository
+from app.domain.memory.sketch_repository import SCRATCHPAD, SketchRepository
 from app.lib.sql import DriverRows
 
 
@@ -47,5 +49,33 @@ async def test_a_side_read_runs_outside_a_transaction_block(db_url: str) -> None
             assert again == pid
             assert not conn.autocommit
             assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+    finally:
+        await engine.dispose()
+
+
+async def test_the_side_reads_are_never_prepared(db_url: str) -> None:
+    """The facts' and sketches' searches run often on the same pooled connection: sent
+    unprepared, each is planned for its user and query vector (a generic plan evaluates
+    the vector's cast for every row)."""
+    engine = create_engine(db_url, replace(Settings(), db_pool_size=1, db_max_overflow=0))
+    factory = session_factory(engine)
+    try:
+
+        async def side(db: AsyncSession) -> int:
+            facts = FactSearchRepository(db)
+            sketches = SketchRepository(db)
+            for _ in range(7):
+                await facts.vector_search("nobody", [1.0] * 8, limit=5, max_distance=0.3)
+                await facts.text_search("nobody", ["kettle"], limit=5)
+                await sketches.search_values("nobody", SCRATCHPAD, ["kettle"], limit=5)
+            found = await db.execute(
+                text(
+                    "SELECT count(*) FROM pg_prepared_statements"
+                    " WHERE statement ILIKE '%memory_facts%' OR statement ILIKE '%kv_store%'"
+                )
+            )
+            return int(found.scalar_one())
+
+        assert await in_own_session(factory, side) == 0
     finally:
         await engine.dispose()
