@@ -265,6 +265,8 @@ class FactService:
         # user a short word is "similar" to a great many values (plain ILIKE there, which
         # the trigram indexes still serve).
         trigram = typo_tolerant and user_id is not None and await self.search.has_pg_trgm()
+        found: list[FactRow] = []
+        rows: list[FactRow] = []
         if vector is not None and user_id is not None:  # one user: both in one round trip
             found, rows = await self.search.user_search(
                 user_id,
@@ -275,7 +277,6 @@ class FactService:
                 trigram=trigram,
             )
         else:
-            found = []
             if vector is not None:
                 found = await self.search.vector_search(
                     user_id,
@@ -284,13 +285,10 @@ class FactService:
                     max_distance=VECTOR_MAX_DISTANCE,
                     all_users=all_users,
                 )
-            rows = (
-                []
-                if found
-                else await self.search.text_search(
+            if not found:
+                rows = await self.search.text_search(
                     user_id, words, limit=limit, all_users=all_users, trigram=trigram
                 )
-            )
         if found:
             return SearchResult(
                 "vector", [fact_hit(row, "vector", 1.0 - row.distance) for row in found]
