@@ -127,28 +127,6 @@ def _user_vector_statement() -> Compiled:
     )
 
 
-@lru_cache(maxsize=64)
-def _user_search_statement(n_words: int, *, trigram: bool) -> Compiled:
-    """One user's vector search and, only when it finds nothing, the word search — in
-    one round trip. The two are CTEs: the word search's rows are gated by an
-    uncorrelated `NOT EXISTS` over the vector rows, which PostgreSQL evaluates once, as a
-    one-time filter, so the word search runs only when no fact is that close. A row's
-    `tier` says which search found it (0 vector, 1 word); each keeps its own order. The
-    parameters are both statements' (`user_id`, `vec`, `max_distance`, `limit`; `w0…`,
-    `p0…`, `query`)."""
-    vec = _user_vector_statement()
-    words = _text_search_statement(n_words, trigram=trigram, scoped=True)
-    names = [c.key for c in FACT_COLUMNS]
-    cols = ", ".join(names)
-    sql = (
-        f"WITH v AS MATERIALIZED ({vec.sql}), t AS MATERIALIZED (SELECT * FROM ({words.sql})"
-        " AS w WHERE NOT EXISTS (SELECT 1 FROM v))"
-        f" SELECT 0 AS tier, {cols}, distance, NULL::float8 AS score FROM v"
-        f" UNION ALL SELECT 1 AS tier, {cols}, NULL::float8, score FROM t"
-    )
-    return Compiled(sql, {**vec.defaults, **words.defaults})
-
-
 class FactSearchRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -190,41 +168,6 @@ class FactSearchRepository:
         }
         user_stmt = _user_vector_statement()
         return await DriverRows(self.session)(user_stmt.sql, user_stmt.params(params))
-
-    async def user_search(
-        self,
-        user_id: str,
-        vector: Sequence[float],
-        words: Sequence[str],
-        *,
-        limit: int,
-        max_distance: float,
-        trigram: bool = False,
-    ) -> tuple[list[FactRow], list[FactRow]]:
-        """`vector_search` for one user and, when it finds nothing, `text_search` (for
-        `words`), in one statement (`_user_search_statement`): (vector rows, word rows),
-        at most one of them not empty."""
-        if not words:
-            return await self.vector_search(
-                user_id, vector, limit=limit, max_distance=max_distance
-            ), []
-        stmt = _user_search_statement(len(words), trigram=trigram)
-        params: dict[str, Any] = {
-            "user_id": user_id,
-            "vec": vector_literal(list(vector)),
-            "max_distance": max_distance,
-            "limit": limit,
-            "query": " ".join(words),
-        }
-        for i, word in enumerate(words):
-            params[f"w{i}"] = word
-            params[f"p{i}"] = like_pattern(word)
-        rows = await DriverRows(self.session)(stmt.sql, stmt.params(params))
-        near = sorted((r for r in rows if r.tier == 0), key=lambda r: (r.distance, r.id))
-        # as `text_search` orders them: score, confidence, updated_at descending, then id
-        found = sorted((r for r in rows if r.tier == 1), key=lambda r: r.id)
-        found.sort(key=lambda r: (r.score, r.confidence, r.updated_at), reverse=True)
-        return near, found
 
     async def _tune_hnsw_scan(self) -> None:
         """For this transaction: a wider HNSW search (ef_search 100, not 40: ~90 % instead

@@ -260,39 +260,22 @@ class FactService:
             vector: Sequence[float] | None = vectors[0] if vectors else None
         else:
             vector = query_vector
+        if vector is not None:
+            found = await self.search.vector_search(
+                user_id, vector, limit=limit, max_distance=VECTOR_MAX_DISTANCE, all_users=all_users
+            )
+            if found:
+                return SearchResult(
+                    "vector", [fact_hit(row, "vector", 1.0 - row.distance) for row in found]
+                )
         words = query_words(query)
         # Typo-tolerant matching (pg_trgm `%>`) only within one user's facts: across every
         # user a short word is "similar" to a great many values (plain ILIKE there, which
         # the trigram indexes still serve).
         trigram = typo_tolerant and user_id is not None and await self.search.has_pg_trgm()
-        found: list[FactRow] = []
-        rows: list[FactRow] = []
-        if vector is not None and user_id is not None:  # one user: both in one round trip
-            found, rows = await self.search.user_search(
-                user_id,
-                vector,
-                words,
-                limit=limit,
-                max_distance=VECTOR_MAX_DISTANCE,
-                trigram=trigram,
-            )
-        else:
-            if vector is not None:
-                found = await self.search.vector_search(
-                    user_id,
-                    vector,
-                    limit=limit,
-                    max_distance=VECTOR_MAX_DISTANCE,
-                    all_users=all_users,
-                )
-            if not found:
-                rows = await self.search.text_search(
-                    user_id, words, limit=limit, all_users=all_users, trigram=trigram
-                )
-        if found:
-            return SearchResult(
-                "vector", [fact_hit(row, "vector", 1.0 - row.distance) for row in found]
-            )
+        rows = await self.search.text_search(
+            user_id, words, limit=limit, all_users=all_users, trigram=trigram
+        )
         hits = [fact_hit(row, "text", row.score) for row in rows]
         return SearchResult("text" if hits else "none", hits)
 

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import psycopg
 from litestar.testing import AsyncTestClient
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.engine import session_factory
-from app.domain.facts.search_repository import FactSearchRepository, _user_search_statement
-from app.lib.sql import DriverRows, vector_literal
 from tests.fakes.ollama_server import FakeOllama, cosine, fake_embedding
 from tests.integration.facts.conftest import sql
 
@@ -207,52 +203,3 @@ async def test_unified_search_matches_fact_words_as_written(
         assert [h["key"] for h in typed] == (["editor"] if _has_trgm(db_url) else [])
     finally:
         ollama.recover()
-
-
-async def test_one_round_trip_search_matches_the_two_searches(
-    client: AsyncTestClient, engine: AsyncEngine
-) -> None:
-    """`user_search` (vector search, and the word search only when nothing is that close,
-    in one statement) gives what `vector_search` then `text_search` give, in their order;
-    when a fact is close the word search is never executed."""
-    for key, value, confidence in (
-        ("home_city", "Berlin", 80),
-        ("employer", "Acme in Berlin", 80),
-        ("office", "Acme Berlin office", 60),
-        ("team", "Berlin platform team", 80),
-        ("dog", "a beagle named Rex", 80),
-    ):
-        await _save(client, category="misc", key=key, value=value, confidence=confidence)
-    words = ["acme", "berlin", "office"]
-    far = fake_embedding("nothing like any of them")
-    near = fake_embedding("misc dog: a beagle named Rex")
-    async with session_factory(engine)() as db:
-        repo = FactSearchRepository(db)
-        vec, rows = await repo.user_search("admin", far, words, limit=10, max_distance=0.3)
-        expected = await repo.text_search("admin", words, limit=10)
-        assert vec == [] and [r.key for r in rows] == [r.key for r in expected]
-        assert [r.key for r in rows] == ["office", "employer", "team", "home_city"]
-        assert [r.score for r in rows] == [r.score for r in expected]
-
-        vec, rows = await repo.user_search("admin", near, words, limit=10, max_distance=0.3)
-        assert [r.key for r in vec] == ["dog"] and rows == []
-        assert [r.key for r in vec] == [
-            r.key for r in await repo.vector_search("admin", near, limit=10, max_distance=0.3)
-        ]
-        stmt = _user_search_statement(len(words), trigram=False)
-        params = stmt.params(
-            {
-                "user_id": "admin",
-                "vec": vector_literal(near),
-                "max_distance": 0.3,
-                "limit": 10,
-                "query": " ".join(words),
-                **{f"w{i}": w for i, w in enumerate(words)},
-                **{f"p{i}": f"%{w}%" for i, w in enumerate(words)},
-            }
-        )
-        plan = await DriverRows(db)("EXPLAIN (ANALYZE, COSTS OFF) " + stmt.sql, params)
-        scans = [r[0] for r in plan if "on memory_facts" in r[0]]  # the vector's, the words'
-        assert "never executed" not in scans[0] and "never executed" in scans[-1], plan
-        # another user's facts are not found by either part
-        assert await repo.user_search("nobody", near, words, limit=10, max_distance=0.3) == ([], [])
