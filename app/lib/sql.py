@@ -63,7 +63,7 @@ def compile_for_driver(stmt: ClauseElement) -> Compiled:
 
 class DriverRows:
     """Statements of a search's hot path sent by psycopg itself, on the session's
-    connection and in its transaction: the ORM's layers (the statement's cache key, its
+    connection and in its transaction (if any: side reads run in autocommit): the ORM's layers (the statement's cache key, its
     parameter and row processing) cost ~0.15–0.35 ms of Python per statement, more than
     some of these statements take to run. Rows are named tuples. The SQL comes from the
     repositories (`compile_for_driver` for a Core statement). The session's connection

@@ -108,13 +108,10 @@ _WALK = (
 class ChunkRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
-        self._driver = DriverRows(session)
-
-    async def _rows(self, sql: str, params: dict[str, Any]) -> list[Any]:
-        """One statement of the raw search (`DriverRows`), never prepared: each is
-        planned for its own parameters — a plan made once for any user is wrong for a
-        user with a hundred or ten thousand chunks."""
-        return await self._driver(sql, params)
+        # the raw search's statements: sent by psycopg, never prepared (`DriverRows`) —
+        # a plan made once for any user is wrong for one with a hundred or ten thousand
+        # chunks
+        self._rows = DriverRows(session)
 
     async def add_chunks(
         self,

@@ -25,9 +25,10 @@ async def test_a_side_read_runs_outside_a_transaction_block(db_url: str) -> None
     factory = session_factory(engine)
     try:
 
-        async def side(db: AsyncSession) -> tuple[int, bool, str, list[Any]]:
+        async def side(db: AsyncSession) -> tuple[int, bool, str, str, list[Any], str]:
             pid = (await db.execute(text("SELECT pg_backend_pid()"))).scalar_one()
             conn = await _driver(db)
+            before = (await db.execute(text("SHOW work_mem"))).scalar_one()
             # a statement still scopes a setting to itself
             rows = await DriverRows(db)(
                 "SELECT current_setting('work_mem') AS inside FROM"
@@ -35,12 +36,13 @@ async def test_a_side_read_runs_outside_a_transaction_block(db_url: str) -> None
                 {},
             )
             after = (await db.execute(text("SHOW work_mem"))).scalar_one()
-            status = conn.info.transaction_status
-            return pid, conn.autocommit, f"{status.name}/{after}", rows
+            status = conn.info.transaction_status.name
+            return pid, conn.autocommit, before, after, rows, status
 
-        pid, autocommit, state, rows = await in_own_session(factory, side)
+        pid, autocommit, before, after, rows, status = await in_own_session(factory, side)
         assert autocommit and rows[0].inside == "7MB"
-        assert state != "INTRANS/7MB" and state.startswith("IDLE/")  # no open transaction
+        assert before != "7MB" and after == before  # the setting ended with its statement
+        assert status == "IDLE"  # no open transaction
 
         # the same pooled connection, back in the service's mode: transactions again
         async with transaction(factory) as db:
