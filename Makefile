@@ -50,6 +50,9 @@ bench-compression: install ## Plan/compress a 2,000-message session; compression
 bench-sessions: install ## Session store at production scale: list/search/matches/history/append vs naive (DATABASE_URL=… or embedded; ARGS="--scale 0.05")
 	$(BIN)/python bench/bench_sessions.py $(ARGS)
 
+index-sessions: install ## Index every idle session's messages the raw index lacks, with a progress bar (ARGS="--older-than 0 --user ID")
+	$(BIN)/python -m app.cli index-sessions $(ARGS)
+
 backfill: install ## Embed the facts stored without an embedding (ARGS="--batch-size 8 --pause 2.0 --limit N")
 	$(BIN)/python -m app.cli backfill $(ARGS)
 

@@ -93,6 +93,9 @@ def main(argv: list[str] | None = None) -> None:
     from app.domain.memory.reembed import add_command as add_reembed_command
 
     add_reembed_command(sub, _settings_or_exit)  # reembed
+    from app.domain.memory.idle_index import add_command as add_index_command
+
+    add_index_command(sub, _settings_or_exit)  # index-sessions
     args = parser.parse_args(argv)
     args.fn(args)
 

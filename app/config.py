@@ -262,6 +262,28 @@ FIELDS: dict[str, Spec] = {
         "Period of the extraction worker; 0 disables the loop.",
         0,
     ),
+    "raw_index_idle_enabled": Spec(
+        "RAW_INDEX_IDLE_ENABLED",
+        True,
+        bool,
+        "Index the messages of idle sessions that compression never demoted as raw chunks "
+        "(needs MEMORY_SEARCH_ENABLED).",
+    ),
+    "raw_index_idle_minutes": Spec(
+        "RAW_INDEX_IDLE_MINUTES",
+        None,
+        int,
+        "Idle minutes before a session's unindexed messages are indexed; unset = "
+        "MEMORY_EXTRACTION_STALE_MINUTES.",
+        0,
+    ),
+    "raw_index_idle_interval_seconds": Spec(
+        "RAW_INDEX_IDLE_INTERVAL_SECONDS",
+        60,
+        int,
+        "Period of the idle-session indexing job; 0 disables the loop.",
+        0,
+    ),
     # --- conversation history, error memory, rolling context (seed 001)
     "session_max_history_bytes": Spec(
         "SESSION_MAX_HISTORY_BYTES",
@@ -387,6 +409,9 @@ class Settings:
     extraction_enabled: bool = True
     extraction_stale_minutes: int = 30
     extraction_interval_seconds: int = 300
+    raw_index_idle_enabled: bool = True
+    raw_index_idle_minutes: int | None = None
+    raw_index_idle_interval_seconds: int = 60
     session_max_history_bytes: int = 4_194_304
     history_embed_recent: int = 500
     error_memory_ttl_days: int = 90
@@ -410,6 +435,13 @@ class Settings:
         if self.embedding_dim is not None:
             return self.embedding_dim
         return LOCAL_EMBEDDING_DIM if self.embedding_provider == "local" else DEFAULT_EMBEDDING_DIM
+
+    @property
+    def raw_index_idle_after_minutes(self) -> int:
+        """`RAW_INDEX_IDLE_MINUTES`, else the extraction's stale threshold."""
+        if self.raw_index_idle_minutes is not None:
+            return self.raw_index_idle_minutes
+        return self.extraction_stale_minutes
 
     @property
     def data_path(self) -> Path:

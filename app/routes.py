@@ -21,6 +21,7 @@ from app.domain.files.services import cleanup_orphan_dirs
 from app.domain.history.controllers import ChatHistoryController
 from app.domain.history.rolling_service import run_rolling_summaries
 from app.domain.memory.controllers import MemorySearchController, ScratchpadController
+from app.domain.memory.idle_index import index_idle_job
 from app.domain.sessions.controllers import SessionController
 from app.domain.shares.controllers import (
     SharedController,
@@ -65,6 +66,15 @@ BACKGROUND_JOBS: list[Job] = [
         "memory.extraction",
         lambda s: s.extraction_interval_seconds if s.extraction_enabled else 0,
         extract_stale_sessions,
+    ),
+    Job(
+        "memory.idle_index",
+        lambda s: (
+            s.raw_index_idle_interval_seconds
+            if s.raw_index_idle_enabled and s.memory_search_enabled
+            else 0
+        ),
+        index_idle_job,
     ),
     Job("error_memory.purge", lambda s: s.error_memory_purge_seconds, purge_expired_errors),
     Job(

@@ -7,6 +7,7 @@ from app.db.models.memory import (
     MemoryChunkVector,
     MemoryFact,
     MemorySummary,
+    RawIndexState,
     SessionMemoryState,
 )
 from app.db.models.sessions import Message, MessageArchive, Session, SessionShare
@@ -24,6 +25,7 @@ __all__ = [
     "Message",
     "MessageArchive",
     "MessageEmbedding",
+    "RawIndexState",
     "RollingSummary",
     "Session",
     "SessionMemoryState",

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
@@ -18,6 +19,7 @@ from sqlalchemy import (
     func,
     text,
 )
+from sqlalchemy.dialects.postgresql import INT8MULTIRANGE
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.config import get_settings
@@ -107,6 +109,26 @@ class SessionMemoryState(Base):
         ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
     )
     extracted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+
+class RawIndexState(Base):
+    """Which of a session's messages the raw index covers: the one source of truth of
+    "indexed up to". `covered` is the set of sequence numbers already handed to the
+    indexer (compression's demotions and the idle-session job alike, skipped roles
+    included); both write chunks only for messages outside it, under this row's lock,
+    so a message is never chunked twice. Failures of the idle job are counted here."""
+
+    __tablename__ = "raw_index_state"
+
+    session_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    covered: Mapped[Any] = mapped_column(
+        INT8MULTIRANGE, nullable=False, server_default=text("'{}'::int8multirange")
+    )
+    indexed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
     last_error: Mapped[str | None] = mapped_column(Text)
 

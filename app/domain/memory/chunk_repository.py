@@ -53,6 +53,11 @@ class ChunkScope(NamedTuple):
     version: tuple[int, int] | None
 
 
+class SummaryMark(NamedTuple):
+    at: datetime
+    through_seq: int | None  # the last turn the summary covers, when it says so
+
+
 @dataclass(frozen=True)
 class Segment:
     start: int
@@ -103,6 +108,21 @@ _WALK = (
     + _NEAREST.replace("WHERE {where}", "WHERE {where} AND s.cfg IS NOT NULL")
     + ") AS w"
 )
+
+
+def _session_filter(
+    session_id: uuid.UUID | None, before_seq: int | None, params: dict[str, Any]
+) -> str:
+    """The SQL after `user_id = %(uid)s` that limits a raw search to one session's chunks,
+    and of those (with `before_seq`) to the chunks ending before that turn — automatic
+    recall's scope: the turns still in the live context are not recalled."""
+    if session_id is None:
+        return ""
+    params["sid"] = session_id
+    if before_seq is None:
+        return " AND session_id = %(sid)s"
+    params["before"] = before_seq
+    return " AND session_id = %(sid)s AND end_seq < %(before)s"
 
 
 class ChunkRepository:
@@ -187,7 +207,9 @@ class ChunkRepository:
             ],
         )
 
-    async def begin_search(self, user_id: str, *, session_id: uuid.UUID | None) -> ChunkScope:
+    async def begin_search(
+        self, user_id: str, *, session_id: uuid.UUID | None, before_seq: int | None = None
+    ) -> ChunkScope:
         """Settle the transaction's planner settings for a raw search and return the
         number of the user's chunks (in `session_id` when given: counted; else read from
         `memory_chunk_counts`, with its `version`): the N of the terms' IDF, and what
@@ -208,10 +230,10 @@ class ChunkRepository:
                 " FROM (SELECT) AS one LEFT JOIN memory_chunk_counts AS c ON c.user_id = %(uid)s"
             )
         else:
-            params["sid"] = session_id
+            where = _session_filter(session_id, before_seq, params)
             count = (
                 "(SELECT count(*) FROM memory_chunks"
-                " WHERE user_id = %(uid)s AND session_id = %(sid)s) AS n, NULL AS v, NULL AS db"
+                f" WHERE user_id = %(uid)s{where}) AS n, NULL AS v, NULL AS db"
             )
         sql = (
             "SELECT set_config('jit', 'off', true) AS jit,"
@@ -230,6 +252,7 @@ class ChunkRepository:
         *,
         session_id: uuid.UUID | None,
         cap: int,
+        before_seq: int | None = None,
     ) -> list[list[str]]:
         """For each term the ids (as text) of (at most `cap`) of the user's chunks whose
         text or breadcrumbs contain it — one GIN lookup per term, in one round trip; a
@@ -245,18 +268,14 @@ class ChunkRepository:
         found: list[list[str]] = [[] for _ in terms]
         if not terms:
             return found
-        scope = "user_id = %(uid)s" + (
-            " AND session_id = %(sid)s" if session_id is not None else ""
-        )
-        parts = []
         params: dict[str, Any] = {"uid": user_id, "cap": cap}
-        if session_id is not None:
-            params["sid"] = session_id
+        scope = "user_id = %(uid)s" + _session_filter(session_id, before_seq, params)
+        parts = []
         for i, term in enumerate(terms):
             params[f"q{i}"] = term_tsquery(term)
             parts.append(
                 f"(SELECT {i} AS term, array_agg(id::text) AS ids FROM (SELECT id FROM (SELECT "
-                f"id, user_id, session_id FROM memory_chunks WHERE {CHUNK_USER_TSV} @@ "
+                f"id, user_id, session_id, end_seq FROM memory_chunks WHERE {CHUNK_USER_TSV} @@ "
                 f"navi_user_tsquery(%(uid)s, to_tsquery('simple', %(q{i})s)) OFFSET 0) AS m "
                 f"WHERE {scope} LIMIT %(cap)s) AS l{i})"
             )
@@ -273,6 +292,7 @@ class ChunkRepository:
         session_id: uuid.UUID | None,
         limit: int,
         exact: bool = False,
+        before_seq: int | None = None,
     ) -> list[tuple[uuid.UUID, float]]:
         """(chunk id, cosine similarity) of the user's segments nearest to the query.
 
@@ -296,6 +316,12 @@ class ChunkRepository:
         if session_id is not None:
             where += " AND session_id = %(sid)s"
             params["sid"] = session_id
+            if before_seq is not None:  # the segments have no turn range: their chunk has
+                where += (
+                    " AND chunk_id IN (SELECT id FROM memory_chunks"
+                    " WHERE session_id = %(sid)s AND end_seq < %(before)s)"
+                )
+                params["before"] = before_seq
         if exact:
             sql = _NEAREST.format(where=where)
         else:
@@ -337,24 +363,40 @@ class ChunkRepository:
         ]
 
     async def recent(
-        self, user_id: str, *, session_id: uuid.UUID | None, limit: int
+        self,
+        user_id: str,
+        *,
+        session_id: uuid.UUID | None,
+        limit: int,
+        before_seq: int | None = None,
     ) -> list[Row[Any]]:
         stmt = select(*_CHUNK_COLUMNS).where(MemoryChunk.user_id == user_id)
         if session_id is not None:
             stmt = stmt.where(MemoryChunk.session_id == session_id)
+            if before_seq is not None:
+                stmt = stmt.where(MemoryChunk.end_seq < before_seq)
         stmt = stmt.order_by(MemoryChunk.ended_at.desc().nulls_last()).limit(limit)
         rows: list[Row[Any]] = list((await self.session.execute(stmt)).all())  # type: ignore[arg-type]
         return rows
 
-    async def latest_summary_at(self, session_id: uuid.UUID) -> datetime | None:
-        """When the session was last compressed: the freshness boundary of raw excerpts."""
-        return (
+    async def latest_summary(self, session_id: uuid.UUID) -> SummaryMark | None:
+        """The session's latest summary: when it was written and the last turn it
+        summarised — the freshness boundary of the session's raw excerpts."""
+        row = (
             await self.session.execute(
-                select(func.max(Message.created_at)).where(
-                    Message.session_id == session_id, Message.is_summary.is_(True)
+                select(
+                    Message.created_at,
+                    Message.message_metadata["summarized"]["to_seq"].astext,
                 )
+                .where(Message.session_id == session_id, Message.is_summary.is_(True))
+                .order_by(Message.sequence_number.desc())
+                .limit(1)
             )
-        ).scalar_one_or_none()
+        ).first()
+        if row is None:
+            return None
+        through = row[1]
+        return SummaryMark(row[0], int(through) if through and through.isdigit() else None)
 
     async def count_for_session(self, session_id: uuid.UUID) -> int:
         return (

@@ -3,7 +3,8 @@
 `index_demoted` is the hook compression calls on every path (pre, mid, post, forced,
 hard-truncate). It runs inside a SAVEPOINT: an indexing failure is logged
 (`compressor.chunk_index_failed`) and never fails — or poisons — the compression's
-transaction.
+transaction; the messages it could not index stay uncovered in `raw_index_state`, and
+the idle-session job (`idle_index.py`) indexes them once the session is idle.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from datetime import datetime
 from typing import Protocol
 
 import structlog
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.memory.breadcrumbs import extract_breadcrumbs, merge_breadcrumbs
 from app.domain.memory.chunk_repository import ChunkRepository
-from app.domain.memory.chunks import ChunkMessage, build_chunks
+from app.domain.memory.chunks import ChunkMessage, RawChunk, build_chunks
+from app.domain.memory.index_state import RawIndexRepository
 from app.domain.memory.ranking import segment_spans
 from app.llm.gateway import LLMError, LLMGateway
 
@@ -80,6 +83,35 @@ def split_chunk_vectors(
     return own, segments
 
 
+def chunks_of(messages: Sequence[DemotedMessage], keys: Sequence[str] = ()) -> list[RawChunk]:
+    """The chunks of `messages` (the chunker's rules), each carrying `keys` merged with the
+    breadcrumbs extracted from the messages' text."""
+    kept = [
+        ChunkMessage(
+            role=m.role,
+            content=m.content or "",
+            sequence_number=m.sequence_number,
+            created_at=m.created_at,
+            name=m.name,
+            is_summary=m.is_summary,
+            is_compression=m.is_compression,
+        )
+        for m in messages
+    ]
+    texts = [m.content for m in kept if m.role != "system" and not m.is_summary]
+    return build_chunks(kept, merge_breadcrumbs(keys, extract_breadcrumbs(texts)))
+
+
+async def fresh_chunks(
+    db: AsyncSession, session_id: uuid.UUID, chunks: Sequence[RawChunk]
+) -> list[RawChunk]:
+    """`chunks` whose content hash the session does not hold yet."""
+    if not chunks:
+        return []
+    known = await ChunkRepository(db).existing_hashes(session_id, [c.content_hash for c in chunks])
+    return [c for c in chunks if c.content_hash not in known]
+
+
 async def index_demoted(
     db: AsyncSession,
     llm: LLMGateway,
@@ -89,34 +121,32 @@ async def index_demoted(
     demoted: Sequence[DemotedMessage],
     keys: Sequence[str] = (),
 ) -> int:
-    """Write the demoted messages as raw chunks; returns the number of new chunks."""
+    """Write the demoted messages the index does not cover yet as raw chunks (the idle
+    job may have indexed some already: `raw_index_state`); returns the number of new
+    chunks. The session's index row stays locked until the compression commits."""
     try:
-        messages = [
-            ChunkMessage(
-                role=m.role,
-                content=m.content or "",
-                sequence_number=m.sequence_number,
-                created_at=m.created_at,
-                name=m.name,
-                is_summary=m.is_summary,
-                is_compression=m.is_compression,
-            )
-            for m in demoted
-        ]
-        skipped = {"system"}
-        texts = [m.content for m in messages if m.role not in skipped and not m.is_summary]
-        crumbs = merge_breadcrumbs(keys, extract_breadcrumbs(texts))
-        chunks = build_chunks(messages, crumbs)
-        if not chunks:
+        state = RawIndexRepository(db)
+        seqs = [m.sequence_number for m in demoted]
+        try:
+            async with db.begin_nested():
+                await state.lock_for_compression(session_id)
+        except DBAPIError as exc:  # the idle job is indexing this session right now
+            log.info("memory.chunk_index_deferred", session_id=str(session_id), error=str(exc))
             return 0
-        repo = ChunkRepository(db)
         async with db.begin_nested():
-            known = await repo.existing_hashes(session_id, [c.content_hash for c in chunks])
-        fresh = [c for c in chunks if c.content_hash not in known]
-        embeddings, segments = await embed_chunks(llm, [c.content for c in fresh])
+            new = await state.uncovered(session_id, seqs)
+            chunks = chunks_of([m for m in demoted if m.sequence_number in new], keys)
+            fresh = await fresh_chunks(db, session_id, chunks)
+        vectors = await embed_chunks(llm, [c.content for c in fresh])
         async with db.begin_nested():
-            written = await repo.add_chunks(user_id, session_id, fresh, embeddings, segments)
-        log.info("memory.chunks_indexed", session_id=str(session_id), chunks=written)
+            written = await ChunkRepository(db).add_chunks(user_id, session_id, fresh, *vectors)
+            await state.cover(session_id, seqs)
+        log.info(
+            "memory.chunks_indexed",
+            session_id=str(session_id),
+            chunks=written,
+            already_indexed=len(seqs) - len(new),
+        )
         return written
     except Exception as exc:  # never fails a compression
         log.warning("compressor.chunk_index_failed", session_id=str(session_id), error=str(exc))

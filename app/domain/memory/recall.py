@@ -48,6 +48,20 @@ class RecentMessage(Protocol):
     def content(self) -> str: ...
     @property
     def is_summary(self) -> bool: ...
+    @property
+    def sequence_number(self) -> int: ...
+
+
+def live_from(context: Sequence[RecentMessage]) -> int | None:
+    """The first turn of the conversation the live context still holds (None when it
+    holds none): recall leaves out the chunks that reach it — the model reads them in
+    full already (the idle-session index chunks turns that are still in context)."""
+    seqs = [
+        m.sequence_number
+        for m in context
+        if m.role in ("user", "assistant", "tool") and not m.is_summary and m.sequence_number >= 0
+    ]
+    return min(seqs) if seqs else None
 
 
 @dataclass(frozen=True)
@@ -97,13 +111,21 @@ async def recall_for_turn(
     if not query_terms(query):
         return None
     try:
-        hits = await search_raw(db, llm, user_id, query, k * 4, session_id=session_id)
+        hits = await search_raw(
+            db, llm, user_id, query, k * 4, session_id=session_id, before_seq=live_from(context)
+        )
         fact_hits = await facts(db, llm, user_id, query, k * 2) if facts else []  # type: ignore[arg-type]
-        summary_at = await ChunkRepository(db).latest_summary_at(session_id)
+        summary = await ChunkRepository(db).latest_summary(session_id)
     except Exception as exc:  # recall is a bonus: never fail the turn
         log.warning("memory.recall_failed", session_id=str(session_id), error=str(exc))
         return None
-    hits = mark_freshness(fact_hits, hits, summary_at, str(session_id))
+    hits = mark_freshness(
+        fact_hits,
+        hits,
+        summary.at if summary else None,
+        str(session_id),
+        summary_through=summary.through_seq if summary else None,
+    )
     already = set((metadata or {}).get(INJECTED_KEY) or [])
     chosen = recall_filter(
         hits,

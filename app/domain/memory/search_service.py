@@ -81,6 +81,7 @@ async def search_raw(
     k: int,
     *,
     session_id: uuid.UUID | None = None,
+    before_seq: int | None = None,
     side_sessions: async_sessionmaker[AsyncSession] | None = None,
 ) -> list[MemoryHit]:
     """Hybrid search of raw chunks, ranked by their best line (`ranking.rank_chunks`).
@@ -98,11 +99,19 @@ async def search_raw(
     With `side_sessions` (the service's session factory), a user with more than
     `EXACT_SCAN_CHUNKS` chunks has the segment lookup (an HNSW walk) run on a second
     connection while the term lookups run on `db`: the two are independent, and at the
-    heaviest users each takes a few milliseconds."""
+    heaviest users each takes a few milliseconds.
+
+    `before_seq` (with `session_id`): only that session's chunks ending before that turn
+    — automatic recall leaves out what the live context still holds."""
     repo = ChunkRepository(db)
     terms = search_terms(query)
     if not terms:
-        return [raw_hit(r) for r in await repo.recent(user_id, session_id=session_id, limit=k)]
+        return [
+            raw_hit(r)
+            for r in await repo.recent(
+                user_id, session_id=session_id, limit=k, before_seq=before_seq
+            )
+        ]
     vec: list[float] | None = None
     if llm is not None:
         try:
@@ -114,7 +123,12 @@ async def search_raw(
         if vec is None:
             return []
         return await on.nearest_segments(
-            user_id, vec, session_id=session_id, limit=VECTOR_CANDIDATES, exact=exact
+            user_id,
+            vec,
+            session_id=session_id,
+            limit=VECTOR_CANDIDATES,
+            exact=exact,
+            before_seq=before_seq,
         )
 
     def walk_aside() -> Awaitable[list[tuple[uuid.UUID, float]]]:
@@ -122,14 +136,14 @@ async def search_raw(
         return in_own_session(side_sessions, lambda db: nearest(ChunkRepository(db), False))
 
     async def count() -> ChunkScope:
-        scope = await repo.begin_search(user_id, session_id=session_id)
+        scope = await repo.begin_search(user_id, session_id=session_id, before_seq=before_seq)
         if session_id is None:
             _WALKERS.note(user_id, scope.chunks > EXACT_SCAN_CHUNKS)
         return scope
 
     async def text_side() -> tuple[int, list[Sequence[str]]]:
         scope = await count()
-        return scope.chunks, await lookup_terms(repo, user_id, terms, scope, session_id)
+        return scope.chunks, await lookup_terms(repo, user_id, terms, scope, session_id, before_seq)
 
     aside = side_sessions is not None and vec is not None
     if aside and session_id is None and _WALKERS.walks(user_id):
@@ -139,7 +153,7 @@ async def search_raw(
         scope = await count()
         total = scope.chunks
         exact = total <= EXACT_SCAN_CHUNKS
-        lookup = lookup_terms(repo, user_id, terms, scope, session_id)
+        lookup = lookup_terms(repo, user_id, terms, scope, session_id, before_seq)
         if aside and not exact:
             matches, near = await both(lookup, walk_aside())
         else:
@@ -160,6 +174,7 @@ async def lookup_terms(
     terms: Sequence[str],
     scope: ChunkScope,
     session_id: uuid.UUID | None,
+    before_seq: int | None = None,
 ) -> list[Sequence[str]]:
     """`ChunkRepository.term_matches` (at most `TERM_CAP` ids a term), the user's most
     common terms (found in `TERM_CAP` chunks or more) taken from `_COMMON` while the
@@ -170,7 +185,9 @@ async def lookup_terms(
         found = [_COMMON.get(user_id, t, version) for t in terms]
     missing = [t for t, ids in zip(terms, found, strict=True) if ids is None]
     looked = iter(
-        await repo.term_matches(user_id, missing, session_id=session_id, cap=TERM_CAP)
+        await repo.term_matches(
+            user_id, missing, session_id=session_id, cap=TERM_CAP, before_seq=before_seq
+        )
         if missing
         else ()
     )

@@ -139,14 +139,19 @@ def mark_freshness(
     raws: Sequence[MemoryHit],
     summary_at: datetime | None,
     current_session_id: str | None,
+    *,
+    summary_through: int | None = None,
 ) -> list[MemoryHit]:
     """`raws` with `superseded_by` / `before_summary` set; the inputs are not changed.
 
     * A raw hit sharing at least two content words with a fact *newer* than the hit is
       superseded by that fact (the newest such fact when several qualify). An older
       fact next to a newer verbatim line is the lossy copy, not the truth.
-    * A raw hit of the current session older than `summary_at` is `before_summary`; a
-      chunk from another session says nothing about this session's summary.
+    * A raw hit of the current session is `before_summary` when its turns are ones the
+      latest summary covers: it ends at or before `summary_through` (the last turn the
+      summary summarised) — or, when that is unknown, it is older than `summary_at`. A
+      chunk of turns still in the live context (the idle-session index writes those)
+      is not; a chunk from another session says nothing about this session's summary.
 
     Naive datetimes are read as UTC so mixed inputs compare instead of raising.
     """
@@ -160,15 +165,18 @@ def mark_freshness(
     for hit in raws:
         before, superseded = hit.before_summary, hit.superseded_by
         raw_words: set[str] | None = None  # read once per hit, and only when a fact is newer
+        if (
+            summary_at is not None
+            and current_session_id is not None
+            and hit.session_id is not None
+            and str(hit.session_id) == str(current_session_id)
+        ):
+            if summary_through is not None and hit.end_seq >= 0:
+                before = hit.end_seq <= summary_through
+            elif hit.timestamp is not None:
+                before = _instant(hit.timestamp) < _instant(summary_at)
         if hit.timestamp is not None:
             at = _instant(hit.timestamp)
-            if (
-                summary_at is not None
-                and current_session_id is not None
-                and hit.session_id is not None
-                and str(hit.session_id) == str(current_session_id)
-            ):
-                before = at < _instant(summary_at)
             for fact in dated:
                 if _instant(fact.timestamp) <= at:
                     break

@@ -168,11 +168,15 @@ class UnifiedSearch:
         errors: list[MemoryHit] = []
         if scope_ == "errors" and self.errors is not None:  # only when asked for
             errors = await self.errors(self.db, llm, user_id, query, k_)  # type: ignore[arg-type]
-        summary_at = None
+        summary = None
         if current_session_id is not None and raws:
-            summary_at = await ChunkRepository(self.db).latest_summary_at(current_session_id)
+            summary = await ChunkRepository(self.db).latest_summary(current_session_id)
         raws = mark_freshness(
-            facts, raws, summary_at, str(current_session_id) if current_session_id else None
+            facts,
+            raws,
+            summary.at if summary else None,
+            str(current_session_id) if current_session_id else None,
+            summary_through=summary.through_seq if summary else None,
         )
         hits = merge_tiered(facts, raws, sketches, errors)
         text = format_hits(query, scope_, hits, best_window_enabled=best_window)

@@ -160,6 +160,24 @@ def test_before_summary_only_for_current_session() -> None:
     assert unscoped[0].before_summary is False
 
 
+def test_before_summary_by_the_turns_the_summary_covers() -> None:
+    """With the summary's last turn known, a chunk is before the summary when its turns
+    are all summarised — a chunk of turns still in the live context (written by the
+    idle-session index, older in time than the summary) is not."""
+    summary_at = datetime(2026, 11, 7)
+    summarised = raw("x", at=NOV6, session_id="s1", start_seq=0, end_seq=9)
+    live = raw("y", at=NOV6, session_id="s1", start_seq=10, end_seq=19)
+    astride = raw("z", at=NOV6, session_id="s1", start_seq=8, end_seq=12)
+    other = raw("w", at=NOV6, session_id="s2", start_seq=0, end_seq=3)
+    marked = mark_freshness(
+        [], [summarised, live, astride, other], summary_at, "s1", summary_through=9
+    )
+    assert [m.before_summary for m in marked] == [True, False, False, False]
+    # without the summary's range the time decides, as before
+    by_time = mark_freshness([], [live], summary_at, "s1")
+    assert by_time[0].before_summary is True
+
+
 def test_mixed_naive_and_aware_timestamps_compare() -> None:
     f = fact("server_port", "8099", at=datetime(2026, 11, 9, 12, 0, tzinfo=UTC))
     r = raw("server port 8098", at=NOV6)  # naive: read as UTC
@@ -335,3 +353,18 @@ def test_recall_query_clips_long_messages() -> None:
     query = recall_query([("user", "word " * 1000)], "x", message_chars=50)
     first, last = query.split("\n")
     assert len(first) <= 50 and first.endswith("word") and last == "x"
+
+
+def test_recall_leaves_out_the_live_context() -> None:
+    from app.domain.compression import Msg
+    from app.domain.memory.recall import live_from
+
+    context = [
+        Msg(role="system", content="prompt", sequence_number=0),
+        Msg(role="user", content="summary", sequence_number=31, is_summary=True),
+        Msg(role="user", content="q", sequence_number=24),
+        Msg(role="assistant", content="a", sequence_number=25),
+        Msg(role="system", content="note", sequence_number=-1),
+    ]
+    assert live_from(context) == 24
+    assert live_from(context[:2]) is None

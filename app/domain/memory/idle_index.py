@@ -1,0 +1,351 @@
+"""Idle sessions into the raw index: everything said becomes findable, compressed or not.
+
+Compression indexes the messages it demotes; a conversation that never filled its
+window was never indexed. This job indexes, once a session has been idle for
+`RAW_INDEX_IDLE_MINUTES` (default: the extraction's stale threshold), every conversation
+message the index does not cover yet (`raw_index_state.covered`) — same chunker,
+breadcrumbs from the text, content-hash idempotence, segment vectors — one bounded batch
+per transaction:
+
+1. idle sessions get a `raw_index_state` row; the pending ones (an uncovered sequence
+   number below `next_seq`) are listed fewest failures first;
+2. each is claimed with `FOR UPDATE SKIP LOCKED` on that row, the conditions checked
+   again on the locked row (another worker, or a compression, holding it → passed over);
+3. at most `BATCH_MESSAGES` / `BATCH_CHARS` of its uncovered messages are chunked and
+   embedded, the chunks written and `covered` extended through the last one read, then
+   the transaction commits (a crash loses at most that batch's work, never its record);
+4. an embedder failure rolls the batch back and counts it (`attempts`, `last_error`):
+   the next pass retries; after `EMBED_ATTEMPTS` failures (or with
+   `EMBEDDING_PROVIDER=none`) the chunks are written without vectors — the text search
+   finds them, `make reembed` fills the vectors later. An unreachable embedder ends the
+   pass.
+
+A session that resumes and later compresses: the demoted messages already covered are
+not chunked again (`indexer.index_demoted`), so no message is ever in two chunks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import structlog
+from litestar.datastructures import State
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.db.engine import transaction
+from app.domain.memory.chunk_repository import ChunkRepository
+from app.domain.memory.index_state import RawIndexRepository
+from app.domain.memory.indexer import (
+    chunk_embedding_texts,
+    chunks_of,
+    fresh_chunks,
+    split_chunk_vectors,
+)
+from app.llm.errors import EmbeddingDisabledError, LLMError, LLMUnavailableError
+from app.llm.gateway import LLMGateway
+
+log = structlog.get_logger()
+
+BATCH_MESSAGES = 400  # messages read per transaction …
+BATCH_CHARS = 120_000  # … and at most this much of their text (one message at least)
+EMBED_ATTEMPTS = 3  # failed batches before a session's chunks are written without vectors
+MAX_BATCHES_PER_PASS = 200  # the periodic job's bound; the CLI runs until done
+_LISTED = 50  # pending sessions listed at a time
+ROWS_PER_PASS = 100_000  # idle sessions given a state row per pass
+
+
+@dataclass
+class IndexPassResult:
+    sessions: int = 0  # sessions whose pending messages were all indexed
+    batches: int = 0
+    messages: int = 0
+    chunks: int = 0
+    failed: int = 0
+    without_vectors: int = 0  # chunks written without vectors (embedder off or failing)
+    stopped_early: bool = False
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        return (
+            f"{self.sessions} session(s), {self.messages} message(s) → {self.chunks} chunk(s)"
+            f" in {self.batches} batch(es), {self.failed} failed,"
+            f" {self.without_vectors} chunk(s) without vectors, {self.seconds:.1f} s"
+        )
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    messages: int = 0
+    chunks: int = 0
+    without_vectors: int = 0
+    done: bool = False  # nothing left to index in the session
+    failed: bool = False
+    unavailable: bool = False
+
+
+Progress = Callable[[IndexPassResult], None]
+
+
+def idle_before(settings: Settings, now: datetime, older_than: float | None = None) -> datetime:
+    minutes = settings.raw_index_idle_after_minutes if older_than is None else older_than
+    return now - timedelta(minutes=minutes)
+
+
+async def _embed(
+    llm: LLMGateway, contents: list[str], *, required: bool
+) -> tuple[list[Any], list[Any]] | LLMError:
+    """Each chunk's vector and segments; the error when the embedder fails and vectors
+    are `required` (else Nones, as compression writes them)."""
+    texts, spans = chunk_embedding_texts(contents)
+    try:
+        vectors: list[Any] = list(await llm.embed(texts)) if texts else []
+    except EmbeddingDisabledError:
+        vectors = [None] * len(texts)
+    except LLMError as exc:
+        if required:
+            return exc
+        log.warning("memory.embed_failed", error=str(exc), count=len(texts))
+        vectors = [None] * len(texts)
+    return split_chunk_vectors(contents, spans, vectors)
+
+
+async def index_batch(
+    db: AsyncSession, llm: LLMGateway, session_id: uuid.UUID, before: datetime
+) -> BatchOutcome | None:
+    """One batch of one session inside the caller's transaction; None when the session
+    is not (or no longer) pending, or another worker holds it."""
+    state = RawIndexRepository(db)
+    claim = await state.claim(session_id, before)
+    if claim is None:
+        return None
+    rows = await state.unindexed_messages(session_id, claim.next_seq, BATCH_MESSAGES)
+    taken: list[Any] = []
+    chars = 0
+    for row in rows:
+        if taken and chars + len(row.content or "") > BATCH_CHARS:
+            break
+        taken.append(row)
+        chars += len(row.content or "")
+    complete = len(taken) == len(rows) < BATCH_MESSAGES
+    last = claim.next_seq - 1 if complete else taken[-1].sequence_number
+    chunks = await fresh_chunks(db, session_id, chunks_of(taken))
+    required = claim.attempts + 1 < EMBED_ATTEMPTS
+    vectors = await _embed(llm, [c.content for c in chunks], required=required)
+    if isinstance(vectors, LLMError):
+        await state.record_failure(session_id, f"{type(vectors).__name__}: {vectors}")
+        log.warning(
+            "memory.idle_index_failed",
+            session_id=str(session_id),
+            attempts=claim.attempts + 1,
+            error=str(vectors)[:300],
+        )
+        return BatchOutcome(failed=True, unavailable=isinstance(vectors, LLMUnavailableError))
+    own, segments = vectors
+    written = await ChunkRepository(db).add_chunks(claim.user_id, session_id, chunks, own, segments)
+    await state.cover_through(session_id, last)
+    bare = sum(v is None for v in own)
+    log.info(
+        "memory.idle_indexed",
+        session_id=str(session_id),
+        messages=len(taken),
+        chunks=written,
+        through_seq=last,
+        without_vectors=bare,
+    )
+    return BatchOutcome(messages=len(taken), chunks=written, without_vectors=bare, done=complete)
+
+
+async def _run_batch(
+    factory: async_sessionmaker[AsyncSession],
+    llm: LLMGateway,
+    session_id: uuid.UUID,
+    before: datetime,
+) -> BatchOutcome | None:
+    """`index_batch` in a transaction of its own. A database error (a deadlock with a
+    compression, a lost connection) rolls the batch back and is counted like an
+    embedder failure, so one session cannot stop the pass."""
+    try:
+        async with transaction(factory) as db:
+            return await index_batch(db, llm, session_id, before)
+    except SQLAlchemyError as exc:
+        error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        log.warning("memory.idle_index_failed", session_id=str(session_id), error=error[:300])
+        try:
+            async with transaction(factory) as db:
+                await RawIndexRepository(db).record_failure(session_id, error)
+        except SQLAlchemyError:
+            pass  # the database is gone: the pass ends on the next statement anyway
+        return BatchOutcome(failed=True)
+
+
+async def index_idle_sessions(
+    factory: async_sessionmaker[AsyncSession],
+    llm: LLMGateway,
+    settings: Settings,
+    *,
+    older_than_minutes: float | None = None,
+    user_id: str | None = None,
+    max_batches: int | None = MAX_BATCHES_PER_PASS,
+    now: datetime | None = None,
+    progress: Progress | None = None,
+) -> IndexPassResult:
+    """One pass: index the pending messages of sessions idle since `older_than_minutes`
+    (default `RAW_INDEX_IDLE_MINUTES`), of one user or all, at most `max_batches`
+    batches (None: until nothing is pending)."""
+    started = asyncio.get_running_loop().time()
+    before = idle_before(settings, now or datetime.now(UTC), older_than_minutes)
+    result = IndexPassResult()
+    async with transaction(factory) as db:
+        await RawIndexRepository(db).ensure_idle_rows(before, user_id, limit=ROWS_PER_PASS)
+    failed: list[uuid.UUID] = []
+    while max_batches is None or result.batches < max_batches:
+        async with transaction(factory) as db:
+            listed = await RawIndexRepository(db).pending(before, user_id, failed, _LISTED)
+        if not listed:
+            break
+        progressed = False
+        for session_id in listed:
+            while max_batches is None or result.batches < max_batches:
+                outcome = await _run_batch(factory, llm, session_id, before)
+                if outcome is None:
+                    break
+                result.batches += 1
+                if outcome.failed:
+                    result.failed += 1
+                    failed.append(session_id)
+                    result.stopped_early = outcome.unavailable
+                    break
+                progressed = True
+                result.messages += outcome.messages
+                result.chunks += outcome.chunks
+                result.without_vectors += outcome.without_vectors
+                if outcome.done:
+                    result.sessions += 1
+                if progress is not None:
+                    progress(result)
+                if outcome.done:
+                    break
+            if result.stopped_early:
+                break
+        if result.stopped_early or not progressed:
+            break
+    result.seconds = asyncio.get_running_loop().time() - started
+    if result.batches:
+        log.info("memory.idle_index_pass", **vars(result))
+    return result
+
+
+_LOCK_KEY = "raw_index_idle_lock"
+
+
+async def index_idle_job(state: State) -> IndexPassResult | None:
+    """The periodic job: one pass, unless this process is already running one (None)."""
+    settings: Settings = state.settings
+    if not (settings.memory_search_enabled and settings.raw_index_idle_enabled):
+        return None
+    lock = state.get(_LOCK_KEY)
+    if lock is None:
+        lock = state[_LOCK_KEY] = asyncio.Lock()
+    if lock.locked():
+        return None
+    async with lock:
+        return await index_idle_sessions(state.session_factory, state.llm, settings)
+
+
+def _bar(done: int, total: int, width: int = 30) -> str:
+    filled = width if total <= 0 else min(width, width * done // total)
+    return "[" + "#" * filled + "." * (width - filled) + "]"
+
+
+def cmd_index_sessions(settings: Settings, args: argparse.Namespace) -> None:
+    """`index-sessions`: index every idle session's unindexed messages, until none is
+    left (resumable: each batch commits on its own)."""
+    from app.asgi import build_gateway
+    from app.db import migrate
+    from app.db.engine import create_engine, resolve_database_url, session_factory
+    from app.lib.logging import configure_logging
+
+    configure_logging(settings.log_level, settings.log_json)
+    url = resolve_database_url(settings)
+    migrate.upgrade(url)
+    tty = sys.stderr.isatty()
+
+    async def go() -> IndexPassResult:
+        engine = create_engine(url, settings)
+        llm = build_gateway(settings)
+        factory = session_factory(engine)
+        before = idle_before(settings, datetime.now(UTC), args.older_than)
+        try:
+            async with transaction(factory) as db:
+                state = RawIndexRepository(db)
+                await state.ensure_idle_rows(before, args.user, limit=ROWS_PER_PASS)
+                sessions, messages = await state.pending_totals(before, args.user)
+            print(
+                f"index-sessions: {sessions} session(s), {messages} message(s) to index",
+                file=sys.stderr,
+                flush=True,
+            )
+
+            def show(r: IndexPassResult) -> None:
+                if tty or r.batches % 20 == 0 or r.messages >= messages:
+                    line = (
+                        f"{_bar(r.messages, messages)} {r.messages}/{messages} messages,"
+                        f" {r.sessions}/{sessions} sessions, {r.chunks} chunks"
+                    )
+                    print(
+                        ("\r" + line) if tty else line,
+                        end="" if tty else "\n",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+
+            return await index_idle_sessions(
+                factory,
+                llm,
+                settings,
+                older_than_minutes=args.older_than,
+                user_id=args.user,
+                max_batches=None,
+                progress=show,
+            )
+        finally:
+            if tty:
+                print(file=sys.stderr)
+            await llm.aclose()
+            await engine.dispose()
+
+    result = asyncio.run(go())
+    print(f"index-sessions: {result.summary()}")
+    if result.failed:
+        print(
+            f"index-sessions: {result.failed} batch(es) failed (embedder); run it again to "
+            "retry them",
+            file=sys.stderr,
+        )
+        raise SystemExit(1)
+
+
+def add_command(sub: Any, settings_or_exit: Callable[[], Settings]) -> None:
+    """Register `index-sessions` on the CLI's sub-parsers."""
+    p = sub.add_parser(
+        "index-sessions",
+        help="index the messages of idle sessions that the raw index does not cover yet",
+    )
+    p.add_argument(
+        "--older-than",
+        type=float,
+        default=None,
+        metavar="MINUTES",
+        help="sessions idle for at least this long (default RAW_INDEX_IDLE_MINUTES)",
+    )
+    p.add_argument("--user", default=None, metavar="ID", help="only this user's sessions")
+    p.set_defaults(fn=lambda args: cmd_index_sessions(settings_or_exit(), args))

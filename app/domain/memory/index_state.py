@@ -1,0 +1,189 @@
+"""SQL of `raw_index_state`: which of a session's sequence numbers the raw index covers.
+
+Both writers of raw chunks — compression's demotion hook (`indexer.index_demoted`) and
+the idle-session job (`idle_index.py`) — lock the session's row, ask which of their
+messages are not covered yet, write chunks for those only and add them to `covered`, in
+one transaction. A message is therefore chunked once, whichever path comes first; the
+idle job claims with `SKIP LOCKED`, compression waits (`COMPRESSION_LOCK_TIMEOUT_MS`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Row, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+# How long compression waits for a session's row while the idle job holds it (embedding
+# that session's messages). Past it the demoted messages are left to the idle job.
+COMPRESSION_LOCK_TIMEOUT_MS = 5000
+
+# The messages that are the conversation: what the idle job reads (the chunker skips
+# system messages, summaries and compression markers on its own; plans and recalled
+# excerpts are not stored turns of the conversation — a recalled excerpt is a copy).
+_CONVERSATION = (
+    "role IN ('user', 'assistant', 'tool') AND NOT is_summary AND NOT is_compression"
+    " AND NOT is_plan AND NOT is_recall"
+)
+
+
+class RawIndexRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def _run(self, sql: str, params: dict[str, Any]) -> Any:
+        return await self.session.execute(text(sql), params)
+
+    # ---------------------------------------------------------------- both writers
+    async def lock_for_compression(self, session_id: uuid.UUID) -> None:
+        """Create the session's row if needed and lock it, waiting at most
+        `COMPRESSION_LOCK_TIMEOUT_MS` (then the database raises: the caller's savepoint
+        is rolled back, which restores the transaction's own `lock_timeout` too)."""
+        await self._run(
+            "INSERT INTO raw_index_state (session_id) VALUES (:sid) ON CONFLICT DO NOTHING",
+            {"sid": session_id},
+        )
+        old = (
+            await self._run(
+                "SELECT current_setting('lock_timeout') AS old,"
+                " set_config('lock_timeout', :ms, true) AS new",
+                {"ms": f"{COMPRESSION_LOCK_TIMEOUT_MS}ms"},
+            )
+        ).scalar_one()
+        await self._run(
+            "SELECT 1 FROM raw_index_state WHERE session_id = :sid FOR UPDATE",
+            {"sid": session_id},
+        )
+        await self._run("SELECT set_config('lock_timeout', :old, true)", {"old": old})
+
+    async def uncovered(self, session_id: uuid.UUID, seqs: Sequence[int]) -> set[int]:
+        """The sequence numbers of `seqs` the session's index does not cover yet."""
+        if not seqs:
+            return set()
+        rows = await self._run(
+            "SELECT s FROM unnest(CAST(:seqs AS bigint[])) AS s"
+            " WHERE NOT coalesce((SELECT covered FROM raw_index_state"
+            " WHERE session_id = :sid) @> s, false)",
+            {"sid": session_id, "seqs": list(seqs)},
+        )
+        return {int(r.s) for r in rows}
+
+    async def cover(self, session_id: uuid.UUID, seqs: Sequence[int]) -> None:
+        """Add `seqs` to what the session's index covers."""
+        if not seqs:
+            return
+        await self._run(
+            "UPDATE raw_index_state SET indexed_at = now(), covered = covered +"
+            " (SELECT range_agg(int8range(s, s, '[]')) FROM unnest(CAST(:seqs AS bigint[])) s)"
+            " WHERE session_id = :sid",
+            {"sid": session_id, "seqs": list(seqs)},
+        )
+
+    # ---------------------------------------------------------------- the idle job
+    async def ensure_idle_rows(
+        self, idle_before: datetime, user_id: str | None, limit: int = 1000
+    ) -> int:
+        """Give idle sessions with messages a row, so they can be claimed with a lock."""
+        result = await self._run(
+            """
+            INSERT INTO raw_index_state (session_id)
+            SELECT s.id FROM sessions s
+            WHERE s.last_active < :before AND s.next_seq > 0
+              AND (CAST(:uid AS text) IS NULL OR s.user_id = :uid)
+              AND NOT EXISTS (SELECT 1 FROM raw_index_state r WHERE r.session_id = s.id)
+            ORDER BY s.last_active
+            LIMIT :limit
+            ON CONFLICT (session_id) DO NOTHING
+            """,
+            {"before": idle_before, "uid": user_id, "limit": limit},
+        )
+        return int(result.rowcount)
+
+    _PENDING = """
+        FROM raw_index_state r JOIN sessions s ON s.id = r.session_id
+        WHERE s.last_active < :before
+          AND (CAST(:uid AS text) IS NULL OR s.user_id = :uid)
+          AND NOT r.covered @> int8range(0, s.next_seq)
+    """
+
+    async def pending(
+        self, idle_before: datetime, user_id: str | None, skip: Sequence[uuid.UUID], limit: int
+    ) -> list[uuid.UUID]:
+        """Idle sessions with messages the index does not cover, fewest failures first."""
+        rows = await self._run(
+            f"SELECT r.session_id {self._PENDING}"
+            " AND NOT (r.session_id = ANY(CAST(:skip AS uuid[])))"
+            " ORDER BY r.attempts, s.last_active LIMIT :limit",
+            {"before": idle_before, "uid": user_id, "skip": [str(s) for s in skip], "limit": limit},
+        )
+        return [r.session_id for r in rows]
+
+    async def pending_totals(self, idle_before: datetime, user_id: str | None) -> tuple[int, int]:
+        """(sessions, messages) the idle job has left to index — for a progress bar."""
+        row = (
+            await self._run(
+                f"""
+                SELECT count(*) AS sessions, coalesce(sum(
+                    (SELECT count(*) FROM session_messages m WHERE m.session_id = r.session_id
+                       AND NOT r.covered @> m.sequence_number AND {_CONVERSATION})
+                  + (SELECT count(*) FROM session_messages_archive m
+                     WHERE m.session_id = r.session_id
+                       AND NOT r.covered @> m.sequence_number AND {_CONVERSATION})), 0) AS messages
+                {self._PENDING}
+                """,
+                {"before": idle_before, "uid": user_id},
+            )
+        ).one()
+        return int(row.sessions), int(row.messages)
+
+    async def claim(self, session_id: uuid.UUID, idle_before: datetime) -> Row[Any] | None:
+        """Lock a pending session's row (`SKIP LOCKED`: held by another worker or by a
+        compression → None). The conditions are checked again on the locked row: a
+        session another worker has just indexed, or that became active, is not taken."""
+        return (
+            await self._run(
+                f"SELECT r.session_id, s.user_id, s.next_seq, r.attempts {self._PENDING}"
+                " AND r.session_id = :sid FOR UPDATE OF r SKIP LOCKED",
+                {"before": idle_before, "uid": None, "sid": session_id},
+            )
+        ).first()
+
+    async def unindexed_messages(
+        self, session_id: uuid.UUID, below_seq: int, limit: int
+    ) -> list[Row[Any]]:
+        """The session's first `limit` conversation messages (hot and archive) below
+        `below_seq` that the index does not cover, in order."""
+        one = f"""
+            SELECT sequence_number, role, content, name, created_at,
+                   is_summary, is_compression FROM {{table}} m
+            WHERE m.session_id = :sid AND m.sequence_number < :below AND {_CONVERSATION}
+              AND NOT (SELECT covered FROM raw_index_state WHERE session_id = :sid)
+                      @> m.sequence_number
+        """
+        rows = await self._run(
+            f"SELECT * FROM ({one.format(table='session_messages')} UNION ALL"
+            f" {one.format(table='session_messages_archive')}) AS u"
+            " ORDER BY sequence_number LIMIT :limit",
+            {"sid": session_id, "below": below_seq, "limit": limit},
+        )
+        return list(rows.all())
+
+    async def cover_through(self, session_id: uuid.UUID, last_seq: int) -> None:
+        """Every sequence number up to `last_seq` is covered (the messages below it that
+        were not are now chunked, or were of roles the index skips); failures reset."""
+        await self._run(
+            "UPDATE raw_index_state SET covered = covered"
+            " + int8multirange(int8range(NULL, :last, '(]')),"
+            " indexed_at = now(), attempts = 0, last_error = NULL WHERE session_id = :sid",
+            {"sid": session_id, "last": last_seq},
+        )
+
+    async def record_failure(self, session_id: uuid.UUID, error: str) -> None:
+        await self._run(
+            "UPDATE raw_index_state SET attempts = attempts + 1, last_error = left(:error, 2000)"
+            " WHERE session_id = :sid",
+            {"sid": session_id, "error": error},
+        )
