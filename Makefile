@@ -30,6 +30,9 @@ test: install ## Run the test suite (embedded PostgreSQL, or TEST_DATABASE_URL)
 test-unit: install ## Only the tests that need no database
 	$(BIN)/python -m pytest tests/unit
 
+spec-check: install ## schemathesis over /schema/openapi.json against a running service, as a user and as an admin (ARGS="--max-examples 25")
+	$(BIN)/python scripts/spec_check.py $(ARGS)
+
 lint: install ## ruff check + format check
 	$(BIN)/ruff check app tests alembic bench scripts
 	$(BIN)/ruff format --check app tests alembic bench scripts

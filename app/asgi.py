@@ -34,6 +34,7 @@ from app.lib.deps import provide_db, provide_settings
 from app.lib.errors import AppError
 from app.lib.jobs import periodic, spawn
 from app.lib.logging import configure_logging
+from app.lib.openapi import document_errors
 from app.lib.runtime import freeze_startup_heap
 from app.llm.embedders import build_embedder
 from app.llm.gateway import LLMGateway
@@ -204,7 +205,7 @@ def create_app(
             if own_engine:
                 await eng.dispose()
 
-    return Litestar(
+    app = Litestar(
         route_handlers=ROUTE_HANDLERS,
         dependencies={
             "db": Provide(provide_db),
@@ -226,6 +227,8 @@ def create_app(
         request_max_body_size=settings.max_request_body_mb * 1024 * 1024,
         debug=False,
     )
+    document_errors(app)  # the spec lists each route's real error responses
+    return app
 
 
 def create_app_from_env() -> Litestar:

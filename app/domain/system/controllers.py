@@ -7,6 +7,7 @@ import asyncio
 import msgspec
 from litestar import Controller, get
 from litestar.datastructures import State
+from litestar.openapi import ResponseSpec
 from litestar.response import Response
 
 from app.db import migrate
@@ -49,7 +50,11 @@ class HealthController(Controller):
     tags = ["system"]
     opt = {"public": True}
 
-    @get("/", cache=False)
+    @get(
+        "/",
+        cache=False,
+        responses={503: ResponseSpec(data_container=HealthOut, description="The database is down")},
+    )
     async def health(self, state: State) -> Response[HealthOut]:
         head = migrate.head_revision()
         ping = asyncio.create_task(state.llm.ping(timeout=1.0))
