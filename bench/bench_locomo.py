@@ -1,6 +1,7 @@
 """Evidence recall of `memory_search` on LoCoMo, ingested through the HTTP API (issue 6).
 
     make bench-locomo                                  # embedded PostgreSQL, local MiniLM
+    make bench-locomo ARGS="--sittings"                # one session per sitting, idle indexer
     .venv/bin/python bench/bench_locomo.py --conversations 2 --embedder fake
     .venv/bin/python bench/bench_locomo.py --reuse     # query the last ingest again
 
@@ -9,7 +10,8 @@ LoCoMo, "Evaluating Very Long-Term Conversational Memory of LLM Agents" (ACL 202
 snap-research/LoCoMo, data/locomo10.json, CC BY-NC 4.0. Used for benchmarking only; keep
 this attribution wherever the figures appear.
 
-What it does, per conversation, the way an agent runtime would:
+What it does by default (compressed ingest), per conversation, the way an agent runtime
+would:
 
 * one Navi user and one Navi session per conversation (its sessions are sittings of one
   long conversation); `speaker_a` is the user, `speaker_b` the assistant; every turn is
@@ -27,6 +29,19 @@ What it does, per conversation, the way an agent runtime would:
 * every question (categories 1–4) is asked with `POST /memory/search` (scope `raw`,
   `k` 5 — the tool's default) with the best window on and off; the response `text` is
   cut at 1,500 and 4,000 chars and scored with `locomo_data.evidence_recall`.
+
+`--sittings` models a chat app instead: each LoCoMo sitting (`session_no`) is a new
+conversation of the same user, so
+
+* one Navi user per conversation and one Navi session per sitting, with a 32,768-token
+  window (unless `--window` is given), messages sent exactly as above (prepare, then the
+  round with `usage`; the 422 fallback is kept and counted) — no closing exchanges and no
+  forced `/compact`, so compression should never run (the report counts it);
+* then the idle-session indexer (`idle_index.index_idle_sessions`, in-process, idle for
+  0 minutes, no batch bound) indexes every message once, as the periodic job would; its
+  time is reported, also per 1,000 messages;
+* the questions are asked as above. The ingest is cached apart (its own state file and
+  database), so `--reuse` of one mode never picks up the other.
 
 Embeddings: `--embedder local` (default) runs all-MiniLM-L6-v2 int8 in-process
 (`EMBEDDING_PROVIDER=local`); `fake` uses the fake server's hashed word features. The
@@ -72,12 +87,15 @@ from tests.fakes.ollama_server import FakeOllama  # noqa: E402
 ADMIN_TOKEN = "bench-admin-token-0123456789abcdef0123456789"
 DB_NAME = "navi_bench_locomo"
 STATE_FILE = CACHE / "locomo-ingest.json"
+SITTINGS_STATE_FILE = CACHE / "locomo-sittings-ingest.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 CLOSING = [
     ("user", "Thanks, that's all for today."),
     ("assistant", "You're welcome. Talk soon!"),
 ]
 CLOSING_ROUNDS = 6
+WINDOW = 4096  # the compressed ingest's profile window …
+SITTINGS_WINDOW = 32768  # … and a chat app's, one session per sitting (--sittings)
 
 
 # ------------------------------------------------------------------ replay
@@ -118,9 +136,21 @@ def rounds(msgs: list[Message]) -> list[list[Message]]:
     return out
 
 
+def sittings(msgs: list[Message]) -> list[list[Message]]:
+    """The messages of each sitting (LoCoMo's `session_no`), in order."""
+    out: list[list[Message]] = []
+    for m in msgs:
+        if out and out[-1][-1].session_no == m.session_no:
+            out[-1].append(m)
+        else:
+            out.append([m])
+    return out
+
+
 @dataclasses.dataclass
 class IngestStats:
     messages: int = 0
+    sessions: int = 0
     prepares: int = 0
     compressions: int = 0
     forced: int = 0
@@ -137,17 +167,20 @@ async def _check(r: Any, what: str, status: int = 200) -> dict[str, Any]:
     return dict(r.json())
 
 
-async def replay(client: Any, headers: dict[str, str], conv: Conversation, st: IngestStats) -> str:
+async def new_session(client: Any, headers: dict[str, str], name: str, st: IngestStats) -> str:
     r = await client.post(
-        "/sessions", json={"profile_id": "bench-locomo", "name": conv.sample_id}, headers=headers
+        "/sessions", json={"profile_id": "bench-locomo", "name": name}, headers=headers
     )
-    sid = str((await _check(r, "create session", 201))["id"])
-    msgs = messages_of(conv)
-    last = msgs[-1].created_at
-    for i in range(CLOSING_ROUNDS):
-        for role, text in CLOSING:
-            at = last + timedelta(days=1, minutes=2 * i + (role == "assistant"))
-            msgs.append(Message(role, text, at, -1))
+    st.sessions += 1
+    return str((await _check(r, "create session", 201))["id"])
+
+
+async def send(
+    client: Any, headers: dict[str, str], sid: str, msgs: list[Message], st: IngestStats
+) -> None:
+    """The messages as an agent runtime sends them: per user turn, prepare (a 422
+    `context_too_large` is answered with `/compact` and a retry, counted in `forced`),
+    then the round with `usage`."""
     for group in rounds(msgs):
         usage = None
         if group[0].role == "user":
@@ -170,10 +203,56 @@ async def replay(client: Any, headers: dict[str, str], conv: Conversation, st: I
         body = await _check(r, "append", 201)
         st.compressions += sum(e["type"] == "ContextCompressed" for e in body.get("events", []))
         st.messages += len(group)
+
+
+async def replay(client: Any, headers: dict[str, str], conv: Conversation, st: IngestStats) -> str:
+    """The compressed ingest: the whole conversation in one session, closing exchanges,
+    then a forced `/compact`; returns the session id."""
+    sid = await new_session(client, headers, conv.sample_id, st)
+    msgs = messages_of(conv)
+    last = msgs[-1].created_at
+    for i in range(CLOSING_ROUNDS):
+        for role, text in CLOSING:
+            at = last + timedelta(days=1, minutes=2 * i + (role == "assistant"))
+            msgs.append(Message(role, text, at, -1))
+    await send(client, headers, sid, msgs, st)
     r = await client.post(f"/sessions/{sid}/compact", json={}, headers=headers)
     await _check(r, "compact")
     st.compressions += 1
     return sid
+
+
+async def replay_sittings(
+    client: Any, headers: dict[str, str], conv: Conversation, st: IngestStats
+) -> list[str]:
+    """The chat-app ingest: one session per sitting, nothing forced; the session ids."""
+    sids = []
+    for sitting in sittings(messages_of(conv)):
+        name = f"{conv.sample_id} sitting {sitting[0].session_no}"
+        sid = await new_session(client, headers, name, st)
+        await send(client, headers, sid, sitting, st)
+        sids.append(sid)
+    return sids
+
+
+async def run_indexer(app: Any, settings: Any) -> dict[str, Any]:
+    """The idle-session indexer, once, in-process, over every session (idle for 0 min)."""
+    from app.domain.memory.idle_index import IndexPassResult, index_idle_sessions
+
+    def progress(r: IndexPassResult) -> None:
+        if r.batches % 20 == 0:
+            print(f"· indexer: {r.messages:,} messages, {r.chunks:,} chunks", file=sys.stderr)
+
+    result = await index_idle_sessions(
+        app.state.session_factory,
+        app.state.llm,
+        settings,
+        older_than_minutes=0,
+        max_batches=None,
+        progress=progress,
+    )
+    print(f"· indexer: {result.summary()}", file=sys.stderr, flush=True)
+    return dataclasses.asdict(result)
 
 
 # ------------------------------------------------------------------ scoring
@@ -295,16 +374,18 @@ async def run(args: argparse.Namespace) -> None:
     from app.db.engine import create_engine
 
     convs = load()[: args.conversations]
-    suffix = f"_{args.embedder}"
+    suffix = f"_{args.embedder}" + ("_sittings" if args.sittings else "")
+    state_file = SITTINGS_STATE_FILE if args.sittings else STATE_FILE
     params = {
         "conversations": args.conversations,
         "window": args.window,
         "embedder": args.embedder,
+        "sittings": args.sittings,
         "index_version": INDEX_VERSION,
     }
     state: dict[str, Any] = {}
-    if args.reuse and STATE_FILE.exists():
-        state = json.loads(STATE_FILE.read_text())
+    if args.reuse and state_file.exists():
+        state = json.loads(state_file.read_text())
         if state.get("params") != params:
             print("· the cached ingest has other parameters: ingesting again", file=sys.stderr)
             state = {}
@@ -328,8 +409,13 @@ async def run(args: argparse.Namespace) -> None:
                     r = await client.post(f"/admin/users/{uid}/tokens", json={"name": "bench"})
                     token = (await _check(r, "token", 201))["token"]
                     t0 = time.perf_counter()
-                    sid = await replay(client, {"Authorization": f"Bearer {token}"}, conv, stats)
-                    users.append({"id": uid, "token": token, "session": sid})
+                    auth = {"Authorization": f"Bearer {token}"}
+                    if args.sittings:
+                        sids = await replay_sittings(client, auth, conv, stats)
+                        users.append({"id": uid, "token": token, "sessions": sids})
+                    else:
+                        sid = await replay(client, auth, conv, stats)
+                        users.append({"id": uid, "token": token, "session": sid})
                     print(
                         f"· {conv.sample_id}: {len(conv.turns)} turns ingested in "
                         f"{time.perf_counter() - t0:.1f} s",
@@ -338,7 +424,10 @@ async def run(args: argparse.Namespace) -> None:
                     )
                 stats.seconds = time.perf_counter() - started
                 state = {"params": params, "users": users, "ingest": dataclasses.asdict(stats)}
-                STATE_FILE.write_text(json.dumps(state, indent=1))
+                if args.sittings:  # what compression indexed, then the idle indexer
+                    state["before_index"] = chunk_stats(target.conninfo)
+                    state["index"] = await run_indexer(app, settings)
+                state_file.write_text(json.dumps(state, indent=1))
             else:
                 stats = IngestStats(**state["ingest"])
             chunks = chunk_stats(target.conninfo)
@@ -351,10 +440,10 @@ async def run(args: argparse.Namespace) -> None:
         fake.stop()
         await engine.dispose()
     if dump is not None:
-        out = CACHE / "locomo-answers.json"
+        out = CACHE / f"locomo-{'sittings-' if args.sittings else ''}answers.json"
         out.write_text(json.dumps(dump, indent=1))
         print(f"· answers written to {out}", file=sys.stderr)
-    report(convs, scores, stats, chunks, args, ask_seconds)
+    report(convs, scores, stats, chunks, args, ask_seconds, state)
 
 
 def chunk_stats(conninfo: str) -> dict[str, float]:
@@ -373,21 +462,32 @@ def report(
     chunks: dict[str, float],
     args: argparse.Namespace,
     ask_seconds: float,
+    state: dict[str, Any],
 ) -> None:
     bm25 = bm25_recall(convs)
     n_q = sum(len(c.questions) for c in convs)
     n_t = sum(len(c.turns) for c in convs)
     print(
         f"\nLoCoMo dev: {len(convs)} conversations, {n_t:,} turns, {n_q} questions "
-        f"(categories 1-4); window {args.window:,} tokens; embedder {args.embedder}; "
-        f"k={args.k}, scope={args.scope}"
+        f"(categories 1-4); {'one session per sitting' if args.sittings else 'one session'};"
+        f" window {args.window:,} tokens; embedder {args.embedder}; k={args.k}, scope={args.scope}"
     )
     print(
-        f"ingest: {stats.seconds:.1f} s ({stats.messages:,} messages, {stats.prepares:,} "
-        f"prepares, {stats.compressions} compressions, {stats.forced} forced by 422) → "
-        f"{chunks['chunks']:.0f} raw chunks, {chunks['avg_chars']:,.0f} chars on average, "
-        f"{chunks['embedded']:.0f} with a vector"
+        f"ingest: {stats.seconds:.1f} s ({stats.messages:,} messages in {stats.sessions} "
+        f"sessions, {stats.prepares:,} prepares, {stats.compressions} compressions, "
+        f"{stats.forced} forced by 422) → {chunks['chunks']:.0f} raw chunks, "
+        f"{chunks['avg_chars']:,.0f} chars on average, {chunks['embedded']:.0f} with a vector"
     )
+    index = state.get("index")
+    if index is not None:
+        per_k = 1000 * index["seconds"] / index["messages"] if index["messages"] else float("nan")
+        print(
+            f"idle indexer: {index['messages']:,} messages of {index['sessions']} sessions → "
+            f"{index['chunks']:,} chunks in {index['batches']} batches, {index['seconds']:.1f} s "
+            f"({per_k:.2f} s per 1,000 messages); {index['failed']} failed, "
+            f"{index['without_vectors']} without vectors; raw chunks before it: "
+            f"{state['before_index']['chunks']:.0f}"
+        )
     rows: list[list[object]] = [
         ["BM25 over single turns (reference)", f"{bm25[1500]:.3f}", f"{bm25[4000]:.3f}", "-"],
     ]
@@ -424,7 +524,7 @@ def report(
         f"{2 * n_q} searches in {ask_seconds:.1f} s (query embedding included)"
     )
     print("LoCoMo (snap-research/LoCoMo, ACL 2024) dev split, CC BY-NC 4.0 — benchmark use only.")
-    out = CACHE / "locomo-results.json"
+    out = CACHE / f"locomo-{'sittings-' if args.sittings else ''}results.json"
     out.write_text(
         json.dumps(
             {
@@ -437,6 +537,7 @@ def report(
                 },
                 "ingest": dataclasses.asdict(stats),
                 "chunks": chunks,
+                "index": index,
             },
             indent=1,
         )
@@ -449,13 +550,25 @@ INDEX_VERSION = 2  # bump when indexing (chunking, embedding) changes: --reuse i
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--conversations", type=int, default=5, help="how many (1-5)")
-    parser.add_argument("--window", type=int, default=4096, help="profile context window")
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=None,
+        help=f"profile context window (default {WINDOW:,}; {SITTINGS_WINDOW:,} with --sittings)",
+    )
+    parser.add_argument(
+        "--sittings",
+        action="store_true",
+        help="one session per LoCoMo sitting, no forced compaction, then the idle indexer",
+    )
     parser.add_argument("--embedder", choices=("local", "fake"), default="local")
     parser.add_argument("--k", type=int, default=5, help="memory_search k")
     parser.add_argument("--scope", default="raw", choices=("raw", "all"))
     parser.add_argument("--reuse", action="store_true", help="reuse the last ingest")
     parser.add_argument("--dump", action="store_true", help="write every answer to .cache")
     args = parser.parse_args(argv)
+    if args.window is None:
+        args.window = SITTINGS_WINDOW if args.sittings else WINDOW
     CACHE.mkdir(parents=True, exist_ok=True)
     asyncio.run(run(args))
 
