@@ -92,7 +92,7 @@ class SessionFilesController(Controller):
         path = services.stored_file(settings, session_id, filename)
         info = await anyio.to_thread.run_sync(file_info, path)
         ctype = info.content_type
-        headers = {"X-Content-Type-Options": "nosniff", "Cache-Control": "private, no-cache"}
+        headers = {"Cache-Control": "private, no-cache"}  # nosniff: every response (asgi.py)
         disposition = "inline"
         if ctype.active:
             headers["Content-Security-Policy"] = ACTIVE_CONTENT_CSP

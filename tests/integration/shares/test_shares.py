@@ -247,3 +247,5 @@ async def test_page_is_served_publicly(make_client, settings: Settings) -> None:
         assert (await public.get("/static/share.css")).status_code == 200
         assert (await public.get("/static/index.html")).status_code == 404
         assert (await public.get("/static/..%2Fconfig.py")).status_code == 404
+        assert r.headers["x-content-type-options"] == "nosniff"
+

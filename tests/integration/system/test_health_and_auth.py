@@ -125,3 +125,21 @@ async def test_request_id_header(client: AsyncTestClient) -> None:
 async def test_concurrent_requests(client: AsyncTestClient) -> None:
     rs = await asyncio.gather(*(client.get("/me") for _ in range(20)))
     assert all(r.status_code == 200 for r in rs)
+
+
+async def test_nosniff_on_every_response(client: AsyncTestClient) -> None:
+    """App-wide (a before_send hook): handlers, errors, the router's own 404/405."""
+    responses = [
+        await client.get("/health"),
+        await client.get("/me"),
+        await client.get("/me", headers={"Authorization": ""}),  # 401 from the guard
+        await client.get("/nope"),  # 404 from the router
+        await client.put("/health"),  # 405
+        await client.post("/sessions", content=b"{", headers={"Content-Type": "application/json"}),
+        await client.get("/schema/openapi.json"),
+        await client.get("/"),
+        await client.options("/sessions"),
+    ]
+    for r in responses:
+        assert r.headers.get("x-content-type-options") == "nosniff", (r.request.url, r.status_code)
+        assert r.headers.get_list("x-content-type-options") == ["nosniff"]
