@@ -46,7 +46,7 @@ class SessionFilesController(Controller):
         settings: Settings,
     ) -> UploadOut:
         """Multipart upload (one or more `files` parts), streamed to disk."""
-        await services.check_session(state, settings, session_id, principal)
+        await services.check_session(state, settings, session_id, Viewer.editor(principal))
         files, block = await services.upload(
             settings,
             session_id,
@@ -117,7 +117,7 @@ class SessionFilesController(Controller):
         settings: Settings,
     ) -> FileOut:
         """Copy a local file (under SHARE_FILE_ROOTS) into the session directory."""
-        await services.check_session(state, settings, session_id, principal)
+        await services.check_session(state, settings, session_id, Viewer.editor(principal))
         info = await anyio.to_thread.run_sync(
             services.copy_shared_file, settings, session_id, data.path
         )
