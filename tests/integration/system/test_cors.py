@@ -22,6 +22,7 @@ async def test_preflight_needs_no_token(make_client, settings: Settings) -> None
         assert r.status_code == 204, r.text
         assert r.headers["access-control-allow-origin"] == ORIGIN
         assert "POST" in r.headers["access-control-allow-methods"]
+        assert r.headers["x-content-type-options"] == "nosniff"  # answered before routing
         assert "authorization" in r.headers["access-control-allow-headers"].lower()
         # a real request from the origin: still needs its token, and is marked for it
         r = await c.get("/me", headers={"Origin": ORIGIN})
