@@ -11,14 +11,15 @@ from typing import Any
 
 import structlog
 from litestar import Litestar, Request, Response
+from litestar.config.cors import CORSConfig
 from litestar.connection import ASGIConnection
-from litestar.datastructures import State
+from litestar.datastructures import MutableScopeHeaders, State
 from litestar.di import Provide
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.handlers.base import BaseRouteHandler
 from litestar.middleware import ASGIMiddleware
 from litestar.openapi import OpenAPIConfig
-from litestar.types import ASGIApp, Receive, Scope, Send
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings, get_settings
@@ -123,9 +124,14 @@ class RequestContextMiddleware(ASGIMiddleware):
 async def authenticate(connection: ASGIConnection, _: BaseRouteHandler) -> None:
     """App-wide guard: resolve the caller before any parameter is parsed, so a request
     without a valid token is a 401 whatever else is wrong with it. Public routes opt out
-    with `opt={"public": True}` (and the OpenAPI pages under /schema)."""
+    with `opt={"public": True}` (and the OpenAPI pages under /schema); so does `OPTIONS`
+    (Litestar's generated handler: it names the allowed methods and reads nothing)."""
     handler = connection.route_handler
-    if handler.opt.get("public") or connection.scope["path"].startswith("/schema"):
+    if (
+        handler.opt.get("public")
+        or connection.scope["path"].startswith("/schema")
+        or connection.scope.get("method") == "OPTIONS"
+    ):
         return
     state = connection.app.state
     connection.state.principal = await resolve_cached(
@@ -133,6 +139,26 @@ async def authenticate(connection: ASGIConnection, _: BaseRouteHandler) -> None:
         state.settings,
         state.principal_cache,
         connection.headers.get("authorization"),
+    )
+
+
+async def security_headers(message: Message, _: Scope) -> None:
+    """`before_send` hook: every response, including the router's own 404/405 and the
+    error handlers', tells browsers not to guess its content type."""
+    if message["type"] == "http.response.start":
+        headers = MutableScopeHeaders.from_message(message)
+        headers["X-Content-Type-Options"] = "nosniff"
+
+
+def cors_config(settings: Settings) -> CORSConfig | None:
+    """CORS_ALLOW_ORIGINS (empty = off). Bearer tokens, no cookies: no credentials mode.
+    Litestar answers a preflight before routing, so it needs no token."""
+    if not settings.cors_origins:
+        return None
+    return CORSConfig(
+        allow_origins=list(settings.cors_origins),
+        allow_headers=["Authorization", "Content-Type", "X-Navi-Session-Id", "X-Request-ID"],
+        expose_headers=["X-Request-ID", "Retry-After"],
     )
 
 
@@ -221,6 +247,8 @@ def create_app(
         },
         guards=[authenticate],
         middleware=[RequestContextMiddleware()],
+        before_send=[security_headers],
+        cors_config=cors_config(settings),
         lifespan=[lifespan],
         state=State({"settings": settings, "profiles": profiles}),
         openapi_config=OpenAPIConfig(title="Navi", version="0.1.0", path="/schema"),

@@ -8,6 +8,7 @@ A bad value fails at start-up with a message naming the variable.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
@@ -115,6 +116,14 @@ FIELDS: dict[str, Spec] = {
         "in the other worker processes.",
         0,
         300,
+    ),
+    "cors_allow_origins": Spec(
+        "CORS_ALLOW_ORIGINS",
+        "",
+        str,
+        "Comma-separated origins a browser page may call the API from "
+        "(`https://app.example.com`; `*` = any); empty = CORS off. Preflight `OPTIONS` "
+        "requests are answered without a token.",
     ),
     # --- LLM / embeddings
     "ollama_host": Spec("OLLAMA_HOST", "http://127.0.0.1:11434", str, "Ollama for chat."),
@@ -379,6 +388,7 @@ class Settings:
     auth_enabled: bool = True
     admin_token: str = field(default="", repr=False)
     auth_cache_ttl_seconds: float = 5.0
+    cors_allow_origins: str = ""
     ollama_host: str = "http://127.0.0.1:11434"
     ollama_model: str = "qwen3:8b"
     ollama_num_ctx: int = 32768
@@ -451,8 +461,13 @@ class Settings:
     def share_file_root_paths(self) -> tuple[Path, ...]:
         return tuple(Path(p.strip()) for p in self.share_file_roots.split(",") if p.strip())
 
+    @property
+    def cors_origins(self) -> tuple[str, ...]:
+        return tuple(o.strip().rstrip("/") for o in self.cors_allow_origins.split(",") if o.strip())
+
 
 _TRUE = {"1", "true", "yes", "on"}
+_ORIGIN_RE = re.compile(r"^https?://[^/\s?#]+$")
 _FALSE = {"0", "false", "no", "off"}
 
 
@@ -528,6 +543,12 @@ def _check(s: Settings) -> None:
     for root in s.share_file_root_paths:
         if not root.is_absolute():
             raise SettingsError(f"SHARE_FILE_ROOTS: {str(root)!r} is not an absolute path")
+    for origin in s.cors_origins:
+        if origin != "*" and not _ORIGIN_RE.match(origin):
+            raise SettingsError(
+                f"CORS_ALLOW_ORIGINS: {origin!r} is not an origin "
+                "(scheme://host[:port], no path; or *)"
+            )
     if s.database_url and not s.database_url.startswith(("postgresql", "postgres://")):
         raise SettingsError("DATABASE_URL: expected a postgresql+psycopg:// URL")
     if s.admin_token and len(s.admin_token) < 32:

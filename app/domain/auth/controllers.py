@@ -99,10 +99,7 @@ class AdminUserController(Controller):
         self, user_id: str, principal: Principal, db: AsyncSession, state: State
     ) -> None:
         require_admin(principal)
-        if user_id == principal.id:
-            raise Unprocessable("user_id: you cannot delete yourself")
-        if not await UserRepository(db).delete(user_id):
-            raise NotFound(f"no user {user_id!r}")
+        await UserService(db).delete_user(user_id, principal)
         forget_tokens_after_commit(db, state, user_id)
 
 

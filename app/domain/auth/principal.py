@@ -9,6 +9,12 @@ ALL_PERMISSIONS = (PERM_MEMORY_READ_ALL, PERM_SESSIONS_READ_ALL, PERM_USERS_ADMI
 
 ANONYMOUS_ID = "anonymous"
 ADMIN_ID = "admin"
+# Ensured at every start-up (app/domain/auth/services.py, bootstrap): never deleted, never
+# demoted — the NAVI_ADMIN_TOKEN admin and the owner of local-mode sessions.
+BUILT_IN_USERS = {
+    ADMIN_ID: "the NAVI_ADMIN_TOKEN admin",
+    ANONYMOUS_ID: "the user of local mode (NAVI_AUTH_ENABLED=false)",
+}
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,12 @@ from app.domain.auth.principal import (
     ADMIN_ID,
     ALL_PERMISSIONS,
     ANONYMOUS_ID,
+    BUILT_IN_USERS,
     Principal,
 )
 from app.domain.auth.repositories import TokenRepository, UserRepository
 from app.domain.auth.tokens import display_prefix, hash_token, new_token
-from app.lib.errors import Conflict, Unauthorized, Unprocessable
+from app.lib.errors import Conflict, NotFound, Unauthorized, Unprocessable
 
 log = structlog.get_logger()
 
@@ -131,6 +132,21 @@ class UserService:
         )
         log.info("auth.user_created", user_id=user.id, is_admin=is_admin)
         return user
+
+    async def delete_user(self, user_id: str, by: Principal) -> None:
+        """Delete a user and everything they own. The built-in users are refused (409):
+        without `admin` the bootstrap token fails until a restart re-creates it, and
+        `anonymous` owns every local-mode session."""
+        if user_id in BUILT_IN_USERS:
+            raise Conflict(
+                f"user_id: {user_id!r} is built in ({BUILT_IN_USERS[user_id]}) and cannot "
+                "be deleted"
+            )
+        if user_id == by.id:
+            raise Unprocessable("user_id: you cannot delete yourself")
+        if not await self.users.delete(user_id):
+            raise NotFound(f"no user {user_id!r}")
+        log.info("auth.user_deleted", user_id=user_id, by=by.id)
 
     async def issue_token(self, user_id: str, name: str) -> tuple[ApiToken, str]:
         token = new_token()

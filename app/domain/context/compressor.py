@@ -57,7 +57,6 @@ from app.domain.sessions.access import Viewer, reaches_llm
 from app.domain.sessions.repositories import SessionRepository
 from app.domain.sessions.schemas import MessageIn
 from app.domain.sessions.services import SessionService
-from app.lib.errors import NotFound
 from app.llm.gateway import LLMError
 
 __all__ = [
@@ -300,7 +299,7 @@ async def compress_and_save_session(
     ctx_repo = ContextRepository(db)
     session = await repo.lock(session_id, viewer)
     if session is None:
-        raise NotFound(f"no session {session_id}")
+        await SessionService(db, settings).refuse(session_id, viewer)
     current = await ctx_repo.context_sequence_numbers(session_id)
     if not {m.sequence_number for m in demoted} <= current:
         log.info("compressor.conflict", session_id=str(session_id), reason=reason)

@@ -49,7 +49,7 @@ class ContextController(Controller):
         settings: Settings,
         state: State,
     ) -> Response[PrepareOut] | Response[dict[str, Any]]:
-        viewer = Viewer.of(principal)
+        viewer = Viewer.editor(principal)  # both may compress: a write
         session = await SessionService(db, settings).get(session_id, viewer)
         try:
             out = await context_service(db, settings, state).prepare(
@@ -69,7 +69,7 @@ class ContextController(Controller):
         state: State,
         data: CompactRequest | None = None,
     ) -> CompactOut:
-        viewer = Viewer.of(principal)
+        viewer = Viewer.editor(principal)  # both may compress: a write
         session = await SessionService(db, settings).get(session_id, viewer)
         return await context_service(db, settings, state).compact(
             session, viewer, data.model if data else None

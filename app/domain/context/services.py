@@ -62,10 +62,9 @@ from app.domain.context.schemas import CompactOut, IncomingMessage, PrepareOut
 from app.domain.context.summarizer import LLMSummarizer, Summarizer
 from app.domain.files.images import with_context_note
 from app.domain.sessions.access import Viewer
-from app.domain.sessions.repositories import SessionRepository
 from app.domain.sessions.schemas import MessageOut
-from app.domain.sessions.services import message_out
-from app.lib.errors import Conflict, NotFound, PayloadTooLarge, Unprocessable
+from app.domain.sessions.services import SessionService, message_out
+from app.lib.errors import Conflict, PayloadTooLarge, Unprocessable
 from app.llm.gateway import LLMGateway
 
 __all__ = ["ContextService", "baseline_of", "context_service"]
@@ -310,9 +309,7 @@ class ContextService:
         self, session_id: uuid.UUID, viewer: Viewer, usage: UsageIn
     ) -> list[ContextEvent]:
         """Record the reported prompt size, then run the post-turn check."""
-        session = await SessionRepository(self.db).get(session_id, viewer)
-        if session is None:
-            raise NotFound(f"no session {session_id}")
+        session = await SessionService(self.db, self.settings).get(session_id, viewer)
         profile = self.profiles.get(session.profile_id)
         if profile.context_mode == "rolling":
             # Rolling mode sends its own window (prepare): the stored context is not the

@@ -46,7 +46,7 @@ class SessionFilesController(Controller):
         settings: Settings,
     ) -> UploadOut:
         """Multipart upload (one or more `files` parts), streamed to disk."""
-        await services.check_session(state, settings, session_id, principal)
+        await services.check_session(state, settings, session_id, Viewer.editor(principal))
         files, block = await services.upload(
             settings,
             session_id,
@@ -92,7 +92,7 @@ class SessionFilesController(Controller):
         path = services.stored_file(settings, session_id, filename)
         info = await anyio.to_thread.run_sync(file_info, path)
         ctype = info.content_type
-        headers = {"X-Content-Type-Options": "nosniff", "Cache-Control": "private, no-cache"}
+        headers = {"Cache-Control": "private, no-cache"}  # nosniff: every response (asgi.py)
         disposition = "inline"
         if ctype.active:
             headers["Content-Security-Policy"] = ACTIVE_CONTENT_CSP
@@ -117,7 +117,7 @@ class SessionFilesController(Controller):
         settings: Settings,
     ) -> FileOut:
         """Copy a local file (under SHARE_FILE_ROOTS) into the session directory."""
-        await services.check_session(state, settings, session_id, principal)
+        await services.check_session(state, settings, session_id, Viewer.editor(principal))
         info = await anyio.to_thread.run_sync(
             services.copy_shared_file, settings, session_id, data.path
         )

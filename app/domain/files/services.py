@@ -1,9 +1,10 @@
 """Session files: uploads, listing, share_file, content_publish, and the cleanup job.
 
 Access: every operation first resolves the session through `SessionService.get` with
-the caller's Viewer (404 for a session the caller may not see). Long transfers (uploads,
-share_file copies) check the session in a short transaction of their own, so no
-database connection is held while bytes move.
+the caller's Viewer (404 for a session the caller may not see); the writes — upload,
+share_file — with `Viewer.editor` (403 for a reader who may not change it). Long
+transfers (uploads, share_file copies) check the session in a short transaction of their
+own, so no database connection is held while bytes move.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from litestar.datastructures import State
 
 from app.config import Settings
 from app.db.engine import transaction
-from app.domain.auth.principal import Principal
 from app.domain.files.names import sanitize_filename
 from app.domain.files.repositories import FilesRepository
 from app.domain.files.schemas import CardOut, FileOut
@@ -72,11 +72,12 @@ def upload_block(session_id: uuid.UUID, stored: list[StoredUpload]) -> str:
 
 
 async def check_session(
-    state: State, settings: Settings, session_id: uuid.UUID, principal: Principal
+    state: State, settings: Settings, session_id: uuid.UUID, viewer: Viewer
 ) -> None:
-    """404 unless the caller may see the session; a transaction of its own."""
+    """404 unless the session is in the viewer's scope (403 for an editor who may only
+    read it); a transaction of its own."""
     async with transaction(state.session_factory) as db:
-        await SessionService(db, settings).get(session_id, Viewer.of(principal))
+        await SessionService(db, settings).get(session_id, viewer)
 
 
 async def upload(

@@ -159,7 +159,7 @@ class ScratchpadController(Controller):
             raise Unprocessable(f"section: 1-{MAX_SECTION} characters")
         if len(data.value) > MAX_SKETCH:
             raise PayloadTooLarge(f"value: at most {MAX_SKETCH} characters")
-        session = await SessionService(db, settings).get(session_id, Viewer.of(principal))
+        session = await SessionService(db, settings).get(session_id, Viewer.editor(principal))
         repo = SketchRepository(db)
         owner = session.user_id or principal.id
         await repo.put(owner, SCRATCHPAD, session_id, section, data.value)
@@ -193,7 +193,7 @@ class ScratchpadController(Controller):
         db: AsyncSession,
         settings: Settings,
     ) -> None:
-        session = await SessionService(db, settings).get(session_id, Viewer.of(principal))
+        session = await SessionService(db, settings).get(session_id, Viewer.editor(principal))
         if not await SketchRepository(db).delete(
             session.user_id or principal.id, SCRATCHPAD, session_id, section
         ):

@@ -1,4 +1,16 @@
-"""Who may see which session. A session you may not see answers 404 everywhere."""
+"""Who may see and who may change which session (docs/api.md, "Roles").
+
+Two scopes, decided here and nowhere else:
+
+- **view** (`Viewer.of`): the caller's own sessions; every session with
+  `navi.sessions.read_all` (admins hold it; local mode is an admin).
+- **modify** (`Viewer.editor`): the caller's own sessions; every session for an admin
+  (and local mode). `navi.sessions.read_all` grants reading only.
+
+A session outside the view scope is 404 everywhere. A session inside the view scope but
+outside the modify scope is 403 on every write (`SessionService` tells the two apart
+with `Viewer.reader` when a write finds nothing).
+"""
 
 from __future__ import annotations
 
@@ -9,16 +21,38 @@ from app.domain.auth.principal import Principal
 
 @dataclass(frozen=True)
 class Viewer:
-    """The scope of a session query: one user's sessions, or all (explicitly)."""
+    """The scope of a session query: one user's sessions, or all (explicitly).
+
+    `all_users` is the scope the query matches. `reads_all` is what the caller may
+    read; it only differs for an editor (`modifies`), whose scope is narrower."""
 
     user_id: str
     all_users: bool = False
+    modifies: bool = False
+    reads_all: bool = False
 
     @classmethod
     def of(cls, principal: Principal) -> Viewer:
-        # navi.sessions.read_all (admins hold it; local mode bypasses checks) sees every
-        # session, including legacy ones with user_id NULL. Everyone else: their own.
-        return cls(user_id=principal.id, all_users=principal.can_read_all_sessions)
+        """Reading: own sessions, or every session (legacy ones with user_id NULL too)
+        with navi.sessions.read_all."""
+        every = principal.can_read_all_sessions
+        return cls(user_id=principal.id, all_users=every, reads_all=every)
+
+    @classmethod
+    def editor(cls, principal: Principal) -> Viewer:
+        """Changing (append, rename, delete, compact, scratchpad, files…): own sessions,
+        or every session for an admin."""
+        return cls(
+            user_id=principal.id,
+            all_users=principal.is_admin,
+            modifies=True,
+            reads_all=principal.can_read_all_sessions,
+        )
+
+    def reader(self) -> Viewer:
+        """The view scope of the same caller (an editor refused a session it may read
+        gets 403, not 404)."""
+        return Viewer(user_id=self.user_id, all_users=self.reads_all, reads_all=self.reads_all)
 
 
 # Stored system messages that may reach the LLM (seed 003, "Stored service records").

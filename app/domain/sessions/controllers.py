@@ -182,14 +182,14 @@ class SessionController(Controller):
         values = {
             k: getattr(data, k) for k in ("name", "pinned") if getattr(data, k) is not msgspec.UNSET
         }
-        row = await SessionService(db, settings).patch(session_id, Viewer.of(principal), values)
+        row = await SessionService(db, settings).patch(session_id, Viewer.editor(principal), values)
         return session_out(row)
 
     @delete("/{session_id:uuid}", status_code=204)
     async def delete_session(
         self, session_id: uuid.UUID, principal: Principal, db: AsyncSession, settings: Settings
     ) -> None:
-        await SessionService(db, settings).delete(session_id, Viewer.of(principal))
+        await SessionService(db, settings).delete(session_id, Viewer.editor(principal))
         shutil.rmtree(settings.data_path / "session_files" / str(session_id), ignore_errors=True)
 
     @post("/{session_id:uuid}/messages")
@@ -202,7 +202,7 @@ class SessionController(Controller):
         settings: Settings,
         state: State,
     ) -> AppendResult:
-        viewer = Viewer.of(principal)
+        viewer = Viewer.editor(principal)
         refs = await SessionService(db, settings).append(session_id, viewer, data.messages)
         events: list[ContextEvent] = []
         if data.usage is not None:  # the post-turn check (app/domain/context)
@@ -251,5 +251,5 @@ class SessionController(Controller):
         settings: Settings,
     ) -> None:
         await SessionService(db, settings).add_planning_log(
-            session_id, Viewer.of(principal), data.entry
+            session_id, Viewer.editor(principal), data.entry
         )

@@ -6,7 +6,7 @@ import base64
 import binascii
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 import structlog
@@ -26,7 +26,7 @@ from app.domain.sessions.schemas import (
     MessageIn,
     MessageOut,
 )
-from app.lib.errors import NotFound, PayloadTooLarge, Unprocessable
+from app.lib.errors import Forbidden, NotFound, PayloadTooLarge, Unprocessable
 
 log = structlog.get_logger()
 
@@ -147,19 +147,31 @@ class SessionService:
     async def get(self, session_id: uuid.UUID, viewer: Viewer) -> Session:
         row = await self.repo.get(session_id, viewer)
         if row is None:
-            raise NotFound(f"no session {session_id}")
+            await self.refuse(session_id, viewer)
         return row
+
+    async def refuse(self, session_id: uuid.UUID, viewer: Viewer) -> NoReturn:
+        """The answer when a session query found nothing in the viewer's scope: 403 for
+        an editor who may read the session but not change it, 404 otherwise (a session
+        you may not see is never confirmed to exist)."""
+        if viewer.modifies and await self.repo.get(session_id, viewer.reader()) is not None:
+            log.info("session.write_refused", session_id=str(session_id), user_id=viewer.user_id)
+            raise Forbidden(
+                "session: navi.sessions.read_all permits reading it; "
+                "only its owner or an admin may change it"
+            )
+        raise NotFound(f"no session {session_id}")
 
     async def patch(self, session_id: uuid.UUID, viewer: Viewer, values: dict[str, Any]) -> Session:
         if "name" in values:
             values["name"] = _check_name(values["name"])
         if values and not await self.repo.update_fields(session_id, viewer, **values):
-            raise NotFound(f"no session {session_id}")
+            await self.refuse(session_id, viewer)
         return await self.get(session_id, viewer)
 
     async def delete(self, session_id: uuid.UUID, viewer: Viewer) -> None:
         if not await self.repo.delete(session_id, viewer):
-            raise NotFound(f"no session {session_id}")
+            await self.refuse(session_id, viewer)
         log.info("session.deleted", session_id=str(session_id))
 
     async def append(
@@ -171,7 +183,7 @@ class SessionService:
         n_display = sum(1 for m in messages if m.is_display)
         reserved = await self.repo.reserve(session_id, viewer, len(messages), n_display)
         if reserved is None:
-            raise NotFound(f"no session {session_id}")
+            await self.refuse(session_id, viewer)
         seq, disp = reserved
         # Pasted images → session files + the notice of the LLM copy (metadata).
         await attach_pasted_images(self.repo, self.settings, session_id, viewer, messages)
@@ -229,4 +241,4 @@ class SessionService:
         if size > PLANNING_ENTRY_MAX_BYTES:
             raise PayloadTooLarge(f"entry: {size} bytes, the limit is {PLANNING_ENTRY_MAX_BYTES}")
         if not await self.repo.append_planning_log(session_id, viewer, entry, PLANNING_LOGS_KEPT):
-            raise NotFound(f"no session {session_id}")
+            await self.refuse(session_id, viewer)

@@ -51,18 +51,18 @@ def may_publish(principal: Principal, owner_id: str | None) -> bool:
 
 
 def _scrubber(session: Session):  # type: ignore[no-untyped-def]
-    """Replace the session id (and a generated owner id) inside shown text: a message can
-    quote them, e.g. the "session_files/<id>/…" lines of an upload."""
-    pairs = [(str(session.id), REDACTED_SESSION), (session.id.hex, REDACTED_SESSION)]
+    """Replace the session id (and a generated owner id) inside shown text, in any letter
+    case, with or without dashes: a message can quote them, e.g. the
+    "session_files/<id>/…" lines of an upload."""
+    patterns = [(_id_pattern(str(session.id), session.id.hex), REDACTED_SESSION)]
     owner = session.user_id
     if owner and len(owner) >= 16:  # generated ids only: never rewrite words like "admin"
-        pairs.append((owner, REDACTED_OWNER))
+        patterns.append((_id_pattern(owner), REDACTED_OWNER))
 
     def scrub(value: Any) -> Any:
         if isinstance(value, str):
-            for needle, replacement in pairs:
-                if needle in value:
-                    value = value.replace(needle, replacement)
+            for pattern, replacement in patterns:
+                value = pattern.sub(replacement, value)
             return value
         if isinstance(value, list):
             return [scrub(v) for v in value]
@@ -71,6 +71,26 @@ def _scrubber(session: Session):  # type: ignore[no-untyped-def]
         return value
 
     return scrub
+
+
+def _id_pattern(*forms: str) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(f) for f in forms), re.IGNORECASE)
+
+
+# Keys of a tool call that identify it (OpenAI `id: "call_…"`, Ollama/Anthropic variants):
+# the share never carries them; the call's name and arguments are what a reader needs.
+_TOOL_CALL_ID_KEYS = frozenset({"id", "call_id", "tool_call_id", "tool_use_id"})
+
+
+def _shared_tool_calls(tool_calls: list[Any] | None, scrub: Any) -> list[Any] | None:
+    if tool_calls is None:
+        return None
+    return [
+        scrub({k: v for k, v in call.items() if k not in _TOOL_CALL_ID_KEYS})
+        if isinstance(call, dict)
+        else scrub(call)
+        for call in tool_calls
+    ]
 
 
 def _shown(row: Message | MessageArchive) -> bool:
@@ -91,7 +111,7 @@ def shared_message(row: Message | MessageArchive, scrub: Any) -> SharedMessage:
         is_plan=row.is_plan,
         is_compression=row.is_compression,
         is_recall=row.is_recall,
-        tool_calls=scrub(row.tool_calls),
+        tool_calls=_shared_tool_calls(row.tool_calls, scrub),
         name=scrub(row.name),
         images=row.images,
     )

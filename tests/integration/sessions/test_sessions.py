@@ -367,6 +367,53 @@ async def test_legacy_admin_and_read_all(client: AsyncTestClient, db_url: str) -
         assert (await client.get(f"/sessions/{legacy}", headers=h)).status_code == 200
 
 
+async def test_read_all_reads_but_changes_nothing(client: AsyncTestClient, db_url: str) -> None:
+    """navi.sessions.read_all grants reading only: every write is 403 (it may see the
+    session), and nothing changed; the owner and the admin still may."""
+    _, alice = await new_user(client, "alice")
+    _, reader = await new_user(client, "reader", permissions=["navi.sessions.read_all"])
+    sid = await _session(client, headers=alice, name="mine")
+    await _append(client, sid, [{"role": "user", "content": "hello"}], headers=alice)
+    legacy = await _session(client, headers=alice)
+    _sql(db_url, "update sessions set user_id = null where id = %s", legacy)
+    before = (await client.get(f"/sessions/{sid}", headers=alice)).json()
+    writes = [
+        ("PATCH", f"/sessions/{sid}", {"name": "renamed"}),
+        ("PATCH", f"/sessions/{sid}", {}),
+        ("POST", f"/sessions/{sid}/messages", {"messages": [{"role": "user", "content": "x"}]}),
+        ("POST", f"/sessions/{sid}/planning", {"entry": {"x": 1}}),
+        ("POST", f"/sessions/{sid}/compact", None),
+        ("POST", f"/sessions/{sid}/prepare", {"message": {"content": "x"}}),
+        ("PUT", f"/sessions/{sid}/scratchpad/notes", {"value": "x"}),
+        ("DELETE", f"/sessions/{sid}/scratchpad/notes", None),
+        ("POST", f"/sessions/{sid}/share", None),
+        ("DELETE", f"/sessions/{sid}", None),
+        ("DELETE", f"/sessions/{legacy}", None),  # ownerless: readable, not changeable
+    ]
+    for method, path, body in writes:
+        r = await client.request(method, path, json=body, headers=reader)
+        assert r.status_code == 403, (method, path, r.status_code, r.text)
+        assert r.json()["error"] == "forbidden"
+        assert "owner or an admin" in r.json()["detail"], r.text
+    r = await client.post(
+        f"/sessions/{sid}/files", files={"files": ("a.txt", b"x", "text/plain")}, headers=reader
+    )
+    assert r.status_code == 403
+    after = (await client.get(f"/sessions/{sid}", headers=reader)).json()
+    assert after == before  # name, counts, last_active: untouched
+    assert (await client.get(f"/sessions/{sid}/planning", headers=alice)).json()[
+        "planning_logs"
+    ] == []
+    assert (await client.get(f"/sessions/{sid}/files", headers=alice)).json()["total"] == 0
+    # an unknown session is still 404 for the reader, and the owner and the admin may write
+    r = await client.delete("/sessions/00000000-0000-0000-0000-000000000000", headers=reader)
+    assert r.status_code == 404
+    r = await client.patch(f"/sessions/{sid}", json={"name": "owner's"}, headers=alice)
+    assert r.status_code == 200
+    assert (await client.patch(f"/sessions/{legacy}", json={"name": "adm"})).status_code == 200
+    assert (await client.delete(f"/sessions/{sid}")).status_code == 204
+
+
 async def test_anonymous_mode_sessions(anon_client: AsyncTestClient, db_url: str) -> None:
     sid = await _session(anon_client)
     assert (await anon_client.get(f"/sessions/{sid}")).json()["user_id"] == "anonymous"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 import psycopg
@@ -247,3 +248,54 @@ async def test_page_is_served_publicly(make_client, settings: Settings) -> None:
         assert (await public.get("/static/share.css")).status_code == 200
         assert (await public.get("/static/index.html")).status_code == 404
         assert (await public.get("/static/..%2Fconfig.py")).status_code == 404
+        assert r.headers["x-content-type-options"] == "nosniff"
+
+
+async def test_share_carries_no_tool_call_ids_and_no_ids_in_any_case(
+    client: AsyncTestClient, make_client, settings: Settings
+) -> None:  # type: ignore[no-untyped-def]
+    uid, alice = await new_user(client, "alice")
+    sid = await _session(client, alice)
+    upper, bare = sid.upper(), sid.replace("-", "")
+    r = await client.patch(f"/sessions/{sid}", json={"name": f"About {upper}"}, headers=alice)
+    assert r.status_code == 200
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": f"A: {upper} B: {bare.upper()} C: {bare} D: {uid.upper()}"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "call_8f2c1a",
+                    "type": "function",
+                    "function": {"name": "read", "arguments": {"path": f"/x/{upper}/a"}},
+                },
+                {"call_id": "call_77", "function": {"name": "ls", "arguments": {}}},
+            ],
+        },
+        {"role": "tool", "content": "ok", "name": "read", "tool_call_id": "call_8f2c1a"},
+    ]
+    await _append(client, sid, messages, alice)
+    token = (await _share(client, sid, alice)).json()["token"]
+    async with make_client(settings) as public:
+        r = await public.get(f"/shared/{token}")
+        assert r.status_code == 200, r.text
+        assert r.headers["x-content-type-options"] == "nosniff"
+        assert r.headers["content-type"].startswith("application/json")
+        body = r.json()
+        page = (await public.get(f"/shared/{token}/messages")).json()
+    for payload in (body, page):
+        text = str(payload).lower()
+        assert "call_" not in text
+        assert sid not in text and bare not in text and uid not in text
+        shown = payload["messages"]
+        assert shown[0]["content"] == "A: [session] B: [session] C: [session] D: [owner]"
+        calls = shown[1]["tool_calls"]
+        assert calls[0] == {
+            "type": "function",
+            "function": {"name": "read", "arguments": {"path": "/x/[session]/a"}},
+        }
+        assert calls[1] == {"function": {"name": "ls", "arguments": {}}}
+        for s in _strings(payload):
+            assert not re.search(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}", s, re.I), s
+    assert body["name"] == "About [session]"

@@ -125,3 +125,46 @@ async def test_request_id_header(client: AsyncTestClient) -> None:
 async def test_concurrent_requests(client: AsyncTestClient) -> None:
     rs = await asyncio.gather(*(client.get("/me") for _ in range(20)))
     assert all(r.status_code == 200 for r in rs)
+
+
+async def test_built_in_users_cannot_be_deleted(
+    client: AsyncTestClient, make_client, settings
+) -> None:  # type: ignore[no-untyped-def]
+    _, second_admin = await new_user(client, "root2", is_admin=True)
+    for headers in (None, second_admin):  # the bootstrap admin, and another admin
+        for built_in in ("admin", "anonymous"):
+            r = await client.delete(f"/admin/users/{built_in}", headers=headers)
+            assert r.status_code == 409, (built_in, r.text)
+            assert r.json()["error"] == "conflict"
+            assert f"'{built_in}' is built in" in r.json()["detail"]
+    # both still there; the bootstrap token still works; local mode still has its owner
+    users = {u["id"]: u for u in (await client.get("/admin/users")).json()["items"]}
+    assert users["admin"]["is_admin"] is True and "anonymous" in users
+    assert (await client.get("/me")).json()["id"] == "admin"
+    async with make_client(settings, auth_enabled=False) as local:
+        r = await local.post("/sessions", json={"profile_id": "code"})
+        assert r.status_code == 201 and r.json()["user_id"] == "anonymous"
+    # an ordinary user can still be deleted; yourself still cannot
+    uid, _ = await new_user(client, "temp")
+    assert (await client.delete(f"/admin/users/{uid}")).status_code == 204
+    me = (await client.get("/me", headers=second_admin)).json()["id"]
+    r = await client.delete(f"/admin/users/{me}", headers=second_admin)
+    assert r.status_code == 422 and "yourself" in r.json()["detail"]
+
+
+async def test_nosniff_on_every_response(client: AsyncTestClient) -> None:
+    """App-wide (a before_send hook): handlers, errors, the router's own 404/405."""
+    responses = [
+        await client.get("/health"),
+        await client.get("/me"),
+        await client.get("/me", headers={"Authorization": ""}),  # 401 from the guard
+        await client.get("/nope"),  # 404 from the router
+        await client.put("/health"),  # 405
+        await client.post("/sessions", content=b"{", headers={"Content-Type": "application/json"}),
+        await client.get("/schema/openapi.json"),
+        await client.get("/"),
+        await client.options("/sessions"),
+    ]
+    for r in responses:
+        assert r.headers.get("x-content-type-options") == "nosniff", (r.request.url, r.status_code)
+        assert r.headers.get_list("x-content-type-options") == ["nosniff"]
