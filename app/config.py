@@ -276,14 +276,14 @@ FIELDS: dict[str, Spec] = {
         True,
         bool,
         "Index the messages of idle sessions that compression never demoted as raw chunks "
-        "(needs MEMORY_SEARCH_ENABLED).",
+        "(needs `MEMORY_SEARCH_ENABLED`); docs/raw-history.md.",
     ),
     "raw_index_idle_minutes": Spec(
         "RAW_INDEX_IDLE_MINUTES",
         None,
         int,
         "Idle minutes before a session's unindexed messages are indexed; unset = "
-        "MEMORY_EXTRACTION_STALE_MINUTES.",
+        "`MEMORY_EXTRACTION_STALE_MINUTES`.",
         0,
     ),
     "raw_index_idle_interval_seconds": Spec(
