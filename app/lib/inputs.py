@@ -45,6 +45,7 @@ __all__ = [
 T = TypeVar("T")
 
 NUL = "\x00"
+_ESCAPED_NUL = b"\\u0000"
 REPLACEMENT = "\ufffd"
 MAX_JSON_DEPTH = 32
 INT4_MAX = 2**31 - 1  # integer columns: token counts, usage figures, offsets
@@ -74,19 +75,30 @@ def scrub(value: T) -> tuple[T, bool]:
         if NUL in value:
             return value.replace(NUL, REPLACEMENT), True  # type: ignore[return-value]
         return value, False
+    if not isinstance(value, dict | list | tuple):
+        return value, False
+    # JSON escapes a NUL as \u0000: one C-speed encode spares the walk of clean values.
+    if _ESCAPED_NUL not in msgspec.json.encode(value):
+        return value, False
+    return _walk(value)
+
+
+def _walk(value: Any) -> tuple[Any, bool]:
+    if isinstance(value, str):
+        return (value.replace(NUL, REPLACEMENT), True) if NUL in value else (value, False)
     if isinstance(value, dict):
         out: dict[Any, Any] = {}
         changed = False
         for k, v in value.items():
-            k2, c1 = scrub(k)
-            v2, c2 = scrub(v)
+            k2, c1 = _walk(k)
+            v2, c2 = _walk(v)
             out[k2] = v2
             changed = changed or c1 or c2
-        return (out, True) if changed else (value, False)  # type: ignore[return-value]
+        return (out, True) if changed else (value, False)
     if isinstance(value, list | tuple):
-        items = [scrub(v) for v in value]
+        items = [_walk(v) for v in value]
         if any(c for _, c in items):
-            return type(value)(v for v, _ in items), True  # type: ignore[return-value]
+            return type(value)(v for v, _ in items), True
     return value, False
 
 

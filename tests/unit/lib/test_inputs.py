@@ -44,6 +44,8 @@ def test_scrub_returns_the_same_object_when_clean() -> None:
     out, changed = scrub(value)
     assert not changed and out is value
     assert scrub(None) == (None, False)
+    literal = {"text": "the escape \\u0000 written out"}  # looks like one when encoded
+    assert scrub(literal) == (literal, False)
     assert scrub_text("clean") == "clean" and scrub_text("a\x00b\x00") == "a\ufffdb\ufffd"
 
 
