@@ -116,8 +116,12 @@ def _require(field_name: str, raw: str | None, limit: int) -> str:
 
 
 def _identifier(field_name: str, raw: str | None, limit: int) -> str:
-    """A category or key as stored; 422 when blank, too long or holding a NUL."""
-    return normalise_name(_require(field_name, reject_nul(raw, field_name), limit))
+    """A category or key as stored; 422 when blank, too long or holding a NUL. The limit
+    applies again once lower-cased: "İ".lower() is two characters."""
+    name = normalise_name(_require(field_name, reject_nul(raw, field_name), limit))
+    if len(name) > limit:
+        raise Unprocessable(f"{field_name}: at most {limit} characters once lower-cased")
+    return name
 
 
 class FactService:

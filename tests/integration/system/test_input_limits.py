@@ -77,6 +77,9 @@ async def test_integers_past_their_bounds_are_422_naming_the_field(
     _expect(r, 422, "merged_into")
     r = await client.post("/memory/search", json={"query": "x", "k": 10**30})
     _expect(r, 422, "k")
+    # 100 characters that lower-case to 200 do not fit the category column.
+    r = await client.post("/memory/facts", json={"category": "İ" * 100, "key": "k", "value": "v"})
+    _expect(r, 422, "category: at most 100 characters once lower-cased")
 
 
 async def test_timestamps_python_could_not_read_back_are_422(client: AsyncTestClient) -> None:
