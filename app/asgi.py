@@ -33,9 +33,11 @@ from app.domain.context.profiles import load_profiles
 from app.domain.memory.hooks import raw_history_hook
 from app.lib.deps import provide_db, provide_settings
 from app.lib.errors import AppError
+from app.lib.inputs import explain_pattern
 from app.lib.jobs import periodic, spawn
 from app.lib.logging import configure_logging
 from app.lib.openapi import document_errors
+from app.lib.request import NaviRequest, reject_nul_parameters
 from app.lib.runtime import freeze_startup_heap
 from app.llm.embedders import build_embedder
 from app.llm.gateway import LLMGateway
@@ -60,7 +62,7 @@ def handle_validation(_: Request, exc: ValidationException) -> Response[dict[str
     for item in exc.extra if isinstance(exc.extra, list) else []:
         if isinstance(item, dict):
             key = item.get("key") or item.get("source") or "body"
-            parts.append(f"{key}: {item.get('message', 'invalid')}")
+            parts.append(f"{key}: {explain_pattern(str(item.get('message', 'invalid')))}")
     detail = "; ".join(parts) or str(exc.detail)
     if "Content-Length" in detail or "too large" in detail.lower():
         return _error(413, "payload_too_large", detail)
@@ -245,11 +247,12 @@ def create_app(
             HTTPException: handle_http,
             Exception: handle_internal,
         },
-        guards=[authenticate],
+        guards=[authenticate, reject_nul_parameters],
         middleware=[RequestContextMiddleware()],
         before_send=[security_headers],
         cors_config=cors_config(settings),
         lifespan=[lifespan],
+        request_class=NaviRequest,
         state=State({"settings": settings, "profiles": profiles}),
         openapi_config=OpenAPIConfig(title="Navi", version="0.1.0", path="/schema"),
         request_max_body_size=settings.max_request_body_mb * 1024 * 1024,

@@ -1,11 +1,9 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
 
 from litestar import Controller, delete, get, post
 from litestar.datastructures import State
-from litestar.params import Parameter
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import ApiToken, User
@@ -15,10 +13,8 @@ from app.domain.auth.schemas import MeOut, TokenCreate, TokenIssued, TokenOut, U
 from app.domain.auth.services import UserService
 from app.lib.deps import after_commit
 from app.lib.errors import Forbidden, NotFound, Unprocessable
-from app.lib.pagination import MAX_LIMIT, Page, page
-
-Limit = Annotated[int, Parameter(ge=1, le=MAX_LIMIT)]
-Offset = Annotated[int, Parameter(ge=0)]
+from app.lib.inputs import reject_nul
+from app.lib.pagination import Limit, Offset, Page, page
 
 
 def _user_out(u: User) -> UserOut:
@@ -56,6 +52,7 @@ def forget_tokens_after_commit(db: AsyncSession, state: State, user_id: str) -> 
 
 
 def _check_token_name(name: str) -> str:
+    reject_nul(name, "name")
     if len(name) > 200:
         raise Unprocessable("name: at most 200 characters")
     return name

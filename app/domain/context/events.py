@@ -9,10 +9,11 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from app.lib.inputs import NUL_PATTERN, Count
+
 __all__ = ["CompressionStarted", "ContextCompressed", "ContextEvent", "ModelName", "UsageIn"]
 
-ModelName = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
-NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+ModelName = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=NUL_PATTERN)]
 
 
 class CompressionStarted(msgspec.Struct, tag="CompressionStarted", tag_field="type"):
@@ -46,7 +47,7 @@ class UsageIn(msgspec.Struct, forbid_unknown_fields=True):
     """
 
     model: ModelName
-    prompt_eval_count: NonNegative
-    sent_chars: NonNegative | None = None
-    sent_tokens: NonNegative | None = None
+    prompt_eval_count: Count
+    sent_chars: Count | None = None
+    sent_tokens: Count | None = None
     had_images: bool | None = None

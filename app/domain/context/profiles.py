@@ -22,8 +22,9 @@ A session names its profile (``sessions.profile_id``). Each profile may set
 
 Built in are ``default`` (all defaults) and ``code`` (``compression_keep_recent=12``).
 ``NAVI_PROFILES_FILE`` points at a JSON object mapping profile ids to such objects; a
-built-in id named there has its fields overridden one by one. Unknown profile ids
-resolve to ``default``. The file is read and validated once, at start-up; any problem is
+built-in id named there has its fields overridden one by one. A new session must name a
+known profile (``POST /sessions`` answers 422 otherwise); a stored session whose profile
+was since removed resolves to ``default``. The file is read and validated once, at start-up; any problem is
 a :class:`ProfilesError` naming the file, the profile and the field.
 """
 

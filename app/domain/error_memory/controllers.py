@@ -18,6 +18,7 @@ from app.domain.error_memory.schemas import (
 from app.domain.error_memory.services import ErrorEntry, ErrorMemoryService, render
 from app.domain.memory.unified import clamp_k
 from app.lib.errors import PayloadTooLarge, Unprocessable
+from app.lib.inputs import reject_nul, scrub_text
 
 MAX_TOOL = 200
 MAX_TEXT = 20_000
@@ -25,6 +26,7 @@ MAX_QUERY = 2000
 
 
 def _text(value: object, field: str, *, required: bool, limit: int = MAX_TEXT) -> str | None:
+    """Free text of the call (error, fix, context, query): kept, a NUL → U+FFFD."""
     if value is None or (isinstance(value, str) and not value.strip()):
         if required:
             raise Unprocessable(f"{field}: required")
@@ -33,7 +35,14 @@ def _text(value: object, field: str, *, required: bool, limit: int = MAX_TEXT) -
         raise Unprocessable(f"{field}: expected a string")
     if len(value) > limit:
         raise PayloadTooLarge(f"{field}: at most {limit} characters")
-    return value.strip()
+    return scrub_text(value.strip())
+
+
+def _tool(value: object, *, required: bool) -> str | None:
+    """The tool's name, an identifier: a NUL is refused (422)."""
+    if isinstance(value, str):
+        reject_nul(value, "tool")
+    return _text(value, "tool", required=required, limit=MAX_TOOL)
 
 
 def entry_out(e: ErrorEntry) -> ErrorEntryOut:
@@ -53,7 +62,7 @@ class ErrorMemoryController(Controller):
         state: State,
     ) -> WriteErrorOut:
         """Record a resolved tool error and its fix (the caller's, across sessions)."""
-        tool = _text(data.tool, "tool", required=True, limit=MAX_TOOL)
+        tool = _tool(data.tool, required=True)
         error = _text(data.error, "error", required=True)
         fix = _text(data.fix, "fix", required=True)
         context = _text(data.context, "context", required=False)
@@ -80,7 +89,7 @@ class ErrorMemoryController(Controller):
     ) -> ErrorHistoryOut:
         """Past errors like this one and how they were fixed (text + vector search)."""
         query = _text(data.query, "query", required=False, limit=MAX_QUERY) or ""
-        tool = _text(data.tool, "tool", required=False, limit=MAX_TOOL)
+        tool = _tool(data.tool, required=False)
         if not query and not tool:
             raise Unprocessable("query: required — the error to look up (or a tool)")
         limit = clamp_k(data.limit)

@@ -32,10 +32,8 @@ from app.domain.facts.schemas import (
 from app.domain.facts.services import FactService, fact_out, summary_fields
 from app.domain.facts.tool import run_memory_tool
 from app.lib.errors import Forbidden, NotFound, Unprocessable
-from app.lib.pagination import MAX_LIMIT, Page, page
+from app.lib.pagination import Limit, Offset, Page, page
 
-Limit = Annotated[int, Parameter(ge=1, le=MAX_LIMIT)]
-Offset = Annotated[int, Parameter(ge=0)]
 SearchLimit = Annotated[int, Parameter(ge=1, le=MAX_SEARCH_LIMIT)]
 QueryText = Annotated[str, Parameter(max_length=MAX_QUERY)]
 ListSearch = Annotated[str | None, Parameter(max_length=200)]

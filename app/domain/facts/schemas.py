@@ -8,6 +8,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from app.lib.inputs import INT8_MAX, NUL_PATTERN
+
 Source = Literal["conversation", "tool_call", "auto_discovery", "user_explicit"]
 SOURCES: tuple[str, ...] = ("conversation", "tool_call", "auto_discovery", "user_explicit")
 FactSortBy = Literal["category", "key", "updated_at", "confidence", "created_at"]
@@ -25,8 +27,12 @@ MAX_EXPIRES_DAYS = 36_500
 DEFAULT_SEARCH_LIMIT = 15
 MAX_SEARCH_LIMIT = 50
 
-Category = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_CATEGORY)]
-Key = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_KEY)]
+# Identifiers: a NUL is refused (422); a value's NUL is replaced (services.upsert_fact).
+Category = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_CATEGORY, pattern=NUL_PATTERN)]
+Key = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_KEY, pattern=NUL_PATTERN)]
+ToolCategory = Annotated[str, msgspec.Meta(max_length=MAX_CATEGORY, pattern=NUL_PATTERN)]
+ToolKey = Annotated[str, msgspec.Meta(max_length=MAX_KEY, pattern=NUL_PATTERN)]
+FactId = Annotated[int, msgspec.Meta(ge=1, le=INT8_MAX)]
 Value = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_VALUE)]
 Confidence = Annotated[int, msgspec.Meta(ge=0, le=100)]
 ExpiresDays = Annotated[int, msgspec.Meta(ge=1, le=MAX_EXPIRES_DAYS)]
@@ -96,15 +102,15 @@ class SummaryOut(msgspec.Struct):
 
 class FactPatch(msgspec.Struct, forbid_unknown_fields=True):
     # null restores a hidden (merged) fact; an id hides this fact behind that live fact.
-    merged_into: int | None | msgspec.UnsetType = msgspec.UNSET
+    merged_into: FactId | None | msgspec.UnsetType = msgspec.UNSET
 
 
 class MemoryToolCall(msgspec.Struct, forbid_unknown_fields=True):
     """The `memory` tool's arguments, exactly as the model produced them."""
 
     action: ToolAction
-    category: Annotated[str, msgspec.Meta(max_length=MAX_CATEGORY)] | None = None
-    key: Annotated[str, msgspec.Meta(max_length=MAX_KEY)] | None = None
+    category: ToolCategory | None = None
+    key: ToolKey | None = None
     value: Annotated[str, msgspec.Meta(max_length=MAX_VALUE)] | None = None
     source: Source | None = None
     confidence: Confidence | None = None

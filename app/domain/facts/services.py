@@ -36,6 +36,7 @@ from app.domain.facts.schemas import (
 from app.domain.facts.search_repository import FactSearchRepository
 from app.domain.memory.stopwords import STOPWORDS
 from app.lib.errors import Forbidden, NotFound, Unprocessable
+from app.lib.inputs import reject_nul, scrub_text
 from app.llm.gateway import LLMError, LLMGateway
 
 log = structlog.get_logger()
@@ -114,6 +115,15 @@ def _require(field_name: str, raw: str | None, limit: int) -> str:
     return raw
 
 
+def _identifier(field_name: str, raw: str | None, limit: int) -> str:
+    """A category or key as stored; 422 when blank, too long or holding a NUL. The limit
+    applies again once lower-cased: "İ".lower() is two characters."""
+    name = normalise_name(_require(field_name, reject_nul(raw, field_name), limit))
+    if len(name) > limit:
+        raise Unprocessable(f"{field_name}: at most {limit} characters once lower-cased")
+    return name
+
+
 class FactService:
     def __init__(self, db: AsyncSession, llm: LLMGateway | None = None) -> None:
         self.db = db
@@ -153,9 +163,9 @@ class FactService:
         embedding fails (NULL vector; `backfill` fills it later). With `dedupe`, live rows
         of the same category holding the same fact under another spelling of the key
         are hidden behind this one (`merged_into`)."""
-        category = normalise_name(_require("category", category, MAX_CATEGORY))
-        key = normalise_name(_require("key", key, MAX_KEY))
-        value = _require("value", value, MAX_VALUE).strip()
+        category = _identifier("category", category, MAX_CATEGORY)
+        key = _identifier("key", key, MAX_KEY)
+        value = scrub_text(_require("value", value, MAX_VALUE)).strip()  # NUL → U+FFFD
         if source not in SOURCES:
             raise Unprocessable(f"source: expected one of {', '.join(SOURCES)}")
         if confidence is None:
@@ -166,6 +176,7 @@ class FactService:
             raise Unprocessable(f"expires_days: expected 1-{MAX_EXPIRES_DAYS}")
         if source_context is not None and len(source_context) > MAX_SOURCE_CONTEXT:
             raise Unprocessable(f"source_context: at most {MAX_SOURCE_CONTEXT} characters")
+        source_context = None if source_context is None else scrub_text(source_context)
         expires_at = (
             datetime.now(UTC) + timedelta(days=expires_days) if expires_days is not None else None
         )
@@ -196,6 +207,8 @@ class FactService:
         return UpsertResult(fact=row, merged=merged)
 
     async def delete_fact(self, user_id: str, key: str, category: str | None = None) -> int:
+        reject_nul(key, "key")
+        reject_nul(category, "category")
         return await self.facts.delete_by_key(
             user_id, normalise_name(key), normalise_name(category) if category else None
         )
@@ -324,7 +337,7 @@ class FactService:
     async def set_summary(self, user_id: str, content: str) -> MemorySummary:
         if len(content) > MAX_SUMMARY:
             raise Unprocessable(f"content: at most {MAX_SUMMARY} characters")
-        return await self.summaries.put(user_id, content.strip())
+        return await self.summaries.put(user_id, scrub_text(content).strip())
 
 
 def summary_fields(row: MemorySummary | None) -> dict[str, Any]:

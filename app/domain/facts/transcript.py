@@ -135,12 +135,12 @@ def _find_items(text: str) -> list[Any] | None:
             items = _as_items(json.loads(candidate), single=True)
             if items is not None:
                 return items
-        except ValueError:
+        except (ValueError, RecursionError):  # a model nesting past the stack
             pass
         for pos in _json_starts(candidate, "[{"):
             try:
                 data, _ = decoder.raw_decode(candidate, pos)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             items = _as_items(data, single=False)
             if items is not None:
@@ -152,7 +152,7 @@ def _find_items(text: str) -> list[Any] | None:
             continue
         try:
             data, end = decoder.raw_decode(text, pos)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         found.extend(_as_items(data, single=True) or [])
     return found or None

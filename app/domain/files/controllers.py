@@ -1,13 +1,11 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
 
 import anyio.to_thread
 import structlog
 from litestar import Controller, Request, get, post
 from litestar.datastructures import State
-from litestar.params import Parameter
 from litestar.response import File
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -18,12 +16,10 @@ from app.domain.files.schemas import CardOut, FileOut, PublishIn, ShareFileIn, U
 from app.domain.files.storage import file_info, list_files, session_dir
 from app.domain.sessions.access import Viewer
 from app.domain.sessions.services import SessionService
-from app.lib.pagination import MAX_LIMIT, Page, page
+from app.lib.pagination import Limit, Offset, Page, page
 
 log = structlog.get_logger()
 
-Limit = Annotated[int, Parameter(ge=1, le=MAX_LIMIT)]
-Offset = Annotated[int, Parameter(ge=0)]
 
 # HTML and SVG may carry script: never rendered on our origin.
 ACTIVE_CONTENT_CSP = "default-src 'none'; sandbox"

@@ -39,10 +39,12 @@ from app.domain.compression.estimate import estimate_tokens
 from app.domain.compression.image_tokens import image_extension, image_tokens
 from app.domain.compression.types import Msg
 from app.domain.context.profiles import Profiles, ProfilesError, load_profiles
+from app.domain.files.executables import HEAD_BYTES, executable_signature
 from app.domain.files.notice import admitted_images, image_budget, image_notice
 from app.domain.files.storage import link_unique, relative_path, session_dir
 from app.domain.sessions.access import Viewer, reaches_llm
 from app.domain.sessions.schemas import MessageIn, MessageOut
+from app.lib.errors import UnsupportedMedia
 
 log = structlog.get_logger()
 
@@ -50,6 +52,7 @@ __all__ = [
     "CONTEXT_IMAGES_KEY",
     "CONTEXT_NOTE_KEY",
     "attach_pasted_images",
+    "check_pasted_image",
     "context_view",
     "store_images",
     "window_and_model",
@@ -60,6 +63,17 @@ CONTEXT_NOTE_KEY = "context_note"
 CONTEXT_IMAGES_KEY = "context_images"
 INDEX_FILE = ".images.json"
 _IMAGE_NAME = re.compile(r"^image_(\d+)\.[a-z0-9]+$")
+SUPPORTED_IMAGES = "PNG, JPEG, GIF or WebP"
+
+
+def check_pasted_image(data: bytes, field: str) -> None:
+    """415 unless `data` is an image by its first bytes: an executable is refused in the
+    words an upload gets, anything else that is not a PNG, JPEG, GIF or WebP after it."""
+    reason = executable_signature(data[:HEAD_BYTES])
+    if reason:
+        raise UnsupportedMedia(f"{field}: executable files are refused (content is a {reason})")
+    if image_extension(data) is None:
+        raise UnsupportedMedia(f"{field}: not a supported image ({SUPPORTED_IMAGES})")
 
 
 # ------------------------------------------------------------------ disk (synchronous)

@@ -1,8 +1,14 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 import msgspec
+
+from app.lib.inputs import NoNul
+
+# A path or a file name: a NUL is refused (422), never handed to the OS.
+PathText = Annotated[str, NoNul]
 
 
 class FileOut(msgspec.Struct):
@@ -24,11 +30,11 @@ class UploadOut(msgspec.Struct):
 
 
 class ShareFileIn(msgspec.Struct, forbid_unknown_fields=True):
-    path: str
+    path: PathText
 
 
 class PublishIn(msgspec.Struct, forbid_unknown_fields=True):
-    filename: str
+    filename: PathText
 
 
 class CardOut(msgspec.Struct):

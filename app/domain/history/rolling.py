@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from app.lib.inputs import scrub
+
 MAX_DECISIONS = 8
 MAX_PAST = 12
 MAX_ITEM_CHARS = 600
@@ -127,7 +129,8 @@ def normalize_summary(raw: object) -> dict[str, Any]:
     if isinstance(current, list):
         current = " ".join(_strings(current))
     current = " ".join(current.split())[:MAX_CURRENT_CHARS] if isinstance(current, str) else ""
-    return {"key_decisions": decisions, "past_discussions": past, "current_discussion": current}
+    summary = {"key_decisions": decisions, "past_discussions": past, "current_discussion": current}
+    return scrub(summary)[0]  # stored as jsonb: a NUL the model wrote becomes U+FFFD
 
 
 def _strings_raw(value: object) -> list[object]:
@@ -150,6 +153,8 @@ def parse_summary(answer: str) -> dict[str, Any]:
         data = json.loads(text[start : end + 1])
     except json.JSONDecodeError as exc:
         raise SummaryParseError(f"summary answer is not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise SummaryParseError("summary answer nests too deeply") from None
     if not isinstance(data, dict) or not (set(data) & set(EMPTY_SUMMARY)):
         raise SummaryParseError("summary answer has none of the summary fields")
     return normalize_summary(data)
@@ -239,7 +244,7 @@ def parse_noise(
         raise SummaryParseError("no JSON object in the noise answer")
     try:
         data = json.loads(text[start : end + 1])
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         raise SummaryParseError("noise answer is not valid JSON") from None
     if not isinstance(data, dict):
         raise SummaryParseError("noise answer is not an object")

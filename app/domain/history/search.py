@@ -10,6 +10,7 @@ from typing import Literal
 
 from app.domain.memory.unified import clamp_k, query_terms
 from app.domain.memory.window import best_window
+from app.lib.inputs import scrub_text
 
 Mode = Literal["search", "recent"]
 Match = Literal["keyword", "semantic"]
@@ -68,7 +69,7 @@ class HistoryResult:
 def normalize_call(mode: object, match: object, query: object, limit: object) -> ToolCall:
     """The tool call as the model wrote it, made usable: a missing mode is `search` when
     there is a query, else `recent`; an unknown match is `keyword`; limit 1..20."""
-    q = query.strip() if isinstance(query, str) else ""
+    q = scrub_text(query).strip() if isinstance(query, str) else ""  # a NUL → U+FFFD
     m = mode.strip().lower() if isinstance(mode, str) else ""
     if m not in ("search", "recent"):
         m = "search" if q else "recent"

@@ -24,7 +24,8 @@ from app.domain.memory.wiring import unified_search
 from app.domain.sessions.access import Viewer
 from app.domain.sessions.services import SessionService
 from app.lib.errors import NotFound, PayloadTooLarge, Unprocessable
-from app.lib.pagination import MAX_LIMIT, Page, page
+from app.lib.inputs import scrub_text
+from app.lib.pagination import Limit, Offset, Page, page
 
 MAX_QUERY = 2000
 MAX_SECTION = 200
@@ -131,8 +132,8 @@ class ScratchpadController(Controller):
         principal: Principal,
         db: AsyncSession,
         settings: Settings,
-        limit: Annotated[int, Parameter(ge=1, le=MAX_LIMIT)] = 50,
-        offset: Annotated[int, Parameter(ge=0)] = 0,
+        limit: Limit = 50,
+        offset: Offset = 0,
     ) -> Page[SketchOut]:
         session = await SessionService(db, settings).get(session_id, Viewer.of(principal))
         rows, total = await SketchRepository(db).list_page(
@@ -162,7 +163,8 @@ class ScratchpadController(Controller):
         session = await SessionService(db, settings).get(session_id, Viewer.editor(principal))
         repo = SketchRepository(db)
         owner = session.user_id or principal.id
-        await repo.put(owner, SCRATCHPAD, session_id, section, data.value)
+        # The value is kept whatever a tool printed: a NUL becomes U+FFFD.
+        await repo.put(owner, SCRATCHPAD, session_id, section, scrub_text(data.value))
         row = await repo.get(owner, SCRATCHPAD, session_id, section)
         assert row is not None
         return SketchOut(section=row.key, value=row.value, updated_at=row.updated_at)

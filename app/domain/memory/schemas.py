@@ -5,11 +5,13 @@ from typing import Any
 
 import msgspec
 
+from app.lib.inputs import Count
+
 
 class MemorySearchIn(msgspec.Struct, forbid_unknown_fields=True):
     query: str
     scope: str = "all"
-    k: int | None = 5
+    k: Count | None = 5  # then clamped to 1..20 (unified.clamp_k)
     session_id: str | None = None  # narrows raw chunks to one conversation
     current_session_id: str | None = None  # orders sketches, freshness boundary
     best_window: bool = True

@@ -36,10 +36,8 @@ from app.domain.sessions.schemas import (
 )
 from app.domain.sessions.services import SessionService
 from app.lib.errors import Unprocessable
-from app.lib.pagination import MAX_LIMIT, Page, page
+from app.lib.pagination import BeforeSeq, Limit, Offset, Page, page
 
-Limit = Annotated[int, Parameter(ge=1, le=MAX_LIMIT)]
-Offset = Annotated[int, Parameter(ge=0)]
 MAX_MATCH_SESSIONS = 100
 MAX_POSITIONS = 1000
 # Positions reported per session unless `max_positions` asks otherwise: the first matches
@@ -97,7 +95,9 @@ class SessionController(Controller):
         settings: Settings,
         state: State,
     ) -> SessionOut:
-        row = await SessionService(db, settings).create(data.profile_id, principal.id, data.name)
+        row = await SessionService(db, settings).create(
+            data.profile_id, principal.id, data.name, known=state.profiles.ids()
+        )
         if settings.extraction_enabled:
             # A new session is when older ones went quiet: learn from them (seed: facts).
             from app.domain.facts.extraction import extract_stale_sessions
@@ -218,7 +218,7 @@ class SessionController(Controller):
         principal: Principal,
         db: AsyncSession,
         settings: Settings,
-        before_seq: Annotated[int | None, Parameter(ge=0)] = None,
+        before_seq: BeforeSeq = None,
         limit: Limit = 50,
     ) -> HistoryPage:
         return await SessionService(db, settings).history(

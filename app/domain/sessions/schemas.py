@@ -7,6 +7,7 @@ from typing import Any, Literal
 import msgspec
 
 from app.domain.context.events import ContextEvent, UsageIn
+from app.lib.inputs import Count
 
 Role = Literal["system", "user", "assistant", "tool"]
 SortBy = Literal["last_active", "created_at", "name"]
@@ -63,8 +64,8 @@ class MessageBody(msgspec.Struct, kw_only=True):
     is_recall: bool = False
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     elapsed_seconds: float | None = None
-    tool_call_count: int | None = None
-    token_count: int | None = None
+    tool_call_count: Count | None = None
+    token_count: Count | None = None
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
     name: str | None = None

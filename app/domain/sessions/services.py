@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import uuid
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
@@ -15,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.db.models import Message, MessageArchive, Session
 from app.domain.context.layout import order_context
-from app.domain.files.images import attach_pasted_images, with_context_note
+from app.domain.files.images import attach_pasted_images, check_pasted_image, with_context_note
 from app.domain.history.compaction import after_append
 from app.domain.sessions.access import Viewer, reaches_llm
 from app.domain.sessions.repositories import SessionRepository
@@ -27,6 +28,7 @@ from app.domain.sessions.schemas import (
     MessageOut,
 )
 from app.lib.errors import Forbidden, NotFound, PayloadTooLarge, Unprocessable
+from app.lib.inputs import check_time, reject_nul, scrub
 
 log = structlog.get_logger()
 
@@ -34,6 +36,10 @@ MAX_NAME = 200
 MAX_PROFILE_ID = 200
 PLANNING_LOGS_KEPT = 200
 PLANNING_ENTRY_MAX_BYTES = 256 * 1024
+# Set in a message's metadata when a NUL (U+0000) in its text was replaced by U+FFFD.
+SANITIZED_KEY = "sanitized"
+# Everything a message carries that a model or a tool wrote: kept, NUL replaced.
+_FREE_TEXT = ("content", "thinking", "metadata", "tool_calls", "tool_call_id", "name", "files")
 
 
 def message_out(row: Message | MessageArchive, archived: bool = False) -> MessageOut:
@@ -71,17 +77,34 @@ def _metadata(row: Message) -> dict[str, Any] | None:
 def _check_name(name: str | None) -> str | None:
     if name is None:
         return None
-    name = name.strip()
+    name = (reject_nul(name, "name") or "").strip()
     if len(name) > MAX_NAME:
         raise Unprocessable(f"name: at most {MAX_NAME} characters")
     return name or None
 
 
-def validate_messages(messages: list[MessageIn], settings: Settings) -> None:
+def _scrubbed(m: MessageIn) -> tuple[MessageIn, list[str]]:
+    """The message with every NUL in its text replaced by U+FFFD (and marked), the
+    fields that had one."""
+    changes: dict[str, Any] = {}
+    for field in _FREE_TEXT:
+        value, changed = scrub(getattr(m, field))
+        if changed:
+            changes[field] = value
+    if not changes:
+        return m, []
+    fields = list(changes)
+    changes["metadata"] = {**changes.get("metadata", m.metadata), SANITIZED_KEY: True}
+    return msgspec.structs.replace(m, **changes), fields
+
+
+def validate_messages(messages: list[MessageIn], settings: Settings) -> list[MessageIn]:
+    """The messages as they will be stored: 4xx for what cannot be, NULs replaced."""
     if not messages:
         raise Unprocessable("messages: at least one message is required")
     if len(messages) > MAX_APPEND:
         raise Unprocessable(f"messages: at most {MAX_APPEND} per request")
+    out = []
     for i, m in enumerate(messages):
         if len(m.content) > settings.message_max_chars:
             raise PayloadTooLarge(
@@ -94,11 +117,22 @@ def validate_messages(messages: list[MessageIn], settings: Settings) -> None:
             )
         if m.role == "tool" and m.is_summary:
             raise Unprocessable(f"messages[{i}]: a tool result cannot be a summary")
+        if m.created_at is not None:
+            check_time(m.created_at, f"messages[{i}].created_at")
+        # A tool result may be empty (the command printed nothing); nothing else may.
+        if m.role != "tool" and not (m.content.strip() or m.tool_calls or m.images):
+            raise Unprocessable(f"messages[{i}]: empty — needs content, tool_calls or images")
         for j, img in enumerate(m.images or []):
             try:
-                base64.b64decode(img, validate=True)
+                data = base64.b64decode(img, validate=True)
             except (binascii.Error, ValueError):
                 raise Unprocessable(f"messages[{i}].images[{j}]: not valid base64") from None
+            check_pasted_image(data, f"messages[{i}].images[{j}]")
+        clean, fields = _scrubbed(m)
+        if fields:
+            log.info("message.sanitized", index=i, role=m.role, fields=fields)
+        out.append(clean)
+    return out
 
 
 def message_row(
@@ -136,10 +170,16 @@ class SessionService:
         self.repo = SessionRepository(db)
         self.settings = settings
 
-    async def create(self, profile_id: str, user_id: str | None, name: str | None) -> Session:
+    async def create(
+        self, profile_id: str, user_id: str | None, name: str | None, known: Collection[str]
+    ) -> Session:
         profile_id = profile_id.strip()
         if not profile_id or len(profile_id) > MAX_PROFILE_ID:
             raise Unprocessable(f"profile_id: 1-{MAX_PROFILE_ID} characters")
+        if profile_id not in known:
+            raise Unprocessable(
+                f"profile_id: unknown profile {profile_id!r}; known: {', '.join(sorted(known))}"
+            )
         row = await self.repo.create(profile_id, user_id, _check_name(name))
         log.info("session.created", session_id=str(row.id), profile_id=profile_id)
         return row
@@ -179,7 +219,7 @@ class SessionService:
     ) -> list[AppendedRef]:
         """Append atomically: all messages or none, consecutive sequence numbers in
         request order, display positions for displayed ones; bumps last_active."""
-        validate_messages(messages, self.settings)
+        messages = validate_messages(messages, self.settings)
         n_display = sum(1 for m in messages if m.is_display)
         reserved = await self.repo.reserve(session_id, viewer, len(messages), n_display)
         if reserved is None:
@@ -237,6 +277,9 @@ class SessionService:
     async def add_planning_log(
         self, session_id: uuid.UUID, viewer: Viewer, entry: dict[str, Any]
     ) -> None:
+        entry, changed = scrub(entry)
+        if changed:  # kept, marked like a message
+            entry = {**entry, SANITIZED_KEY: True}
         size = len(msgspec.json.encode(entry))
         if size > PLANNING_ENTRY_MAX_BYTES:
             raise PayloadTooLarge(f"entry: {size} bytes, the limit is {PLANNING_ENTRY_MAX_BYTES}")

@@ -2,10 +2,8 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Annotated
 
 from litestar import Controller, MediaType, get, post
-from litestar.params import Parameter
 from litestar.response import File
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -14,9 +12,8 @@ from app.domain.auth.principal import Principal
 from app.domain.shares.schemas import SharedMessages, SharedSession, ShareOut
 from app.domain.shares.services import ShareService
 from app.lib.errors import NotFound
-from app.lib.pagination import MAX_LIMIT
+from app.lib.pagination import BeforeSeq, Limit
 
-Limit = Annotated[int, Parameter(ge=1, le=MAX_LIMIT)]
 STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
 PAGE_ASSETS = {
     "share.js": "text/javascript; charset=utf-8",
@@ -64,7 +61,7 @@ class SharedController(Controller):
         token: str,
         db: AsyncSession,
         settings: Settings,
-        before_seq: Annotated[int | None, Parameter(ge=0)] = None,
+        before_seq: BeforeSeq = None,
         limit: Limit = 50,
     ) -> SharedMessages:
         return await ShareService(db, settings).messages(token, before_seq, limit)

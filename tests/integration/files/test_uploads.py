@@ -137,11 +137,12 @@ async def test_download_traversal_and_unknown_names_are_404(
         "%2E%2E",
         ".images.json",
         "missing.txt",
-        "a.txt%00",
         "..%5C..%5Csecret.txt",
     ):
         r = await client.get(f"/sessions/{sid}/files/{name}")
         assert r.status_code == 404, (name, r.status_code)
+    r = await client.get(f"/sessions/{sid}/files/a.txt%00")  # a NUL in a path segment
+    assert r.status_code == 422 and r.json()["detail"].startswith("filename: "), r.text
     r = await client.get(f"/sessions/{sid}/files/../../secret.txt")
     assert r.status_code == 404
 

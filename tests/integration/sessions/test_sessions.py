@@ -428,5 +428,5 @@ async def test_unknown_session_and_bad_ids(client: AsyncTestClient) -> None:
     assert (await client.get("/sessions/not-a-uuid")).status_code == 404
     r = await client.post("/sessions", json={"profile_id": ""})
     assert r.status_code == 422 and "profile_id" in r.json()["detail"]
-    r = await client.post("/sessions", json={"profile_id": "p", "name": "n" * 201})
+    r = await client.post("/sessions", json={"profile_id": "default", "name": "n" * 201})
     assert r.status_code == 422 and "name" in r.json()["detail"]
