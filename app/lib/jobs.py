@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from litestar.datastructures import State
@@ -42,3 +42,18 @@ async def periodic(
             raise
         except Exception:
             log.exception("job.failed", job=name)
+
+
+T = TypeVar("T")
+
+
+async def unless_running(state: State, key: str, fn: Callable[[], Awaitable[T]]) -> T | None:
+    """`await fn()`, unless this process is already running it under `key` (then None at
+    once): a periodic pass and one a request spawned never overlap in one process."""
+    lock = state.get(key)
+    if lock is None:
+        lock = state[key] = asyncio.Lock()
+    if lock.locked():
+        return None
+    async with lock:
+        return await fn()

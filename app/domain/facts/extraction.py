@@ -24,7 +24,6 @@ purging facts that expired more than `PURGE_GRACE` ago.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -50,6 +49,7 @@ from app.domain.facts.transcript import (
     strip_think,
 )
 from app.lib.errors import Unprocessable
+from app.lib.jobs import unless_running
 from app.llm.gateway import LLMError, LLMGateway, LLMUnavailableError
 
 log = structlog.get_logger()
@@ -220,15 +220,10 @@ async def get_extraction_state(
         return await ExtractionRepository(db).state(session_id, user_id, all_users=False)
 
 
-_LOCK_KEY = "facts_extraction_lock"
-
-
 async def extract_stale_sessions(state: State) -> PassResult | None:
     """The job: one pass, unless this process is already running one (then None)."""
-    lock = state.get(_LOCK_KEY)
-    if lock is None:
-        lock = state[_LOCK_KEY] = asyncio.Lock()
-    if lock.locked():
-        return None
-    async with lock:
-        return await run_extraction_pass(state.session_factory, state.llm, state.settings)
+    return await unless_running(
+        state,
+        "facts_extraction_lock",
+        lambda: run_extraction_pass(state.session_factory, state.llm, state.settings),
+    )

@@ -50,6 +50,7 @@ from app.domain.memory.indexer import (
     fresh_chunks,
     split_chunk_vectors,
 )
+from app.lib.jobs import unless_running
 from app.llm.errors import EmbeddingDisabledError, LLMError, LLMUnavailableError
 from app.llm.gateway import LLMGateway
 
@@ -244,21 +245,16 @@ async def index_idle_sessions(
     return result
 
 
-_LOCK_KEY = "raw_index_idle_lock"
-
-
 async def index_idle_job(state: State) -> IndexPassResult | None:
     """The periodic job: one pass, unless this process is already running one (None)."""
     settings: Settings = state.settings
     if not (settings.memory_search_enabled and settings.raw_index_idle_enabled):
         return None
-    lock = state.get(_LOCK_KEY)
-    if lock is None:
-        lock = state[_LOCK_KEY] = asyncio.Lock()
-    if lock.locked():
-        return None
-    async with lock:
-        return await index_idle_sessions(state.session_factory, state.llm, settings)
+    return await unless_running(
+        state,
+        "raw_index_idle_lock",
+        lambda: index_idle_sessions(state.session_factory, state.llm, settings),
+    )
 
 
 def _bar(done: int, total: int, width: int = 30) -> str:

@@ -26,16 +26,12 @@ from app.domain.memory.indexer import index_demoted
 from tests.conftest import ROOT, new_user
 from tests.fakes.ollama_server import FakeOllama
 from tests.integration.context.conftest import append, new_session
+from tests.integration.context.test_raw_index_and_recall import fill
+from tests.integration.memory.test_raw_and_search import Demoted
 
 SHORT = [
     {"role": "user", "content": "I'm vegetarian, and I cook with tempeh a lot."},
     {"role": "assistant", "content": "Noted: vegetarian recipes with tempeh from now on."},
-]
-TOPICS = [
-    "the nginx reverse proxy listens on port 8098 behind /etc/nginx/sites-enabled/navi.conf",
-    "invoice INV-2291 for 4,5 GB of storage was paid on the corporate card",
-    "the deploy script deploy_prod.sh must run with FORCE_MIGRATE=1 on fridays",
-    "postgres replication lag alarm threshold is 250 ms on the replica pg-02",
 ]
 
 
@@ -73,22 +69,6 @@ async def _search(client: AsyncTestClient, query: str, **body: Any) -> dict[str,
     r = await client.post("/memory/search", json={"query": query, "scope": "raw", **body})
     assert r.status_code == 200, r.text
     return dict(r.json())
-
-
-async def _fill(
-    client: AsyncTestClient, sid: str, n: int = 12, filler: int = 600, start: int = 0
-) -> None:
-    for i in range(start, start + n):
-        topic = TOPICS[i % len(TOPICS)]
-        pad = " ".join(f"detail{i}_{j}" for j in range(filler // 10))
-        await append(
-            client,
-            sid,
-            [
-                {"role": "user", "content": f"note {i}: {topic}. {pad}"},
-                {"role": "assistant", "content": f"Noted {i}: {topic}."},
-            ],
-        )
 
 
 def _assert_disjoint(chunks: list[tuple[int, int, str]]) -> None:
@@ -165,12 +145,12 @@ async def test_indexed_while_idle_then_resumed_and_compressed_yields_no_duplicat
     cclient: AsyncTestClient, engine: Any, settings: Settings, db_url: str
 ) -> None:
     sid = await new_session(cclient)
-    await _fill(cclient, sid, n=6)
+    await fill(cclient, sid, n=6)
     first = await _pass(engine, settings, minutes_later=31)
     assert first.messages == 12 and first.chunks >= 2
     idle_chunks = _chunks(db_url, sid)
     # the session resumes, grows, and a compaction demotes old (indexed) and new turns
-    await _fill(cclient, sid, n=12, start=6)
+    await fill(cclient, sid, n=12, start=6)
     r = await cclient.post(f"/sessions/{sid}/compact", json={})
     assert r.status_code == 200, r.text
     summarized = r.json()
@@ -200,20 +180,10 @@ async def test_compression_after_idle_index_writes_nothing_twice(
 ) -> None:
     """The demotion hook, handed messages the idle job already indexed, adds nothing."""
 
-    @dataclasses.dataclass
-    class Demoted:
-        role: str
-        content: str
-        sequence_number: int
-        created_at: datetime | None = None
-        name: str | None = None
-        is_summary: bool = False
-        is_compression: bool = False
-
     sid = await new_session(cclient)
     await append(cclient, sid, SHORT)
     await _pass(engine, settings, minutes_later=31)
-    demoted = [Demoted(m["role"], m["content"], n) for n, m in enumerate(SHORT)]
+    demoted = [Demoted(m["role"], m["content"], n, None) for n, m in enumerate(SHORT)]
     llm = build_gateway(settings)
     try:
         async with transaction(session_factory(engine)) as db:
@@ -231,7 +201,7 @@ async def test_two_workers_never_index_one_session_twice(
 ) -> None:
     sids = [await new_session(cclient) for _ in range(4)]
     for k, sid in enumerate(sids):
-        await _fill(cclient, sid, n=5, start=10 * k)
+        await fill(cclient, sid, n=5, start=10 * k)
     ollama.reset()
     results = await asyncio.gather(*(_pass(engine, settings, minutes_later=31) for _ in range(3)))
     assert sum(r.sessions for r in results) == 4
@@ -324,7 +294,7 @@ async def test_recall_never_echoes_turns_still_in_the_live_context(
     cclient: AsyncTestClient, engine: Any, settings: Settings
 ) -> None:
     sid = await new_session(cclient)
-    await _fill(cclient, sid, n=12)
+    await fill(cclient, sid, n=12)
     await _pass(engine, settings, minutes_later=31)  # every turn indexed, all in context
     r = await cclient.post(f"/sessions/{sid}/compact", json={})
     assert r.status_code == 200, r.text

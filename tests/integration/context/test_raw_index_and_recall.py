@@ -23,8 +23,9 @@ def _chunks(db_url: str, sid: str) -> list[tuple[str, list[str]]]:
         ).fetchall()
 
 
-async def _fill(client, sid: str, n: int = 12, filler: int = 600) -> None:  # type: ignore[no-untyped-def]
-    for i in range(n):
+async def fill(client, sid: str, n: int = 12, filler: int = 600, start: int = 0) -> None:  # type: ignore[no-untyped-def]
+    """`n` turns `note {i}: <topic>. <padding>` / `Noted {i}: <topic>.`, i from `start`."""
+    for i in range(start, start + n):
         topic = TOPICS[i % len(TOPICS)]
         pad = " ".join(f"detail{i}_{j}" for j in range(filler // 10))
         await append(
@@ -39,7 +40,7 @@ async def _fill(client, sid: str, n: int = 12, filler: int = 600) -> None:  # ty
 
 async def test_forced_compaction_indexes_demoted_messages(cclient, db_url) -> None:  # type: ignore[no-untyped-def]
     sid = await new_session(cclient)
-    await _fill(cclient, sid)
+    await fill(cclient, sid)
     r = await cclient.post(f"/sessions/{sid}/compact", json={})
     assert r.status_code == 200, r.text
     chunks = _chunks(db_url, sid)
@@ -50,14 +51,14 @@ async def test_forced_compaction_indexes_demoted_messages(cclient, db_url) -> No
     assert "/etc/nginx/sites-enabled/navi.conf" in crumbs
     # idempotent: compacting again only adds what was newly demoted
     before = len(chunks)
-    await _fill(cclient, sid, n=8)
+    await fill(cclient, sid, n=8)
     await cclient.post(f"/sessions/{sid}/compact", json={})
     assert len(_chunks(db_url, sid)) > before
 
 
 async def test_preturn_compression_indexes_too(cclient, db_url) -> None:  # type: ignore[no-untyped-def]
     sid = await new_session(cclient)
-    await _fill(cclient, sid, n=10, filler=1500)
+    await fill(cclient, sid, n=10, filler=1500)
     r = await cclient.post(
         f"/sessions/{sid}/prepare", json={"message": {"role": "user", "content": "next"}}
     )
@@ -72,7 +73,7 @@ async def test_recall_once_per_turn_only_after_summary(cclient, ollama) -> None:
     # no summary yet: nothing is recalled
     first = (await cclient.post(f"/sessions/{sid}/prepare", json=ask)).json()
     assert not [m for m in first["context"] if m["metadata"].get("source") == "memory_recall"]
-    await _fill(cclient, sid)
+    await fill(cclient, sid)
     assert (await cclient.post(f"/sessions/{sid}/compact", json={})).status_code == 200
     for i in range(3):  # the conversation moved on: nginx is only in the compressed part
         await append(
@@ -108,7 +109,7 @@ async def test_recall_disabled(make_client, settings, ctx_settings) -> None:  # 
     async with make_client(settings, memory_recall_enabled=False, **ctx_settings) as c:
         c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
         sid = await new_session(c)
-        await _fill(c, sid)
+        await fill(c, sid)
         await c.post(f"/sessions/{sid}/compact", json={})
         ctx = (
             await c.post(
@@ -154,7 +155,7 @@ async def test_unified_search_puts_facts_first_and_flags_outdated_raw(
     cclient, engine, settings
 ) -> None:  # type: ignore[no-untyped-def]
     sid = await new_session(cclient)
-    await _fill(cclient, sid)
+    await fill(cclient, sid)
     await cclient.post(f"/sessions/{sid}/compact", json={})
     r = await cclient.post(
         "/memory/facts",
