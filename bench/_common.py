@@ -30,6 +30,7 @@ from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "bench" / ".cache"
+CACHE.mkdir(parents=True, exist_ok=True)  # every bench writes there; a clean clone has none
 
 ASGIApp = Callable[..., Awaitable[None]]
 
