@@ -11,6 +11,10 @@ from litestar.response import Response
 
 from app.db import migrate
 from app.db.extensions import extension_state
+from app.db.faults import statement_budget
+
+#: How long /health waits for the database before answering 503 `down`.
+DB_HEALTH_SECONDS = 3.0
 
 
 class ExtensionsOut(msgspec.Struct):
@@ -44,6 +48,20 @@ async def _db_state(state: State) -> tuple[str | None, ExtensionsOut]:
     )
 
 
+async def _bounded_db_state(state: State) -> tuple[str | None, ExtensionsOut]:
+    """`_db_state` within DB_HEALTH_SECONDS. Its statements get a short limit of their
+    own, and a check still waiting then (a frozen server being connected to) is left to
+    finish in the background, bounded by the connect timeout: cancelling it would make
+    psycopg wait up to 10 s more asking the silent server to cancel."""
+    with statement_budget(DB_HEALTH_SECONDS / 2):
+        task = asyncio.create_task(_db_state(state))
+    done, _ = await asyncio.wait({task}, timeout=DB_HEALTH_SECONDS)
+    if task in done:
+        return task.result()
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())
+    raise TimeoutError(f"no answer within {DB_HEALTH_SECONDS:g}s")
+
+
 class HealthController(Controller):
     path = "/health"
     tags = ["system"]
@@ -56,7 +74,7 @@ class HealthController(Controller):
         embed = asyncio.create_task(state.llm.check_embedding(timeout=1.0))
         error = None
         try:
-            revision, ext = await asyncio.wait_for(_db_state(state), timeout=3.0)
+            revision, ext = await _bounded_db_state(state)
             db_ok = True
         except Exception as exc:  # reported, never raised: health must answer
             revision, ext, db_ok = None, ExtensionsOut(False, None, False), False
