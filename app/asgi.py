@@ -173,6 +173,8 @@ def build_gateway(settings: Settings) -> LLMGateway:
         max_attempts=settings.llm_max_attempts,
         backoff_initial=settings.llm_backoff_initial,
         embedder=build_embedder(settings),
+        breaker_failures=settings.llm_breaker_failures,
+        breaker_reset_seconds=settings.llm_breaker_reset_seconds,
     )
 
 

@@ -34,6 +34,8 @@ class HealthOut(msgspec.Struct):
     embedding: str  # "ok" | "unreachable" | error text (wrong dimension, missing model)
     auth_enabled: bool
     error: str | None = None
+    #: The Ollama hosts' circuit breakers: "closed" | "open" | "half_open".
+    llm_breakers: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 async def _db_state(state: State) -> tuple[str | None, ExtensionsOut]:
@@ -101,5 +103,6 @@ class HealthController(Controller):
             embedding=embedding,
             auth_enabled=state.settings.auth_enabled,
             error=error,
+            llm_breakers=state.llm.breaker_states(),
         )
         return Response(body, status_code=200 if status != "down" else 503)
