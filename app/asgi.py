@@ -22,7 +22,14 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings, get_settings
-from app.db.engine import create_engine, resolve_database_url, session_factory, transaction
+from app.db.embedded import EmbeddedWatchdog
+from app.db.engine import (
+    create_engine,
+    embedded_server,
+    resolve_database_url,
+    session_factory,
+    transaction,
+)
 from app.db.extensions import ensure_trigram_indexes
 from app.db.faults import (
     RETRY_AFTER_SECONDS,
@@ -210,6 +217,11 @@ def create_app(
             log.warning("app.auth_disabled", hint="every request is the user anonymous")
         elif not settings.admin_token:
             log.info("app.no_admin_token", hint="set NAVI_ADMIN_TOKEN to bootstrap an admin")
+        if not settings.database_url and settings.db_embedded_check_seconds > 0:
+            if embedded_server(settings.data_path) is not None:  # started by this process
+                watchdog = EmbeddedWatchdog(settings.data_path, settings.db_embedded_check_seconds)
+                app.state.embedded_watchdog = watchdog
+                spawn(app.state, watchdog.run(), "db.embedded_watchdog")
         if background_jobs:
             for job in BACKGROUND_JOBS:
                 every = job.interval(settings)

@@ -57,6 +57,11 @@ def start_embedded(data_dir: Path) -> str:
     return server.get_uri(driver="psycopg")
 
 
+def embedded_server(data_dir: Path) -> Any | None:
+    """The embedded server this process started under `data_dir`, if any."""
+    return _embedded.get(str(data_dir.resolve()))
+
+
 def resolve_database_url(settings: Settings) -> str:
     if settings.database_url:
         return normalize_url(settings.database_url)
