@@ -12,6 +12,7 @@ from litestar.response import Response
 from app.db import migrate
 from app.db.extensions import extension_state
 from app.db.faults import statement_budget
+from app.llm.fallback import fallback_reason
 
 #: How long /health waits for the database before answering 503 `down`.
 DB_HEALTH_SECONDS = 3.0
@@ -36,6 +37,9 @@ class HealthOut(msgspec.Struct):
     error: str | None = None
     #: The Ollama hosts' circuit breakers: "closed" | "open" | "half_open".
     llm_breakers: dict[str, str] = msgspec.field(default_factory=dict)
+    embedding_provider: str = ""  # "ollama" | "local" | "none"
+    #: Why `serve` chose the offline `local` embedder itself (app.llm.fallback), if it did.
+    embedding_fallback: str | None = None
 
 
 async def _db_state(state: State) -> tuple[str | None, ExtensionsOut]:
@@ -104,5 +108,7 @@ class HealthController(Controller):
             auth_enabled=state.settings.auth_enabled,
             error=error,
             llm_breakers=state.llm.breaker_states(),
+            embedding_provider=state.llm.embed_provider,
+            embedding_fallback=fallback_reason(),
         )
         return Response(body, status_code=200 if status != "down" else 503)
