@@ -4,9 +4,12 @@ and the per-request deadline, against the fake Ollama server; the clock is injec
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from collections.abc import Iterator
 
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
 from app.llm.breaker import CLOSED, HALF_OPEN, OPEN, CircuitBreaker
@@ -17,6 +20,15 @@ from tests.fakes.ollama_server import FakeOllama
 from .conftest import GatewayFactory
 
 USER = [{"role": "user", "content": "hello"}]
+
+
+@pytest.fixture(autouse=True)
+def _info_lines() -> Iterator[None]:
+    """The breaker's info lines pass whatever level an earlier test configured."""
+    before = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    yield
+    structlog.configure(**before)
 
 
 class Clock:
