@@ -23,8 +23,21 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings, get_settings
-from app.db.engine import create_engine, resolve_database_url, session_factory, transaction
+from app.db.embedded import EmbeddedWatchdog
+from app.db.engine import (
+    create_engine,
+    embedded_server,
+    resolve_database_url,
+    session_factory,
+    transaction,
+)
 from app.db.extensions import ensure_trigram_indexes
+from app.db.faults import (
+    RETRY_AFTER_SECONDS,
+    describe_db_error,
+    statement_budget,
+    unavailable_reason,
+)
 from app.domain.auth.cache import PrincipalCache
 from app.domain.auth.principal import Principal
 from app.domain.auth.services import bootstrap, resolve_cached
@@ -39,6 +52,7 @@ from app.lib.logging import configure_logging
 from app.lib.openapi import document_errors
 from app.lib.request import NaviRequest, reject_nul_parameters
 from app.lib.runtime import freeze_startup_heap
+from app.llm.deadline import llm_deadline
 from app.llm.embedders import build_embedder
 from app.llm.gateway import LLMGateway
 from app.routes import BACKGROUND_JOBS, ROUTE_HANDLERS
@@ -49,7 +63,8 @@ PUBLIC_PATHS = ("/health", "/schema", "/shared")
 
 
 def _error(status: int, kind: str, detail: str) -> Response[dict[str, str]]:
-    return Response({"error": kind, "detail": detail}, status_code=status)
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
+    return Response({"error": kind, "detail": detail}, status_code=status, headers=headers)
 
 
 def handle_app_error(_: Request, exc: AppError) -> Response[dict[str, str]]:
@@ -80,6 +95,13 @@ def handle_http(_: Request, exc: HTTPException) -> Response[dict[str, str]]:
 
 
 def handle_internal(request: Request, exc: Exception) -> Response[dict[str, str]]:
+    reason = unavailable_reason(exc)
+    if reason is not None:  # the database, not a bug: 503 with Retry-After
+        log.warning("db.unavailable", reason=reason, error=describe_db_error(exc))
+        watchdog = getattr(request.app.state, "embedded_watchdog", None)
+        if watchdog is not None:
+            watchdog.poke()
+        return _error(503, "unavailable", f"{reason}; retry later")
     log.exception("http.internal_error", error_type=type(exc).__name__)
     return _error(500, "internal", "internal error; see the server log for the request id")
 
@@ -99,6 +121,7 @@ class RequestContextMiddleware(ASGIMiddleware):
         raw = headers.get(b"x-request-id", b"").decode("latin-1")
         request_id = raw if raw and len(raw) <= 64 and raw.isascii() else uuid.uuid4().hex
         structlog.contextvars.bind_contextvars(request_id=request_id)
+        settings: Settings = scope["app"].state.settings
         status = 500
         started = time.perf_counter()
 
@@ -111,7 +134,12 @@ class RequestContextMiddleware(ASGIMiddleware):
             await send(message)
 
         try:
-            await next_app(scope, receive, send_wrapper)
+            # One budget per request: database statements and model calls.
+            with (
+                statement_budget(settings.db_statement_timeout_seconds),
+                llm_deadline(settings.llm_request_deadline_seconds),
+            ):
+                await next_app(scope, receive, send_wrapper)
         finally:
             log.info(
                 "http.request",
@@ -181,6 +209,8 @@ def build_gateway(settings: Settings) -> LLMGateway:
         max_attempts=settings.llm_max_attempts,
         backoff_initial=settings.llm_backoff_initial,
         embedder=build_embedder(settings),
+        breaker_failures=settings.llm_breaker_failures,
+        breaker_reset_seconds=settings.llm_breaker_reset_seconds,
     )
 
 
@@ -216,6 +246,11 @@ def create_app(
             log.warning("app.auth_disabled", hint="every request is the user anonymous")
         elif not settings.admin_token:
             log.info("app.no_admin_token", hint="set NAVI_ADMIN_TOKEN to bootstrap an admin")
+        if not settings.database_url and settings.db_embedded_check_seconds > 0:
+            if embedded_server(settings.data_path) is not None:  # started by this process
+                watchdog = EmbeddedWatchdog(settings.data_path, settings.db_embedded_check_seconds)
+                app.state.embedded_watchdog = watchdog
+                spawn(app.state, watchdog.run(), "db.embedded_watchdog")
         if background_jobs:
             for job in BACKGROUND_JOBS:
                 every = job.interval(settings)

@@ -22,15 +22,38 @@ def _settings_or_exit():  # type: ignore[no-untyped-def]
         raise SystemExit(2) from None
 
 
+def _offline_fallback(settings: Any, url: str) -> Any:
+    """The `local` embedder when Ollama is absent and nothing chose (app.llm.fallback);
+    before anything reads the vector dimension (models, migrations)."""
+    import sqlalchemy
+
+    from app.db.extensions import vector_dimensions
+    from app.llm.fallback import apply_offline_fallback, offline_reason
+
+    engine = sqlalchemy.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            dims = vector_dimensions(conn)
+    finally:
+        engine.dispose()
+    reason = offline_reason(settings, dims)
+    if reason is None:
+        return settings
+    apply_offline_fallback(reason)
+    return _settings_or_exit()
+
+
 def cmd_serve(args: argparse.Namespace) -> None:
     import uvicorn
 
-    from app.asgi import create_app
     from app.db import migrate
     from app.db.engine import resolve_database_url
 
     settings = _settings_or_exit()
     url = resolve_database_url(settings)  # starts the embedded server when needed
+    settings = _offline_fallback(settings, url)
+    from app.asgi import create_app  # imports the models: after the fallback
+
     migrate.upgrade(url)
     from app.domain.memory.reembed import check_database_dimension
 

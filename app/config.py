@@ -72,6 +72,53 @@ FIELDS: dict[str, Spec] = {
         0,
         3600,
     ),
+    "db_connect_timeout_seconds": Spec(
+        "DB_CONNECT_TIMEOUT_SECONDS",
+        5,
+        int,
+        "Seconds to open a database connection (libpq `connect_timeout`, at least 2); "
+        "past it the request answers 503 `unavailable`.",
+        2,
+        600,
+    ),
+    "db_pool_timeout_seconds": Spec(
+        "DB_POOL_TIMEOUT_SECONDS",
+        5.0,
+        float,
+        "Seconds a request waits for a free pooled connection; past it 503 `unavailable`.",
+        0.1,
+        600,
+    ),
+    "db_statement_timeout_seconds": Spec(
+        "DB_STATEMENT_TIMEOUT_SECONDS",
+        10.0,
+        float,
+        "Longest statement (and commit) of an HTTP request: PostgreSQL's "
+        "`statement_timeout`, and a client-side guard 2 s later that closes the "
+        "connection of a server that does not answer at all (frozen, partitioned). "
+        "Either is a 503 `unavailable`.",
+        0.1,
+        3600,
+    ),
+    "db_job_statement_timeout_seconds": Spec(
+        "DB_JOB_STATEMENT_TIMEOUT_SECONDS",
+        600.0,
+        float,
+        "The same limit for everything that is not an HTTP request: background jobs, "
+        "start-up, CLI commands (`reembed`, `backfill`, `index-sessions`). 0 = none.",
+        0,
+        86400,
+    ),
+    "db_embedded_check_seconds": Spec(
+        "DB_EMBEDDED_CHECK_SECONDS",
+        5.0,
+        float,
+        "Embedded PostgreSQL only: how often the service checks that the server it "
+        "started is alive, and starts it again when it died (also checked at once when "
+        "a request finds the database unreachable). 0 = never.",
+        0,
+        3600,
+    ),
     "web_concurrency": Spec(
         "WEB_CONCURRENCY",
         1,
@@ -181,6 +228,36 @@ FIELDS: dict[str, Spec] = {
         "First backoff between LLM attempts in seconds (exponential, with jitter).",
         0,
         60,
+    ),
+    "llm_request_deadline_seconds": Spec(
+        "LLM_REQUEST_DEADLINE_SECONDS",
+        20.0,
+        float,
+        "One budget for all the model calls (embeddings, summaries) made while serving "
+        "one HTTP request, counted from its arrival; past it the request degrades as "
+        "when Ollama is down (text-only search, hard truncation, fact stored without a "
+        "vector) instead of waiting. Background jobs and CLI commands are bounded by "
+        "`OLLAMA_TIMEOUT` per call only. 0 = no deadline.",
+        0,
+        3600,
+    ),
+    "llm_breaker_failures": Spec(
+        "LLM_BREAKER_FAILURES",
+        3,
+        int,
+        "Consecutive connection failures to an Ollama host (refused, connect timeout) "
+        "after which it is taken as absent: calls to it fail at once, without retries.",
+        1,
+        100,
+    ),
+    "llm_breaker_reset_seconds": Spec(
+        "LLM_BREAKER_RESET_SECONDS",
+        30.0,
+        float,
+        "While an Ollama host is taken as absent, one call per this many seconds is let "
+        "through as a probe (one attempt); its success closes the breaker.",
+        0.1,
+        3600,
     ),
     # --- context compression
     "context_compression_enabled": Spec(
@@ -382,6 +459,11 @@ class Settings:
     db_pool_size: int = 10
     db_max_overflow: int = 10
     db_ping_idle_seconds: float = 2.0
+    db_connect_timeout_seconds: int = 5
+    db_pool_timeout_seconds: float = 5.0
+    db_statement_timeout_seconds: float = 10.0
+    db_job_statement_timeout_seconds: float = 600.0
+    db_embedded_check_seconds: float = 5.0
     web_concurrency: int = 1
     max_request_body_mb: int = 16
     message_max_chars: int = 1_000_000
@@ -401,6 +483,9 @@ class Settings:
     embedding_batch_size: int = 32
     llm_max_attempts: int = 3
     llm_backoff_initial: float = 0.2
+    llm_request_deadline_seconds: float = 20.0
+    llm_breaker_failures: int = 3
+    llm_breaker_reset_seconds: float = 30.0
     context_compression_enabled: bool = True
     context_compression_threshold: float = 0.90
     context_compression_target: float = 0.65

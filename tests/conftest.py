@@ -131,6 +131,9 @@ def settings(ollama: FakeOllama, tmp_path: Path) -> Settings:
         log_json=False,
         log_level="warning",
         extraction_interval_seconds=0,
+        # Tests take Ollama away and bring it back at once; the circuit breaker would
+        # hold calls back for an interval after that (its own tests set it).
+        llm_breaker_failures=100,
     )
 
 

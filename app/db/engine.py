@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import (
 )
 
 from app.config import Settings
+from app.db.faults import GUARD_MARGIN, DbTimeouts, guarded_connection_class, statement_budget
 
 log = structlog.get_logger()
 
@@ -56,6 +57,11 @@ def start_embedded(data_dir: Path) -> str:
     return server.get_uri(driver="psycopg")
 
 
+def embedded_server(data_dir: Path) -> Any | None:
+    """The embedded server this process started under `data_dir`, if any."""
+    return _embedded.get(str(data_dir.resolve()))
+
+
 def resolve_database_url(settings: Settings) -> str:
     if settings.database_url:
         return normalize_url(settings.database_url)
@@ -63,25 +69,60 @@ def resolve_database_url(settings: Settings) -> str:
 
 
 def create_engine(url: str, settings: Settings | None = None, **kwargs: Any) -> AsyncEngine:
+    """The async engine: the pool of `settings` (SQLAlchemy's defaults without), and
+    always the connect, pool and statement limits of app.db.faults (`settings`' or the
+    defaults)."""
     pool = {}
     ping_idle = 0.0
     if settings is not None:
         pool = {"pool_size": settings.db_pool_size, "max_overflow": settings.db_max_overflow}
         ping_idle = settings.db_ping_idle_seconds
+    timeouts = DbTimeouts.from_settings(settings or Settings())
+    connect_args = {
+        "connect_timeout": timeouts.connect,
+        "async_creator_fn": guarded_connection_class(timeouts).connect,
+        **kwargs.pop("connect_args", {}),
+    }
+    common: dict[str, Any] = {"pool_timeout": timeouts.pool, "connect_args": connect_args}
     if ping_idle <= 0:
-        return create_async_engine(url, pool_pre_ping=True, **pool, **kwargs)
-    engine = create_async_engine(url, **pool, **kwargs)
-    _ping_when_idle(engine, ping_idle)
+        engine = create_async_engine(url, pool_pre_ping=True, **pool, **common, **kwargs)
+    else:
+        engine = create_async_engine(url, **pool, **common, **kwargs)
+        _ping_when_idle(engine, ping_idle, timeouts)
+    _apply_statement_timeout(engine, timeouts)
     return engine
 
 
-def _ping_when_idle(engine: AsyncEngine, idle_seconds: float) -> None:
+def _apply_statement_timeout(engine: AsyncEngine, timeouts: DbTimeouts) -> None:
+    """At checkout, the connection's `statement_timeout` becomes the current context's
+    limit (a request's or a job's) — one `SET` only when it differs from the value the
+    connection already has, so requests on request connections pay nothing. The `SET`
+    runs in autocommit: a rolled-back transaction would otherwise undo it."""
+
+    @event.listens_for(engine.sync_engine.pool, "checkout")
+    def _checked_out(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        want = timeouts.statement_ms()
+        if record.info.get("navi_statement_ms") == want:
+            return
+        was = dbapi_connection.autocommit
+        dbapi_connection.autocommit = True
+        try:
+            cursor = dbapi_connection.cursor()
+            cursor.execute(f"SET statement_timeout = {int(want)}")
+            cursor.close()
+        finally:
+            dbapi_connection.autocommit = was
+        record.info["navi_statement_ms"] = want
+
+
+def _ping_when_idle(engine: AsyncEngine, idle_seconds: float, timeouts: DbTimeouts) -> None:
     """SQLAlchemy's pre-ping, for connections idle at least `idle_seconds` only: each
     checkout of a pooled connection otherwise costs a `SELECT 1` round trip, and a
     search checks out up to three. A connection the server dropped while it sat in the
     pool fails its ping and is replaced (the pool retries the checkout); one dropped
     within `idle_seconds` of its last use fails the statement that uses it, and the
-    pool then replaces every connection older than that failure."""
+    pool then replaces every connection older than that failure. The ping waits at most
+    the connect timeout: a server that does not answer it is treated as gone."""
     pool, dialect = engine.sync_engine.pool, engine.sync_engine.dialect
 
     @event.listens_for(pool, "checkin")
@@ -94,7 +135,8 @@ def _ping_when_idle(engine: AsyncEngine, idle_seconds: float) -> None:
         if since is not None and time.monotonic() - since < idle_seconds:
             return
         try:
-            dialect.do_ping(dbapi_connection)  # what pool_pre_ping sends: SELECT 1
+            with statement_budget(max(0.1, timeouts.connect - GUARD_MARGIN)):
+                dialect.do_ping(dbapi_connection)  # what pool_pre_ping sends: SELECT 1
         except Exception as exc:  # noqa: BLE001 - any failure: a new connection
             log.info("db.stale_connection_replaced", error=type(exc).__name__)
             raise DisconnectionError() from exc

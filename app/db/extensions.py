@@ -80,3 +80,18 @@ def ensure_trigram_indexes(conn: Connection) -> int:
 def drop_trigram_indexes(conn: Connection) -> None:
     for name, _, _ in TRIGRAM_INDEXES:
         conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
+
+
+def vector_dimensions(conn: Connection) -> set[int]:
+    """The dimensions of the vector columns of the current schema's tables (empty in a
+    database not migrated yet)."""
+    rows = conn.execute(
+        text(
+            "SELECT DISTINCT a.atttypmod FROM pg_attribute a"
+            " JOIN pg_class c ON c.oid = a.attrelid"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE a.atttypid = to_regtype('vector') AND NOT a.attisdropped"
+            " AND c.relkind = 'r' AND n.nspname = current_schema()"
+        )
+    )
+    return {int(dim) for (dim,) in rows}

@@ -9,13 +9,20 @@ from typing import Any, TypeVar
 import structlog
 from litestar.datastructures import State
 
+from app.db.faults import job_budget
+from app.llm.deadline import no_deadline
+
 log = structlog.get_logger()
 
 
 def spawn(state: State, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
-    """Run `coro` in the background; it is cancelled at shutdown and its errors logged."""
+    """Run `coro` in the background; it is cancelled at shutdown and its errors logged.
+    It runs with the job limits, not those of a request that started it (the task
+    copies the request's context)."""
 
     async def guarded() -> None:
+        job_budget()
+        no_deadline()
         try:
             await coro
         except asyncio.CancelledError:

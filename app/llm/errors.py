@@ -37,6 +37,7 @@ __all__ = [
     "LLMRequestError",
     "LLMUnavailableError",
     "MalformedResponseError",
+    "as_llm_error",
     "describe",
     "error_kind",
     "is_retryable",
@@ -134,6 +135,29 @@ def error_kind(exc: BaseException) -> str:
     if isinstance(exc, MALFORMED_ERRORS + (httpx.DecodingError,)):
         return "malformed"
     return type(exc).__name__
+
+
+def as_llm_error(operation: str, attempts: int, exc: BaseException) -> LLMError:
+    """The gateway's error for a client failure that survived the retries: 4xx and bad
+    requests are the caller's (LLMRequestError), the rest means unavailable."""
+    if isinstance(exc, ollama.ResponseError) and exc.status_code < 500:
+        if exc.status_code >= 400:
+            message = f"{operation} rejected by LLM server: {exc.error} (HTTP {exc.status_code})"
+            return LLMRequestError(
+                message, operation=operation, status_code=exc.status_code, cause=exc
+            )
+        # e.g. an error line inside a stream (status -1)
+        return LLMRequestError(f"{operation} failed: {exc.error}", operation=operation, cause=exc)
+    if isinstance(exc, ollama.RequestError):
+        return LLMRequestError(
+            f"{operation}: invalid request: {exc.error}", operation=operation, cause=exc
+        )
+    return LLMUnavailableError(
+        f"{operation} failed after {attempts} attempt(s) ({error_kind(exc)}): {describe(exc)}",
+        operation=operation,
+        attempts=attempts,
+        cause=exc,
+    )
 
 
 def describe(exc: BaseException) -> str:

@@ -1,26 +1,19 @@
-"""Gateway to Ollama (chat + embeddings) with bounded retries.
+"""Gateway to Ollama (chat + embeddings): bounded retries, a deadline, a circuit breaker.
 
-Wraps two official ``ollama.AsyncClient`` instances (chat host and embedding host) and turns
-the client's many failure shapes into the errors the rest of Navi can rely on (defined,
-with that classification, in ``app.llm.errors``; re-exported here, where callers import
-them):
+Wraps two ``ollama.AsyncClient`` instances (chat host, embedding host) and turns the
+client's many failure shapes into the errors of ``app.llm.errors`` (re-exported here):
+:class:`LLMUnavailableError` (unreachable, timeouts, 5xx, malformed bodies — after
+``max_attempts`` attempts with exponential backoff + jitter), :class:`LLMRequestError`
+(4xx, never retried), :class:`EmbeddingDimensionError`, :class:`EmbeddingDisabledError`.
 
-* :class:`LLMUnavailableError` -- the server could not be reached or kept failing
-  (connection refused, timeouts, protocol errors, HTTP 5xx, malformed bodies), after
-  ``max_attempts`` attempts with exponential backoff + jitter (tenacity).
-* :class:`LLMRequestError` -- the server rejected the request (HTTP 4xx, e.g. unknown model).
-  Never retried.
-* :class:`EmbeddingDimensionError` -- the embedding model returned vectors of the wrong size.
-  Never retried.
-* :class:`EmbeddingDisabledError` -- embeddings are switched off (``EMBEDDING_PROVIDER=none``);
-  raised at once, nothing is sent anywhere.
+Every call is bounded by the current request's deadline (``app.llm.deadline``) and goes
+through its host's circuit breaker (``app.llm.breaker``): past the deadline, or while the
+host is taken as absent, it fails at once with :class:`LLMUnavailableError`, and callers
+degrade as when Ollama is down.
 
-Embeddings go through an ``app.llm.embedders.Embedder``: ``OllamaEmbedder`` (the default,
-Ollama's ``/api/embed`` with the retries above), ``app.llm.local_embedder.LocalEmbedder``
-(a model run in-process) or ``NoEmbedder``. The gateway adds batching and the dimension check,
-so callers see the same ``embed``/``embed_one``/``check_embedding`` whatever the provider.
-
-This module has no dependency on the app's settings: everything is passed explicitly.
+Embeddings go through an ``app.llm.embedders.Embedder`` (Ollama, in-process ``local``,
+or none); the gateway adds batching and the dimension check. No dependency on the app's
+settings: everything is passed explicitly.
 """
 
 from __future__ import annotations
@@ -28,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import ssl
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -44,6 +38,8 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from app.llm.breaker import CLOSED, CircuitBreaker, is_connection_failure
+from app.llm.deadline import remaining as deadline_remaining
 from app.llm.embedders import Embedder, OllamaEmbedder
 from app.llm.errors import (
     MALFORMED_ERRORS,
@@ -53,6 +49,7 @@ from app.llm.errors import (
     LLMError,
     LLMRequestError,
     LLMUnavailableError,
+    as_llm_error,
     describe,
     error_kind,
     is_retryable,
@@ -72,6 +69,14 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
+
+#: What the ollama client raises that the gateway turns into an LLMError.
+_CLIENT_ERRORS: tuple[type[BaseException], ...] = (
+    ollama.ResponseError,
+    ollama.RequestError,
+    *TRANSPORT_ERRORS,
+    *MALFORMED_ERRORS,
+)
 
 
 # --------------------------------------------------------------------------- results
@@ -130,9 +135,13 @@ class LLMGateway:
         backoff_initial: float = 0.2,
         backoff_max: float = 5.0,
         embedder: Embedder | None = None,
+        breaker_failures: int = 3,
+        breaker_reset_seconds: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``embedder``: who computes embeddings; None = Ollama at ``embed_host`` with
-        ``embed_model`` (the other embedders ignore those two and ``embed_api_key``)."""
+        ``embed_model`` (the other embedders ignore those two and ``embed_api_key``).
+        ``breaker_*``: the circuit breaker of each host (``app.llm.breaker``)."""
         if embed_dim <= 0:
             raise ValueError("embed_dim must be positive")
         if embed_batch_size <= 0:
@@ -148,6 +157,11 @@ class LLMGateway:
         self.max_attempts = max_attempts
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
+
+        self._breakers = {
+            host: CircuitBreaker(host, breaker_failures, breaker_reset_seconds, clock)
+            for host in {self.chat_host, self.embed_host}
+        }
 
         embed_headers = {"Authorization": f"Bearer {embed_api_key}"} if embed_api_key else None
         self._chat_client = ollama.AsyncClient(
@@ -196,7 +210,14 @@ class LLMGateway:
         await self.aclose()
 
     # ------------------------------------------------------------------ retry core
-    def _retrying(self, operation: str) -> AsyncRetrying:
+    def breaker(self, operation: str) -> CircuitBreaker:
+        """The circuit breaker of the host `operation` goes to (``embed`` → embedding host)."""
+        return self._breakers[self.embed_host if operation == "embed" else self.chat_host]
+
+    def breaker_states(self) -> dict[str, str]:
+        return {"chat": self.breaker("chat").state, "embed": self.breaker("embed").state}
+
+    def _retrying(self, operation: str, breaker: CircuitBreaker) -> AsyncRetrying:
         def before_sleep(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome is not None else None
             log.warning(
@@ -216,51 +237,78 @@ class LLMGateway:
                 max=self.backoff_max,
                 jitter=self.backoff_initial,
             ),
-            retry=retry_if_exception(is_retryable),
+            # No retry once the breaker has opened (or a probe failed): the host is absent.
+            retry=retry_if_exception(lambda e: is_retryable(e) and breaker.state == CLOSED),
             before_sleep=before_sleep,
             reraise=True,
         )
 
     async def _call(self, operation: str, fn: Callable[[], Awaitable[T]]) -> T:
+        """`fn` with retries, within the request's deadline (``app.llm.deadline``) and
+        through the host's circuit breaker; every failure is an ``LLMError``."""
+        left = deadline_remaining()
+        if left is not None and left <= 0:
+            raise self._out_of_time(operation)
+        breaker = self.breaker(operation)
+        if not breaker.allow():
+            raise LLMUnavailableError(
+                f"{operation}: Ollama at {breaker.host} is taken as absent (circuit breaker "
+                f"open, next probe in {breaker.retry_in():.0f}s)",
+                operation=operation,
+            )
+        try:
+            async with asyncio.timeout(left) as scope:
+                return await self._attempts(operation, fn, breaker)
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            breaker.abandon()
+            raise self._out_of_time(operation) from None
+        except asyncio.CancelledError:
+            breaker.abandon()
+            raise
+
+    @staticmethod
+    def _out_of_time(operation: str) -> LLMUnavailableError:
+        log.info("llm.deadline_passed", operation=operation)
+        return LLMUnavailableError(
+            f"{operation}: the request's deadline for model calls "
+            "(LLM_REQUEST_DEADLINE_SECONDS) has passed",
+            operation=operation,
+        )
+
+    async def _attempts(
+        self, operation: str, fn: Callable[[], Awaitable[T]], breaker: CircuitBreaker
+    ) -> T:
         attempts = 0
 
         async def attempt() -> T:
             nonlocal attempts
             attempts += 1
-            return await fn()
+            try:
+                result = await fn()
+            except Exception as exc:
+                if is_connection_failure(exc):
+                    breaker.failure()
+                else:  # it answered, if badly: the host is there
+                    breaker.success()
+                raise
+            breaker.success()
+            return result
 
         try:
-            return await self._retrying(operation)(attempt)
-        except ollama.ResponseError as exc:
-            if 400 <= exc.status_code < 500:
-                raise LLMRequestError(
-                    f"{operation} rejected by LLM server: {exc.error} (HTTP {exc.status_code})",
+            return await self._retrying(operation, breaker)(attempt)
+        except _CLIENT_ERRORS as exc:
+            error = as_llm_error(operation, attempts, exc)
+            if isinstance(error, LLMUnavailableError) and breaker.state == CLOSED:
+                # (an open breaker has said it in its own line)
+                log.warning(
+                    "llm.unavailable",
                     operation=operation,
-                    status_code=exc.status_code,
-                    cause=exc,
-                ) from exc
-            if exc.status_code < 500:  # e.g. an error line inside a stream (status -1)
-                raise LLMRequestError(
-                    f"{operation} failed: {exc.error}", operation=operation, cause=exc
-                ) from exc
-            raise self._unavailable(operation, attempts, exc) from exc
-        except ollama.RequestError as exc:
-            raise LLMRequestError(
-                f"{operation}: invalid request: {exc.error}", operation=operation, cause=exc
-            ) from exc
-        except (*TRANSPORT_ERRORS, *MALFORMED_ERRORS) as exc:
-            raise self._unavailable(operation, attempts, exc) from exc
-
-    @staticmethod
-    def _unavailable(operation: str, attempts: int, exc: BaseException) -> LLMUnavailableError:
-        kind = error_kind(exc)
-        log.warning("llm.unavailable", operation=operation, attempts=attempts, error_kind=kind)
-        return LLMUnavailableError(
-            f"{operation} failed after {attempts} attempt(s) ({kind}): {describe(exc)}",
-            operation=operation,
-            attempts=attempts,
-            cause=exc,
-        )
+                    attempts=attempts,
+                    error_kind=error_kind(exc),
+                )
+            raise error from exc
 
     # ------------------------------------------------------------------ embeddings
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:

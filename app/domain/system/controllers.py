@@ -12,6 +12,11 @@ from litestar.response import Response
 
 from app.db import migrate
 from app.db.extensions import extension_state
+from app.db.faults import statement_budget
+from app.llm.fallback import fallback_reason
+
+#: How long /health waits for the database before answering 503 `down`.
+DB_HEALTH_SECONDS = 3.0
 
 
 class ExtensionsOut(msgspec.Struct):
@@ -31,6 +36,11 @@ class HealthOut(msgspec.Struct):
     embedding: str  # "ok" | "unreachable" | error text (wrong dimension, missing model)
     auth_enabled: bool
     error: str | None = None
+    #: The Ollama hosts' circuit breakers: "closed" | "open" | "half_open".
+    llm_breakers: dict[str, str] = msgspec.field(default_factory=dict)
+    embedding_provider: str = ""  # "ollama" | "local" | "none"
+    #: Why `serve` chose the offline `local` embedder itself (app.llm.fallback), if it did.
+    embedding_fallback: str | None = None
 
 
 async def _db_state(state: State) -> tuple[str | None, ExtensionsOut]:
@@ -43,6 +53,20 @@ async def _db_state(state: State) -> tuple[str | None, ExtensionsOut]:
     return revision, ExtensionsOut(
         vector=ext.vector is not None, vector_version=ext.vector, pg_trgm=ext.pg_trgm is not None
     )
+
+
+async def _bounded_db_state(state: State) -> tuple[str | None, ExtensionsOut]:
+    """`_db_state` within DB_HEALTH_SECONDS. Its statements get a short limit of their
+    own, and a check still waiting then (a frozen server being connected to) is left to
+    finish in the background, bounded by the connect timeout: cancelling it would make
+    psycopg wait up to 10 s more asking the silent server to cancel."""
+    with statement_budget(DB_HEALTH_SECONDS / 2):
+        task = asyncio.create_task(_db_state(state))
+    done, _ = await asyncio.wait({task}, timeout=DB_HEALTH_SECONDS)
+    if task in done:
+        return task.result()
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())
+    raise TimeoutError(f"no answer within {DB_HEALTH_SECONDS:g}s")
 
 
 class HealthController(Controller):
@@ -61,7 +85,7 @@ class HealthController(Controller):
         embed = asyncio.create_task(state.llm.check_embedding(timeout=1.0))
         error = None
         try:
-            revision, ext = await asyncio.wait_for(_db_state(state), timeout=3.0)
+            revision, ext = await _bounded_db_state(state)
             db_ok = True
         except Exception as exc:  # reported, never raised: health must answer
             revision, ext, db_ok = None, ExtensionsOut(False, None, False), False
@@ -88,5 +112,8 @@ class HealthController(Controller):
             embedding=embedding,
             auth_enabled=state.settings.auth_enabled,
             error=error,
+            llm_breakers=state.llm.breaker_states(),
+            embedding_provider=state.llm.embed_provider,
+            embedding_fallback=fallback_reason(),
         )
         return Response(body, status_code=200 if status != "down" else 503)

@@ -136,7 +136,10 @@ async def test_chat_invalid_message_is_request_error_without_io(
 
 
 # --------------------------------------------------------------------------- failure modes
-async def test_refused_then_recovers(gateway: LLMGateway, fake: FakeOllama) -> None:
+async def test_refused_then_recovers(make_gateway: GatewayFactory, fake: FakeOllama) -> None:
+    """Retries, and recovery at once (the circuit breaker, which would hold calls back
+    for an interval, is tested in test_breaker_and_deadline.py)."""
+    gateway = make_gateway(breaker_failures=100)
     fake.fail("refuse")
     with capture_logs() as logs, pytest.raises(LLMUnavailableError) as info:
         await gateway.embed(["x"])
