@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from litestar.testing import AsyncTestClient
 from structlog.testing import capture_logs
@@ -62,7 +63,12 @@ async def test_a_killed_embedded_server_is_started_again(
             server = db_engine.embedded_server(data_dir)
             assert server is not None
             pid = int((server.pgdata / "postmaster.pid").read_text().split()[0])
+            backends = psutil.Process(pid).children()
             os.kill(pid, signal.SIGKILL)
+            # the backends outlive their postmaster for a moment (one may still answer
+            # the pooled connection's next query): the death is what the app must see
+            _, alive = psutil.wait_procs(backends, timeout=10)
+            assert not alive, alive
 
             statuses: list[int] = []
             started = time.monotonic()
