@@ -1,4 +1,5 @@
-"""Regenerate the settings table of docs/configuration.md from app.config.FIELDS.
+"""Regenerate the settings table of docs/configuration.md from the declarations in app/config.py
+(`app.config.FIELDS`, the view of the `Settings` fields declared with `setting()`).
 
 Usage: .venv/bin/python scripts/gen_config_doc.py  (rewrites the text between the markers)
 """
@@ -28,9 +29,9 @@ def table() -> str:
         extra = ""
         if spec.choices:
             extra = f" One of {', '.join(spec.choices)}."
-        elif spec.min is not None or spec.max is not None:
-            lo = "" if spec.min is None else f"{spec.min:g}"
-            hi = "" if spec.max is None else f"{spec.max:g}"
+        elif spec.ge is not None or spec.le is not None:
+            lo = "" if spec.ge is None else f"{spec.ge:g}"
+            hi = "" if spec.le is None else f"{spec.le:g}"
             extra = f" Range {lo}…{hi}."
         lines.append(f"| `{name}` | `{spec.env}` | `{default}` | {spec.doc}{extra} |")
     return "\n".join(lines)
