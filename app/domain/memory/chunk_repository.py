@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Row, func, select
+from sqlalchemy import Row, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -397,10 +397,3 @@ class ChunkRepository:
             return None
         through = row[1]
         return SummaryMark(row[0], int(through) if through and through.isdigit() else None)
-
-    async def count_for_session(self, session_id: uuid.UUID) -> int:
-        return (
-            await self.session.execute(
-                select(func.count()).where(MemoryChunk.session_id == session_id)
-            )
-        ).scalar_one()
