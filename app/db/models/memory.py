@@ -165,10 +165,10 @@ class MemoryChunk(Base):
 
 class MemoryChunkCount(Base):
     """How many raw chunks each user has: the N of a raw search's IDF and what decides
-    its exact or HNSW segment lookup, read by key instead of counted (an index-only scan
-    of 10k entries, 1.4 ms, at the benchmark's heaviest user). Kept by statement-level
-    triggers on `memory_chunks` (insert and delete, cascades included; migration
-    `e7c2a4f9b1d3`), never written by the application."""
+    its exact or HNSW segment lookup, read by key instead of counted (a count grows with
+    the user's chunks; docs/performance.md, "Measurements behind the code"). Kept by
+    statement-level triggers on `memory_chunks` (insert and delete, cascades included;
+    migration `e7c2a4f9b1d3`), never written by the application."""
 
     __tablename__ = "memory_chunk_counts"
 
