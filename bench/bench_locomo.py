@@ -449,7 +449,9 @@ async def run(args: argparse.Namespace) -> None:
 def chunk_stats(conninfo: str) -> dict[str, float]:
     with psycopg.connect(conninfo) as conn:
         row = conn.execute(
-            "SELECT count(*), coalesce(avg(length(content)), 0), count(embedding) FROM memory_chunks"
+            "SELECT count(*), coalesce(avg(length(content)), 0), count(*) FILTER (WHERE EXISTS"
+            " (SELECT FROM memory_chunk_vectors v WHERE v.chunk_id = memory_chunks.id))"
+            " FROM memory_chunks"
         ).fetchone()
     assert row is not None
     return {"chunks": int(row[0]), "avg_chars": float(row[1]), "embedded": int(row[2])}

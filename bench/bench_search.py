@@ -11,8 +11,8 @@ while the parameters stay the same — `--regenerate` forces it):
   `User:` / `Assistant:` / `Tool result (shell):` over a 30k-word synthetic vocabulary with
   a Zipf distribution, plus paths, numbers and identifiers — over 200 users with a skewed
   activity (the heaviest holds ~10 % of all chunks), every one demoted history with
-  breadcrumbs, a vector (384-d, random: embedding time is not measured) and one vector
-  per segment (`memory_chunk_vectors`, ~5 per chunk); 100k facts over 1k users.
+  breadcrumbs and one vector per segment (`memory_chunk_vectors`, ~5 per chunk; 384-d,
+  random: embedding time is not measured); 100k facts over 1k users.
   Loaded with COPY with the indexes dropped, then indexed (`INDEXES`: the text GIN on
   user-keyed lexemes, one HNSW graph per user bucket for the segments, the facts' HNSW);
   the build times and the `maintenance_work_mem` they ran with are recorded with the
@@ -27,8 +27,9 @@ while the parameters stay the same — `--regenerate` forces it):
   the API runs it (`UnifiedSearch.search`, scope `all`: facts + sketches on a second
   connection while raw runs on the request's), the same with every store on one
   connection, raw only (`search_raw`), and the naive way measured in the same run: the seed's chunk
-  search as a sequential scan (exact vector distance over the user's chunks, then
-  `ILIKE` on their content — index scans disabled). p50/p95 and the ratio.
+  search as a sequential scan (exact vector distance over the user's segment vectors —
+  chunks have no vector of their own since migration d41c7e9b2f68 —, then `ILIKE` on
+  their content — index scans disabled). p50/p95 and the ratio.
 """
 
 from __future__ import annotations
@@ -186,7 +187,7 @@ def generate(target: Target, p: Params) -> dict[str, Any]:
         step(f"COPY {p.chunks:,} chunks and their segment vectors")
         chunk_cols = (
             "id, user_id, session_id, content, content_hash, start_seq, end_seq, started_at, "
-            "ended_at, breadcrumbs, embedding"
+            "ended_at, breadcrumbs"
         )
         seg_cols = "chunk_id, part, user_id, session_id, start_char, end_char, embedding"
         n_segments = 0
@@ -205,14 +206,16 @@ def generate(target: Target, p: Params) -> dict[str, Any]:
         ):
             chunks.set_types(
                 ["uuid", "text", "uuid", "text", "varchar", "int8", "int8", "timestamptz",
-                 "timestamptz", "text[]", "vector"]
+                 "timestamptz", "text[]"]
             )  # fmt: skip
             segs_rows: list[tuple[Any, ...]] = []
             done = 0
             for u, size in enumerate(sizes):
                 uid = USER.format(u)
                 sessions = [uuid.uuid4() for _ in range(max(1, size // 40))]
-                vecs = unit_vectors(rng, size, p.dim)
+                # drawn and unused since chunks lost their own vector: the random stream,
+                # and so the generated dataset, stays that of earlier runs
+                unit_vectors(rng, size, p.dim)
                 for i in range(size):
                     content, crumbs = gen.chunk()
                     text_bytes += len(content)
@@ -221,8 +224,7 @@ def generate(target: Target, p: Params) -> dict[str, Any]:
                     ended = EPOCH - timedelta(minutes=int(rng.integers(0, 400 * 1440)))
                     chunks.write_row(
                         (cid, uid, sid, content, hashlib.sha256(content.encode()).hexdigest(),
-                         i * 20, i * 20 + 19, ended - timedelta(minutes=30), ended, crumbs,
-                         vecs[i])
+                         i * 20, i * 20 + 19, ended - timedelta(minutes=30), ended, crumbs)
                     )  # fmt: skip
                     spans = segment_spans(content)
                     svecs = unit_vectors(rng, len(spans), p.dim)
@@ -397,7 +399,7 @@ class StubLLM:
 
 
 NAIVE_VECTOR = (
-    "SELECT id FROM memory_chunks WHERE user_id = %s AND embedding IS NOT NULL"
+    "SELECT chunk_id FROM memory_chunk_vectors WHERE user_id = %s"
     " ORDER BY embedding <=> %s::vector LIMIT 5"
 )
 NAIVE_TEXT = (

@@ -63,19 +63,19 @@ def compile_for_driver(stmt: ClauseElement) -> Compiled:
 
 class DriverRows:
     """Statements of a search's hot path sent by psycopg itself, on the session's
-    connection and in its transaction (if any: side reads run in autocommit): the ORM's layers (the statement's cache key, its
-    parameter and row processing) cost ~0.15–0.35 ms of Python per statement, more than
-    some of these statements take to run. Rows are named tuples. The SQL comes from the
-    repositories (`compile_for_driver` for a Core statement). The session's connection
-    is asked for at each call (after a commit it may be another one); its driver
-    connection is looked up again only when it changed.
+    connection and in its transaction (if any: side reads run in autocommit): the ORM's
+    layers (the statement's cache key, its parameter and row processing) cost more Python
+    per statement than some of these statements take to run. Rows are named tuples. The
+    SQL comes from the repositories (`compile_for_driver` for a Core statement). The
+    session's connection is asked for at each call (after a commit it may be another
+    one); its driver connection is looked up again only when it changed.
 
     Never prepared: each statement is planned for its own parameters. psycopg otherwise
     prepares a statement run five times on a connection, and PostgreSQL may then keep
     one generic plan for every user — wrong for a user with a hundred or ten thousand
     chunks — in which a parameter cast (the query vector's text `CAST(… AS vector)`) is
-    no longer folded into a constant but evaluated for every row: 100 facts' exact
-    search went from 1.0 to 4.5 ms on a connection in autocommit."""
+    no longer folded into a constant but evaluated for every row. Measurements:
+    docs/performance.md, "Measurements behind the code"."""
 
     def __init__(self, session: AsyncSession) -> None:
         self.session = session

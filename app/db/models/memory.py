@@ -136,8 +136,8 @@ class RawIndexState(Base):
 class MemoryChunk(Base):
     """Verbatim demoted messages. No FK on session_id, by design (see docs/memory.md).
 
-    `embedding` (the whole chunk's vector) is written but has no index: searches read
-    the segment vectors (`MemoryChunkVector`)."""
+    A chunk has no vector of its own: it is embedded per segment (`MemoryChunkVector`),
+    and a chunk without segment rows is one `make reembed` still has to embed."""
 
     __tablename__ = "memory_chunks"
 
@@ -151,7 +151,6 @@ class MemoryChunk(Base):
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     breadcrumbs: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False, server_default="{}")
-    embedding: Mapped[list[float] | None] = mapped_column(Vector(EMBEDDING_DIM))
     created_at: Mapped[datetime] = created_at_column()
 
     __table_args__ = (
@@ -166,10 +165,10 @@ class MemoryChunk(Base):
 
 class MemoryChunkCount(Base):
     """How many raw chunks each user has: the N of a raw search's IDF and what decides
-    its exact or HNSW segment lookup, read by key instead of counted (an index-only scan
-    of 10k entries, 1.4 ms, at the benchmark's heaviest user). Kept by statement-level
-    triggers on `memory_chunks` (insert and delete, cascades included; migration
-    `e7c2a4f9b1d3`), never written by the application."""
+    its exact or HNSW segment lookup, read by key instead of counted (a count grows with
+    the user's chunks; docs/performance.md, "Measurements behind the code"). Kept by
+    statement-level triggers on `memory_chunks` (insert and delete, cascades included;
+    migration `e7c2a4f9b1d3`), never written by the application."""
 
     __tablename__ = "memory_chunk_counts"
 
@@ -189,8 +188,8 @@ class MemoryChunkVector(Base):
     1,000 chars), so one vector per 4,000-char chunk leaves most of it unsearchable by
     meaning; segments are read whole, and tell the search which lines matched. Derived
     data: rebuilt from the chunk by `make reembed` (after a dimension change its rows are
-    deleted and the chunk's own vector cleared). `user_id`/`session_id` repeat the chunk's
-    scope so a nearest-neighbour search filters without a join."""
+    deleted; a chunk without rows is what `reembed` embeds). `user_id`/`session_id` repeat
+    the chunk's scope so a nearest-neighbour search filters without a join."""
 
     __tablename__ = "memory_chunk_vectors"
 

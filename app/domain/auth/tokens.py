@@ -1,9 +1,8 @@
-"""Bearer tokens: random, stored as SHA-256, compared in constant time, never logged."""
+"""Bearer tokens: random, stored and looked up as SHA-256, never logged."""
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import secrets
 
 TOKEN_PREFIX = "navi_"
@@ -16,10 +15,6 @@ def new_token() -> str:
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-def same_hash(a: str, b: str) -> bool:
-    return hmac.compare_digest(a.encode(), b.encode())
 
 
 def display_prefix(token: str) -> str:

@@ -44,7 +44,3 @@ class Msg:
     def has_tool_calls(self) -> bool:
         """True for an assistant message that requests at least one tool."""
         return self.role == "assistant" and bool(self.tool_calls)
-
-    @property
-    def image_count(self) -> int:
-        return len(self.images) if self.images else 0

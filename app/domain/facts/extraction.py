@@ -33,6 +33,7 @@ from typing import Any
 import structlog
 from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from app.config import Settings
 from app.db.engine import transaction
@@ -82,25 +83,34 @@ class SessionOutcome:
     unavailable: bool = False
 
 
+def _log_malformed(state: RetryCallState) -> None:
+    error = state.outcome.exception() if state.outcome is not None else None
+    log.warning("memory.extraction_malformed_reply", attempt=state.attempt_number, error=str(error))
+
+
 async def _ask_for_facts(llm: LLMGateway, transcript: str) -> tuple[list[Any], list[str]]:
     """Facts from the LLM; a malformed reply is asked again. Raises ReplyFormatError
-    (every attempt malformed) or LLMError."""
-    error: ReplyFormatError | None = None
-    for attempt in range(1, EXTRACTION_ATTEMPTS + 1):
-        reply = await llm.chat(
-            [
-                {"role": "system", "content": prompt("extract_facts.txt")},
-                {"role": "user", "content": transcript},
-            ],
-            temperature=0.1,
-        )
-        try:
-            return parse_facts(reply.content)
-        except ReplyFormatError as exc:
-            error = exc
-            log.warning("memory.extraction_malformed_reply", attempt=attempt, error=str(exc))
-    assert error is not None
-    raise ReplyFormatError(f"{EXTRACTION_ATTEMPTS} malformed replies; last: {error}")
+    (every attempt malformed) or LLMError (not retried here: the gateway retries it)."""
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(EXTRACTION_ATTEMPTS),
+        retry=retry_if_exception_type(ReplyFormatError),
+        after=_log_malformed,
+        reraise=True,
+    )
+    try:
+        async for attempt in retrying:
+            with attempt:
+                reply = await llm.chat(
+                    [
+                        {"role": "system", "content": prompt("extract_facts.txt")},
+                        {"role": "user", "content": transcript},
+                    ],
+                    temperature=0.1,
+                )
+                return parse_facts(reply.content)
+    except ReplyFormatError as exc:
+        raise ReplyFormatError(f"{EXTRACTION_ATTEMPTS} malformed replies; last: {exc}") from exc
+    raise AssertionError("unreachable: tenacity returns or raises")
 
 
 async def regenerate_summary(db: AsyncSession, llm: LLMGateway | None, user_id: str) -> str:

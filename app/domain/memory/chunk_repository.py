@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Row, func, select
+from sqlalchemy import Row, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -138,15 +138,14 @@ class ChunkRepository:
         user_id: str | None,
         session_id: uuid.UUID,
         chunks: Sequence[RawChunk],
-        embeddings: Sequence[list[float] | None],
-        segments: Sequence[Sequence[tuple[int, int, list[float]]]] | None = None,
+        segments: Sequence[Sequence[tuple[int, int, list[float]]]],
     ) -> int:
         """Insert chunks; a (session_id, content_hash) already stored is skipped.
-        `segments` (per chunk: (start, end, embedding) of its segments) are stored with
-        the chunks actually written. Returns the number actually written."""
+        `segments` (per chunk: (start, end, embedding) of its segments; none when the
+        embedder failed) are stored with the chunks actually written. Returns the number
+        actually written."""
         written = 0
-        parts = segments if segments is not None else [()] * len(chunks)
-        for chunk, emb, segs in zip(chunks, embeddings, parts, strict=True):
+        for chunk, segs in zip(chunks, segments, strict=True):
             result = await self.session.execute(
                 insert(MemoryChunk)
                 .values(
@@ -160,7 +159,6 @@ class ChunkRepository:
                     started_at=chunk.started_at,
                     ended_at=chunk.ended_at,
                     breadcrumbs=list(chunk.breadcrumbs),
-                    embedding=emb,
                 )
                 .on_conflict_do_nothing(index_elements=["session_id", "content_hash"])
                 .returning(MemoryChunk.id)
@@ -397,10 +395,3 @@ class ChunkRepository:
             return None
         through = row[1]
         return SummaryMark(row[0], int(through) if through and through.isdigit() else None)
-
-    async def count_for_session(self, session_id: uuid.UUID) -> int:
-        return (
-            await self.session.execute(
-                select(func.count()).where(MemoryChunk.session_id == session_id)
-            )
-        ).scalar_one()

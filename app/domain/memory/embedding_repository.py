@@ -6,9 +6,11 @@ repositories its methods take no user scope.
 * Every `vector` column of the schema follows the configured dimension (the models
   import one `EMBEDDING_DIM`), so :meth:`EmbeddingRepository.align_dimensions` changes
   all of them, not only the two it can refill: a column's values become NULL (the rows of
-  a NOT NULL column, derived data such as `message_embeddings`, are deleted), and the
-  indexes on it are dropped and re-created from their own definitions (`pg_get_indexdef`),
-  so they stay what the migrations made.
+  a NOT NULL column, derived data such as `message_embeddings` and
+  `memory_chunk_vectors`, are deleted), and the indexes on it are dropped and re-created
+  from their own definitions (`pg_get_indexdef`), so they stay what the migrations made.
+* What is left to embed: a live fact whose `embedding` is NULL, a raw chunk without any
+  segment vector (`memory_chunk_vectors` row) — a chunk has no vector of its own.
 * Rows to embed are claimed in primary-key order after a cursor (keyset: each claim is an
   index range scan, never a rescan of the filled rows) with `FOR UPDATE SKIP LOCKED`:
   concurrent runs take disjoint rows, and the locks last until the batch's commit.
@@ -84,10 +86,14 @@ _COLUMN_INDEXES = text(
     """
 )
 
-# What each re-embeddable table claims: its text columns and its filter.
+# What each re-embeddable table claims: its text columns and its filter (the rows still
+# without vectors).
 _CLAIMS = {
     "memory_facts": ("category, key, value", "embedding IS NULL AND merged_into IS NULL"),
-    "memory_chunks": ("content", "embedding IS NULL"),
+    "memory_chunks": (
+        "content",
+        "NOT EXISTS (SELECT FROM memory_chunk_vectors v WHERE v.chunk_id = memory_chunks.id)",
+    ),
 }
 
 
@@ -96,7 +102,7 @@ def _claim_sql(table: str, after: bool) -> Any:
     cursor = " AND id > :after" if after else ""  # two statements: each an index range scan
     return text(
         f"SELECT id, {columns} FROM {table} WHERE {where}{cursor} "
-        "ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED"
+        f"ORDER BY id LIMIT :limit FOR UPDATE OF {table} SKIP LOCKED"
     )
 
 
@@ -186,15 +192,13 @@ class EmbeddingRepository:
             return [(r.id, fact_text(r.category, r.key, r.value)) for r in rows]
         return [(r.id, r.content) for r in rows]
 
-    async def set_embeddings(self, table: str, pairs: Sequence[tuple[Any, list[float]]]) -> None:
-        """Write the vectors of claimed rows (rows that got one meanwhile are kept)."""
-        if table not in _CLAIMS:
-            raise ValueError(f"cannot re-embed {table}")
+    async def set_fact_embeddings(self, pairs: Sequence[tuple[Any, list[float]]]) -> None:
+        """Write the vectors of claimed facts (facts that got one meanwhile are kept)."""
         if not pairs:
             return
         await self.session.execute(
             text(
-                f"UPDATE {_ident(table)} SET embedding = CAST(:embedding AS vector) "
+                "UPDATE memory_facts SET embedding = CAST(:embedding AS vector) "
                 "WHERE id = :id AND embedding IS NULL"
             ),
             [{"id": key, "embedding": vector_literal(vec)} for key, vec in pairs],

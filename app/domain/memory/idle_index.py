@@ -45,10 +45,11 @@ from app.db.engine import transaction
 from app.domain.memory.chunk_repository import ChunkRepository
 from app.domain.memory.index_state import RawIndexRepository
 from app.domain.memory.indexer import (
-    chunk_embedding_texts,
+    Segments,
     chunks_of,
     fresh_chunks,
-    split_chunk_vectors,
+    segment_texts,
+    segment_vectors,
 )
 from app.lib.jobs import unless_running
 from app.llm.errors import EmbeddingDisabledError, LLMError, LLMUnavailableError
@@ -103,10 +104,10 @@ def idle_before(settings: Settings, now: datetime, older_than: float | None = No
 
 async def _embed(
     llm: LLMGateway, contents: list[str], *, required: bool
-) -> tuple[list[Any], list[Any]] | LLMError:
-    """Each chunk's vector and segments; the error when the embedder fails and vectors
-    are `required` (else Nones, as compression writes them)."""
-    texts, spans = chunk_embedding_texts(contents)
+) -> list[Segments] | LLMError:
+    """Each chunk's segment vectors; the error when the embedder fails and vectors are
+    `required` (else no segments, as compression writes them)."""
+    texts, spans = segment_texts(contents)
     try:
         vectors: list[Any] = list(await llm.embed(texts)) if texts else []
     except EmbeddingDisabledError:
@@ -116,7 +117,7 @@ async def _embed(
             return exc
         log.warning("memory.embed_failed", error=str(exc), count=len(texts))
         vectors = [None] * len(texts)
-    return split_chunk_vectors(contents, spans, vectors)
+    return segment_vectors(spans, vectors)
 
 
 async def index_batch(
@@ -140,20 +141,19 @@ async def index_batch(
     last = claim.next_seq - 1 if complete else taken[-1].sequence_number
     chunks = await fresh_chunks(db, session_id, chunks_of(taken))
     required = claim.attempts + 1 < EMBED_ATTEMPTS
-    vectors = await _embed(llm, [c.content for c in chunks], required=required)
-    if isinstance(vectors, LLMError):
-        await state.record_failure(session_id, f"{type(vectors).__name__}: {vectors}")
+    segments = await _embed(llm, [c.content for c in chunks], required=required)
+    if isinstance(segments, LLMError):
+        await state.record_failure(session_id, f"{type(segments).__name__}: {segments}")
         log.warning(
             "memory.idle_index_failed",
             session_id=str(session_id),
             attempts=claim.attempts + 1,
-            error=str(vectors)[:300],
+            error=str(segments)[:300],
         )
-        return BatchOutcome(failed=True, unavailable=isinstance(vectors, LLMUnavailableError))
-    own, segments = vectors
-    written = await ChunkRepository(db).add_chunks(claim.user_id, session_id, chunks, own, segments)
+        return BatchOutcome(failed=True, unavailable=isinstance(segments, LLMUnavailableError))
+    written = await ChunkRepository(db).add_chunks(claim.user_id, session_id, chunks, segments)
     await state.cover_through(session_id, last)
-    bare = sum(v is None for v in own)
+    bare = sum(not segs for segs in segments)
     log.info(
         "memory.idle_indexed",
         session_id=str(session_id),

@@ -50,37 +50,37 @@ async def embed_or_none(llm: LLMGateway, texts: list[str]) -> list[list[float] |
         return [None] * len(texts)
 
 
-async def embed_chunks(
-    llm: LLMGateway, contents: list[str]
-) -> tuple[list[list[float] | None], list[list[tuple[int, int, list[float]]]]]:
-    """Each chunk's own vector (its content, as the model reads it) and its segments'
-    vectors (`ranking.segment_spans`), in one batched call; Nones and no segments when
-    the embedding backend fails."""
-    texts, spans = chunk_embedding_texts(contents)
-    return split_chunk_vectors(contents, spans, await embed_or_none(llm, texts))
+Segments = list[tuple[int, int, list[float]]]  # (start char, end char, vector) per segment
 
 
-def chunk_embedding_texts(contents: list[str]) -> tuple[list[str], list[list[tuple[int, int]]]]:
-    """What embedding `contents` takes: every content, then every segment of each."""
-    spans = [segment_spans(c) for c in contents]
-    texts = [*contents, *(c[a:b] for c, sp in zip(contents, spans, strict=True) for a, b in sp)]
+async def embed_chunks(llm: LLMGateway, contents: list[str]) -> list[Segments]:
+    """Each chunk's segment vectors (`segment_texts`), in one batched call; no segments
+    when the embedding backend fails."""
+    texts, spans = segment_texts(contents)
+    return segment_vectors(spans, await embed_or_none(llm, texts))
+
+
+def segment_texts(contents: list[str]) -> tuple[list[str], list[list[tuple[int, int]]]]:
+    """What embedding `contents` takes: the text of every segment of each
+    (`ranking.segment_spans`; a blank chunk is one segment, so every chunk embedded has
+    at least one row in `memory_chunk_vectors` — what `reembed` looks for)."""
+    spans = [segment_spans(c) or [(0, len(c))] for c in contents]
+    texts = [c[a:b] for c, sp in zip(contents, spans, strict=True) for a, b in sp]
     return texts, spans
 
 
-def split_chunk_vectors(
-    contents: list[str],
+def segment_vectors(
     spans: list[list[tuple[int, int]]],
     vectors: list[list[float] | None] | list[list[float]],
-) -> tuple[list[list[float] | None], list[list[tuple[int, int, list[float]]]]]:
-    """The vectors of `chunk_embedding_texts(contents)` back per chunk: its own vector and
-    its segments (none when any of them is missing)."""
-    own: list[list[float] | None] = list(vectors[: len(contents)])
-    rest = iter(vectors[len(contents) :])
-    segments: list[list[tuple[int, int, list[float]]]] = []
+) -> list[Segments]:
+    """The vectors of `segment_texts` back per chunk: its segments (none when any of them
+    is missing)."""
+    rest = iter(vectors)
+    segments: list[Segments] = []
     for sp in spans:
         segs = [(a, b, v) for (a, b), v in zip(sp, rest, strict=False) if v is not None]
         segments.append(segs if len(segs) == len(sp) else [])
-    return own, segments
+    return segments
 
 
 def chunks_of(messages: Sequence[DemotedMessage], keys: Sequence[str] = ()) -> list[RawChunk]:
@@ -137,9 +137,9 @@ async def index_demoted(
             new = await state.uncovered(session_id, seqs)
             chunks = chunks_of([m for m in demoted if m.sequence_number in new], keys)
             fresh = await fresh_chunks(db, session_id, chunks)
-        vectors = await embed_chunks(llm, [c.content for c in fresh])
+        segments = await embed_chunks(llm, [c.content for c in fresh])
         async with db.begin_nested():
-            written = await ChunkRepository(db).add_chunks(user_id, session_id, fresh, *vectors)
+            written = await ChunkRepository(db).add_chunks(user_id, session_id, fresh, segments)
             await state.cover(session_id, seqs)
         log.info(
             "memory.chunks_indexed",

@@ -9,9 +9,8 @@ stored without a vector (the embedder was down):
    (`settings.vector_dim`), change them to `vector(N)`: their values become NULL, the HNSW
    indexes are dropped and re-created (one transaction, serialised between runs);
 3. embed every live fact (`"{category} {key}: {value}"`; facts merged into another are
-   hidden and skipped) and every raw chunk (its content, and its segments into
-   `memory_chunk_vectors`) whose vector is NULL, in
-   batches, one transaction each. Claims use `FOR UPDATE SKIP LOCKED`, so two runs at once
+   hidden and skipped) whose vector is NULL and every raw chunk without segment vectors
+   (its segments into `memory_chunk_vectors`), in batches, one transaction each. Claims use `FOR UPDATE SKIP LOCKED`, so two runs at once
    share the work, and an interrupted run is resumed by running it again.
 
 Progress goes to stderr, the final count to stdout. An embedding failure stops the run
@@ -34,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.db.engine import transaction
 from app.domain.memory.embedding_repository import ColumnChange, EmbeddingRepository
-from app.domain.memory.indexer import chunk_embedding_texts, split_chunk_vectors
+from app.domain.memory.indexer import segment_texts, segment_vectors
 from app.llm.gateway import LLMError, LLMGateway
 
 log = structlog.get_logger()
@@ -133,8 +132,8 @@ async def reembed(
                         await _embed_chunks(repo, llm, rows)
                     elif rows:
                         vectors = await llm.embed([text for _, text in rows])
-                        await repo.set_embeddings(
-                            table, [(row[0], vec) for row, vec in zip(rows, vectors, strict=True)]
+                        await repo.set_fact_embeddings(
+                            [(row[0], vec) for row, vec in zip(rows, vectors, strict=True)]
                         )
             except LLMError as exc:
                 result.error = f"{type(exc).__name__}: {exc}"
@@ -172,14 +171,9 @@ async def reembed(
 async def _embed_chunks(
     repo: EmbeddingRepository, llm: LLMGateway, rows: list[tuple[Any, str]]
 ) -> None:
-    """A raw chunk gets its own vector and its segments' (see `memory_chunk_vectors`)."""
-    contents = [content for _, content in rows]
-    texts, spans = chunk_embedding_texts(contents)
-    own, segments = split_chunk_vectors(contents, spans, await llm.embed(texts))
-    await repo.set_embeddings(
-        "memory_chunks",
-        [(row[0], vec) for row, vec in zip(rows, own, strict=True) if vec is not None],
-    )
+    """A raw chunk gets its segments' vectors (see `memory_chunk_vectors`)."""
+    texts, spans = segment_texts([content for _, content in rows])
+    segments = segment_vectors(spans, await llm.embed(texts))
     await repo.replace_chunk_segments(
         [(row[0], segs) for row, segs in zip(rows, segments, strict=True)]
     )

@@ -165,17 +165,16 @@ def _summaries_statement(
 # the hot ones, so the archive is read first (its (session_id, sequence_number) index; a
 # display position grows with the sequence number) and the hot table only for what is
 # still missing (ix_session_messages_display). Both are ordered index scans that stop at
-# the cap: a term in 22 % of the rows reads ~cap / 0.22 rows per session instead of
-# rechecking every candidate of the whole history.
+# the cap instead of rechecking every candidate of the whole history.
 #
 # `strpos(lower(content), lower(term)) > 0` is what `content ILIKE '%term%'` (escaped)
 # means in a UTF-8 database — ILIKE lower-cases both sides, then matches — and it keeps
 # the planner on these scans: it cannot use the trigram index, and its default estimate
-# (a third of the rows match) makes the ordered scan with LIMIT the cheap plan. With
-# ILIKE the planner took the trigram bitmap for `deploy` and rebuilt it for every session
-# (~30 ms each). A term that is rare in these sessions reads their whole display
-# histories this way: when the trigram index exists and the planner estimates the term
-# rare, the repository runs MATCHES_RARE_SQL instead (docs/performance.md).
+# (a third of the rows match) makes the ordered scan with LIMIT the cheap plan (with
+# ILIKE it rebuilt the trigram bitmap for every session). A term that is rare in these
+# sessions reads their whole display histories this way: when the trigram index exists
+# and the planner estimates the term rare, the repository runs MATCHES_RARE_SQL instead.
+# Measurements: docs/performance.md, "Measurements behind the code".
 MATCHES_SQL: TextClause = text(
     """
     SELECT s.id AS session_id,

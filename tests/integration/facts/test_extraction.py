@@ -10,6 +10,7 @@ from typing import Any
 
 from litestar.testing import AsyncTestClient
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from structlog.testing import capture_logs
 
 from app.config import Settings
 from app.db.engine import create_engine, session_factory
@@ -174,9 +175,13 @@ async def test_malformed_replies_leave_the_session_pending(
     sid = await stale_session(client, db_url, alice, CONVERSATION)
     ollama.chat_replies.extend([scripted(["no JSON here", "- editor: neovim"])] * 2)
 
-    result = await run_extraction_pass(factory, llm, settings)
+    with capture_logs() as logs:
+        result = await run_extraction_pass(factory, llm, settings)
     assert (result.extracted, result.failed) == (0, 1)
     assert ollama.count("/api/chat") == 2  # two attempts, no summary
+    malformed = [e for e in logs if e["event"] == "memory.extraction_malformed_reply"]
+    assert [e["attempt"] for e in malformed] == [1, 2]
+    assert "neovim" in malformed[1]["error"]
     state = await get_extraction_state(factory, sid, alice_id)
     assert state.extracted_at is None and state.attempts == 1
     assert "ReplyFormatError" in state.last_error and "neovim" in state.last_error

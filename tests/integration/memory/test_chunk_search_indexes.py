@@ -26,7 +26,7 @@ async def _store(db, user_id: str | None, contents, crumbs=()) -> list[str]:  # 
     repo = ChunkRepository(db)
     sid = uuid.uuid4()
     chunks = [_chunk(c, n, crumbs) for n, c in enumerate(contents)]
-    await repo.add_chunks(user_id, sid, chunks, [None] * len(chunks))
+    await repo.add_chunks(user_id, sid, chunks, [[]] * len(chunks))
     rows = await db.execute(
         text("SELECT id FROM memory_chunks WHERE session_id = :s ORDER BY start_seq"), {"s": sid}
     )
@@ -132,7 +132,7 @@ async def test_nearest_segments_walk_the_users_bucket_graph(engine) -> None:  # 
         sid = uuid.uuid4()
         for uid, v in (("alice", vec), ("bob", vec), ("alice", far)):
             chunk = _chunk(f"User: a chunk of {uid} {v[0]}", 0)
-            await repo.add_chunks(uid, sid, [chunk], [None], [[(0, 10, v)]])
+            await repo.add_chunks(uid, sid, [chunk], [[(0, 10, v)]])
         near = await repo.nearest_segments("alice", vec, session_id=None, limit=5)
         assert [round(s, 3) for _, s in near] == [1.0, 0.0]  # alice's only, nearest first
         exact = await repo.nearest_segments("alice", vec, session_id=None, limit=5, exact=True)
@@ -216,8 +216,8 @@ async def test_candidates_are_the_users_and_plans_stay_custom(engine) -> None:  
         sid = uuid.uuid4()
         mine = _chunk("User: erin's chunk\nAssistant: two lines", 0)
         theirs = _chunk("User: frank's chunk", 1)
-        await repo.add_chunks("erin", sid, [mine], [None], [[(0, 18, vec), (19, 39, far)]])
-        await repo.add_chunks("frank", uuid.uuid4(), [theirs], [None], [[(0, 19, vec)]])
+        await repo.add_chunks("erin", sid, [mine], [[(0, 18, vec), (19, 39, far)]])
+        await repo.add_chunks("frank", uuid.uuid4(), [theirs], [[(0, 19, vec)]])
         ids = {
             c: i for c, i in (await db.execute(text("SELECT content, id FROM memory_chunks"))).all()
         }
@@ -305,11 +305,9 @@ async def test_the_walk_scans_on_past_other_users_vectors(engine) -> None:  # ty
         sid = uuid.uuid4()
         for n in range(120):  # the other user's vectors, all nearer the query than ivan's
             close = [1.0, 0.001 * n] + [0.0] * (dim - 2)
-            await repo.add_chunks(
-                other, sid, [_chunk(f"User: other {n}", n)], [None], [[(0, 5, close)]]
-            )
+            await repo.add_chunks(other, sid, [_chunk(f"User: other {n}", n)], [[(0, 5, close)]])
         far = [0.2, 1.0] + [0.0] * (dim - 2)
-        await repo.add_chunks(near_user, sid, [_chunk("User: ivan's", 0)], [None], [[(0, 5, far)]])
+        await repo.add_chunks(near_user, sid, [_chunk("User: ivan's", 0)], [[(0, 5, far)]])
         await db.execute(text("SET LOCAL enable_seqscan = off"))
         await db.execute(text("DROP INDEX ix_memory_chunk_vectors_user_session"))  # the graph only
         got = await repo.nearest_segments(near_user, query, session_id=None, limit=5)

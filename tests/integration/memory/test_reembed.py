@@ -56,7 +56,8 @@ def _conn(url: str) -> psycopg.Connection:
 
 
 def _seed(url: str, dim: int = 768) -> dict[str, int]:
-    """Facts and chunks with old vectors (and some without); one hidden fact."""
+    """Facts and chunks with old vectors (and some without); one hidden fact. A chunk's
+    vectors are its segments' (`memory_chunk_vectors`)."""
     old = vector_literal([1.0] + [0.0] * (dim - 1))
     with _conn(url) as c:
         c.execute("INSERT INTO navi_users (id, name) VALUES ('u1', 'u1') ON CONFLICT DO NOTHING")
@@ -76,11 +77,18 @@ def _seed(url: str, dim: int = 768) -> dict[str, int]:
         )
         session_id = uuid.uuid4()
         for i, content in enumerate(CHUNKS):
+            chunk_id = uuid.uuid4()
             c.execute(
                 "INSERT INTO memory_chunks (id, user_id, session_id, content, content_hash, "
-                "start_seq, end_seq, embedding) VALUES (%s, 'u1', %s, %s, %s, %s, %s, %s)",
-                (uuid.uuid4(), session_id, content, f"h{i}", i, i, old if i % 2 else None),
+                "start_seq, end_seq) VALUES (%s, 'u1', %s, %s, %s, %s, %s)",
+                (chunk_id, session_id, content, f"h{i}", i, i),
             )
+            if i % 2:
+                c.execute(
+                    "INSERT INTO memory_chunk_vectors (chunk_id, part, user_id, session_id, "
+                    "start_char, end_char, embedding) VALUES (%s, 0, 'u1', %s, 0, %s, %s)",
+                    (chunk_id, session_id, len(content), old),
+                )
     return {"memory_facts": len(FACTS), "memory_chunks": len(CHUNKS)}
 
 
@@ -100,6 +108,19 @@ def _dims(url: str, table: str, where: str = "true") -> list[int | None]:
     with _conn(url) as c:
         return [
             r[0] for r in c.execute(f"SELECT vector_dims(embedding) FROM {table} WHERE {where}")
+        ]
+
+
+def _chunk_segment_dims(url: str) -> list[list[int]]:
+    """Per chunk (in id order): the dimensions of its segment vectors."""
+    with _conn(url) as c:
+        return [
+            list(r[0])
+            for r in c.execute(
+                "SELECT coalesce((SELECT array_agg(vector_dims(v.embedding)) "
+                "FROM memory_chunk_vectors v WHERE v.chunk_id = m.id), '{}') "
+                "FROM memory_chunks m ORDER BY m.id"
+            )
         ]
 
 
@@ -145,14 +166,13 @@ async def test_reembed_changes_the_dimension_and_fills_vectors(
     assert result.error is None and result.dim == 384
     assert set(_vector_columns(db_url).values()) == {384}  # every vector column follows
     changed = {(c.table, c.column) for c in result.changes}
-    assert {("memory_facts", "embedding"), ("memory_chunks", "embedding")} <= changed
+    assert {("memory_facts", "embedding"), ("memory_chunk_vectors", "embedding")} <= changed
+    assert "memory_chunks.embedding" not in _vector_columns(db_url)  # no chunk-level vector
     assert result.embedded == counts and result.remaining == {t: 0 for t in counts}
     assert _dims(db_url, "memory_facts", "merged_into IS NULL") == [384] * len(FACTS)
     assert _dims(db_url, "memory_facts", "merged_into IS NOT NULL") == [None]  # hidden
-    assert _dims(db_url, "memory_chunks") == [384] * len(CHUNKS)
-    # every chunk is also embedded per segment (at least one each, all 384-d)
-    segments = _dims(db_url, "memory_chunk_vectors")
-    assert len(segments) >= len(CHUNKS) and set(segments) == {384}
+    # every chunk is embedded per segment (at least one each, all 384-d)
+    assert [set(d) for d in _chunk_segment_dims(db_url)] == [{384}] * len(CHUNKS)
     # the same indexes, re-created with the same definitions
     assert _hnsw_indexes(db_url) == indexes_before
     assert "ix_memory_facts_embedding_hnsw" in indexes_before
@@ -174,7 +194,8 @@ async def test_reembed_changes_the_dimension_and_fills_vectors(
         ).fetchone()
         (chunk,) = model.encode(["the trip to Japan in spring"])
         content = c.execute(
-            "SELECT content FROM memory_chunks ORDER BY embedding <=> %s::vector LIMIT 1",
+            "SELECT m.content FROM memory_chunk_vectors v JOIN memory_chunks m ON m.id = v.chunk_id "
+            "ORDER BY v.embedding <=> %s::vector LIMIT 1",
             (vector_literal(chunk),),
         ).fetchone()
     assert key == ("allergy",)
@@ -205,6 +226,21 @@ async def test_reembed_resumes_and_does_not_alter_twice(
     assert third.total_embedded == 0 and third.changes == []
 
 
+async def test_a_chunk_without_segment_vectors_is_the_one_left_to_embed(
+    db_url: str, factory: async_sessionmaker[AsyncSession], local_llm: LLMGateway
+) -> None:
+    _seed(db_url)
+    assert (await reembed(factory, local_llm)).remaining == {"memory_facts": 0, "memory_chunks": 0}
+    with _conn(db_url) as c:
+        c.execute(
+            "DELETE FROM memory_chunk_vectors WHERE chunk_id = "
+            "(SELECT id FROM memory_chunks WHERE content_hash = 'h2')"
+        )
+    again = await reembed(factory, local_llm)
+    assert again.changes == [] and again.embedded == {"memory_facts": 0, "memory_chunks": 1}
+    assert [set(d) for d in _chunk_segment_dims(db_url)] == [{384}] * len(CHUNKS)
+
+
 async def test_two_runs_at_once_share_the_work(
     db_url: str, factory: async_sessionmaker[AsyncSession], local_llm: LLMGateway
 ) -> None:
@@ -217,7 +253,7 @@ async def test_two_runs_at_once_share_the_work(
     assert len(a.changes) + len(b.changes) == len(_vector_columns(db_url))  # altered once
     for table, n in counts.items():
         assert a.embedded[table] + b.embedded[table] == n  # no row embedded twice
-    assert _dims(db_url, "memory_chunks") == [384] * len(CHUNKS)
+    assert [set(d) for d in _chunk_segment_dims(db_url)] == [{384}] * len(CHUNKS)
 
 
 async def test_unusable_embedder_changes_nothing(

