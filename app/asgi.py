@@ -53,8 +53,7 @@ from app.lib.openapi import document_errors
 from app.lib.request import NaviRequest, reject_nul_parameters
 from app.lib.runtime import freeze_startup_heap
 from app.llm.deadline import llm_deadline
-from app.llm.embedders import build_embedder
-from app.llm.gateway import LLMGateway
+from app.llm.factory import build_gateway
 from app.routes import BACKGROUND_JOBS, ROUTE_HANDLERS
 
 log = structlog.get_logger()
@@ -194,24 +193,6 @@ def cors_config(settings: Settings) -> CORSConfig | None:
 
 def provide_principal(request: Request) -> Principal:
     return request.state.principal
-
-
-def build_gateway(settings: Settings) -> LLMGateway:
-    return LLMGateway(
-        chat_host=settings.ollama_host,
-        embed_host=settings.embedding_ollama_host or None,
-        embed_api_key=settings.embedding_ollama_api_key or None,
-        embed_model=settings.embedding_model,
-        embed_dim=settings.vector_dim,
-        chat_model=settings.ollama_model,
-        timeout=settings.ollama_timeout,
-        embed_batch_size=settings.embedding_batch_size,
-        max_attempts=settings.llm_max_attempts,
-        backoff_initial=settings.llm_backoff_initial,
-        embedder=build_embedder(settings),
-        breaker_failures=settings.llm_breaker_failures,
-        breaker_reset_seconds=settings.llm_breaker_reset_seconds,
-    )
 
 
 def create_app(

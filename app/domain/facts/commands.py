@@ -21,9 +21,9 @@ async def _run(
     settings: Settings,
     fn: Callable[[async_sessionmaker[AsyncSession], LLMGateway], Awaitable[T]],
 ) -> T:
-    from app.asgi import build_gateway
     from app.db.engine import create_engine, resolve_database_url, session_factory
     from app.lib.logging import configure_logging
+    from app.llm.factory import build_gateway
 
     configure_logging(settings.log_level, settings.log_json)
     engine = create_engine(resolve_database_url(settings), settings)

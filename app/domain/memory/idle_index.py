@@ -53,6 +53,7 @@ from app.domain.memory.indexer import (
 )
 from app.lib.jobs import unless_running
 from app.llm.errors import EmbeddingDisabledError, LLMError, LLMUnavailableError
+from app.llm.factory import build_gateway
 from app.llm.gateway import LLMGateway
 
 log = structlog.get_logger()
@@ -265,7 +266,6 @@ def _bar(done: int, total: int, width: int = 30) -> str:
 def cmd_index_sessions(settings: Settings, args: argparse.Namespace) -> None:
     """`index-sessions`: index every idle session's unindexed messages, until none is
     left (resumable: each batch commits on its own)."""
-    from app.asgi import build_gateway
     from app.db import migrate
     from app.db.engine import create_engine, resolve_database_url, session_factory
     from app.lib.logging import configure_logging

@@ -34,6 +34,7 @@ from app.config import Settings
 from app.db.engine import transaction
 from app.domain.memory.embedding_repository import ColumnChange, EmbeddingRepository
 from app.domain.memory.indexer import segment_texts, segment_vectors
+from app.llm.factory import build_gateway
 from app.llm.gateway import LLMError, LLMGateway
 
 log = structlog.get_logger()
@@ -220,7 +221,6 @@ def _positive(raw: str) -> int:
 
 
 def cmd_reembed(settings: Settings, args: argparse.Namespace) -> None:
-    from app.asgi import build_gateway
     from app.db import migrate
     from app.db.engine import create_engine, resolve_database_url, session_factory
     from app.lib.logging import configure_logging
