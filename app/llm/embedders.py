@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 import ollama
 
 from app.llm.errors import EmbeddingDisabledError, MalformedResponseError, describe
+from app.llm.probe import EmbedProbe
 
 if TYPE_CHECKING:  # the gateway imports this module and stays free of the app's settings
     from app.config import Settings
@@ -33,15 +33,6 @@ __all__ = [
 ]
 
 _HEALTH_PROBE_TEXT = "navi embedding health check"
-
-
-@dataclass(frozen=True, slots=True)
-class EmbedProbe:
-    """What an :class:`Embedder` says about itself (the gateway checks the dimension)."""
-
-    reachable: bool
-    dim: int | None = None
-    error: str | None = None
 
 
 class Embedder(Protocol):

@@ -36,8 +36,8 @@ from typing import Any
 
 import structlog
 
-from app.llm.embedders import EmbedProbe
 from app.llm.errors import LLMError
+from app.llm.probe import EmbedProbe
 
 __all__ = [
     "LOCAL_DIM",
