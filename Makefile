@@ -33,9 +33,10 @@ test-unit: install ## Only the tests that need no database
 spec-check: install ## schemathesis over /schema/openapi.json against a running service, as a user and as an admin (ARGS="--max-examples 25")
 	$(BIN)/python scripts/spec_check.py $(ARGS)
 
-lint: install ## ruff check + format check
+lint: install ## ruff check + format check + import contracts (lint-imports)
 	$(BIN)/ruff check app tests alembic bench scripts
 	$(BIN)/ruff format --check app tests alembic bench scripts
+	$(BIN)/lint-imports
 
 format: install ## Apply ruff formatting and safe fixes
 	$(BIN)/ruff check --fix app tests alembic bench scripts
