@@ -47,6 +47,7 @@ from app.domain.memory.index_state import RawIndexRepository
 from app.domain.memory.indexer import (
     Segments,
     chunks_of,
+    embed_chunks,
     fresh_chunks,
     segment_texts,
     segment_vectors,
@@ -107,17 +108,16 @@ async def _embed(
     llm: LLMGateway, contents: list[str], *, required: bool
 ) -> list[Segments] | LLMError:
     """Each chunk's segment vectors; the error when the embedder fails and vectors are
-    `required` (else no segments, as compression writes them)."""
+    `required` (else no segments, as compression writes them: `embed_chunks`)."""
+    if not required:
+        return await embed_chunks(llm, contents)
     texts, spans = segment_texts(contents)
     try:
         vectors: list[Any] = list(await llm.embed(texts)) if texts else []
     except EmbeddingDisabledError:
         vectors = [None] * len(texts)
     except LLMError as exc:
-        if required:
-            return exc
-        log.warning("memory.embed_failed", error=str(exc), count=len(texts))
-        vectors = [None] * len(texts)
+        return exc
     return segment_vectors(spans, vectors)
 
 
