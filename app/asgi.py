@@ -39,15 +39,17 @@ from app.db.faults import (
     unavailable_reason,
 )
 from app.domain.auth.cache import PrincipalCache
-from app.domain.auth.principal import Principal
 from app.domain.auth.services import bootstrap, resolve_cached
-from app.domain.context.hooks import DemotionHooks
-from app.domain.context.profiles import load_profiles
-from app.domain.memory.hooks import raw_history_hook
-from app.lib.deps import provide_db, provide_settings
+from app.domain.context.lifecycle import ContextSessionHooks
+from app.domain.kernel.deps import provide_db, provide_settings
+from app.domain.kernel.hooks import DemotionHooks
+from app.domain.kernel.jobs import periodic, spawn
+from app.domain.kernel.principal import Principal
+from app.domain.kernel.profiles import load_profiles
+from app.domain.raw_history.hooks import raw_history_hook
+from app.domain.sessions.hooks import SessionHooks
 from app.lib.errors import AppError
 from app.lib.inputs import explain_pattern
-from app.lib.jobs import periodic, spawn
 from app.lib.logging import configure_logging
 from app.lib.openapi import document_errors
 from app.lib.request import NaviRequest, reject_nul_parameters
@@ -195,6 +197,14 @@ def provide_principal(request: Request) -> Principal:
     return request.state.principal
 
 
+SESSION_HOOKS = ContextSessionHooks()
+
+
+def provide_session_hooks() -> SessionHooks:
+    """What a session's creation and appends set off in other domains (sessions/hooks.py)."""
+    return SESSION_HOOKS
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -255,6 +265,7 @@ def create_app(
             "db": Provide(provide_db),
             "principal": Provide(provide_principal, sync_to_thread=False),
             "settings": Provide(provide_settings, sync_to_thread=False),
+            "session_hooks": Provide(provide_session_hooks, sync_to_thread=False),
         },
         exception_handlers={
             AppError: handle_app_error,

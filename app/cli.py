@@ -11,7 +11,7 @@ from app.config import SettingsError, get_settings
 
 
 def _settings_or_exit():  # type: ignore[no-untyped-def]
-    from app.domain.context.profiles import load_profiles
+    from app.domain.kernel.profiles import load_profiles
 
     try:
         settings = get_settings()
@@ -55,7 +55,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     from app.asgi import create_app  # imports the models: after the fallback
 
     migrate.upgrade(url)
-    from app.domain.memory.reembed import check_database_dimension
+    from app.domain.reembed.services import check_database_dimension
 
     mismatch = check_database_dimension(settings, url)
     if mismatch:
@@ -113,10 +113,10 @@ def main(argv: list[str] | None = None) -> None:
     from app.domain.facts.commands import add_commands as add_fact_commands
 
     add_fact_commands(sub, _settings_or_exit)  # extract, backfill
-    from app.domain.memory.reembed import add_command as add_reembed_command
+    from app.domain.reembed.services import add_command as add_reembed_command
 
     add_reembed_command(sub, _settings_or_exit)  # reembed
-    from app.domain.memory.idle_index import add_command as add_index_command
+    from app.domain.raw_history.idle_index import add_command as add_index_command
 
     add_index_command(sub, _settings_or_exit)  # index-sessions
     args = parser.parse_args(argv)

@@ -19,15 +19,16 @@ from app.domain.facts.extraction import extract_stale_sessions
 from app.domain.files.controllers import SessionFilesController
 from app.domain.files.services import cleanup_orphan_dirs
 from app.domain.history.controllers import ChatHistoryController
-from app.domain.history.rolling_service import run_rolling_summaries
-from app.domain.memory.controllers import MemorySearchController, ScratchpadController
-from app.domain.memory.idle_index import index_idle_job
+from app.domain.raw_history.idle_index import index_idle_job
+from app.domain.rolling.services import run_rolling_summaries
+from app.domain.search.controllers import MemorySearchController
 from app.domain.sessions.controllers import SessionController
 from app.domain.shares.controllers import (
     SharedController,
     ShareIssueController,
     SharePageController,
 )
+from app.domain.sketches.controllers import ScratchpadController
 from app.domain.system.controllers import HealthController
 
 ROUTE_HANDLERS: list[Any] = [

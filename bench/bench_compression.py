@@ -36,10 +36,10 @@ from app.domain.compression import (
     reset_registry,
 )
 from app.domain.context.compressor import compress_and_save_session, estimator_for
-from app.domain.context.profiles import Profile, load_profiles
 from app.domain.context.summarizer import Summary
-from app.domain.sessions.access import Viewer
-from app.domain.sessions.schemas import MessageIn
+from app.domain.kernel.access import Viewer
+from app.domain.kernel.messages import MessageIn
+from app.domain.kernel.profiles import Profile, load_profiles
 from app.domain.sessions.services import SessionService
 
 SETTINGS = Settings(log_level="warning")

@@ -44,7 +44,7 @@ from locomo_data import Conversation, load  # noqa: E402
 from app.asgi import create_app  # noqa: E402
 from app.config import Settings  # noqa: E402
 from app.db.engine import create_engine  # noqa: E402
-from app.domain.history.rolling_service import run_rolling_summaries  # noqa: E402
+from app.domain.rolling.services import run_rolling_summaries  # noqa: E402
 from tests.fakes.ollama_server import FakeOllama  # noqa: E402
 
 WINDOW = 8192

@@ -6,7 +6,7 @@ For sessions of 500 / 2,000 / 10,000 hot messages (~2 KB each, plus a few large 
 results that PostgreSQL TOASTs), measures in one run:
 
 - `sum(octet_length(content) + octet_length(thinking))` over the session's hot rows —
-  the measurement `app.domain.history.compaction` runs every CHECK_EVERY appends;
+  the measurement `app.domain.sessions.compaction` runs every CHECK_EVERY appends;
 - the same sum with the content detoasted (`length(content::bytea)`), the naive way;
 - one append (reserve + insert, SQL only) without and with the check, to put the
   check in proportion.
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import Stats, fmt_ms, print_table, provision, timed_sync  # noqa: E402
 
-from app.domain.history.compaction import _SIZE  # noqa: E402
+from app.domain.sessions.compaction import _SIZE  # noqa: E402
 
 SIZES = (500, 2000, 10_000)
 REPEAT = 50

@@ -237,7 +237,7 @@ async def replay_sittings(
 
 async def run_indexer(app: Any, settings: Any) -> dict[str, Any]:
     """The idle-session indexer, once, in-process, over every session (idle for 0 min)."""
-    from app.domain.memory.idle_index import IndexPassResult, index_idle_sessions
+    from app.domain.raw_history.idle_index import IndexPassResult, index_idle_sessions
 
     def progress(r: IndexPassResult) -> None:
         if r.batches % 20 == 0:

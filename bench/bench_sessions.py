@@ -68,10 +68,10 @@ from app.asgi import create_app
 from app.config import Settings
 from app.db.models import Session
 from app.domain.auth.tokens import display_prefix, hash_token
-from app.domain.sessions.access import Viewer
+from app.domain.kernel.access import Viewer
+from app.domain.kernel.messages import MessageIn
 from app.domain.sessions.controllers import DEFAULT_POSITIONS, MAX_POSITIONS
 from app.domain.sessions.repositories import SessionRepository
-from app.domain.sessions.schemas import MessageIn
 from app.domain.sessions.services import SessionService
 from app.lib.sql import contains_pattern
 

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.domain.memory.stopwords import STOPWORDS
+from app.domain.kernel.stopwords import STOPWORDS
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo" / "locomo_dev.json"
 BUDGETS = (1500, 4000)

@@ -39,16 +39,16 @@ from locomo_data import BUDGETS, evidence_recall, load  # noqa: E402
 from psycopg.rows import namedtuple_row  # noqa: E402
 
 from app.db.engine import normalize_url, start_embedded  # noqa: E402
-from app.domain.memory.chunk_repository import Segment  # noqa: E402
-from app.domain.memory.ranking import idf, term_pattern  # noqa: E402
-from app.domain.memory.render import format_hits  # noqa: E402
-from app.domain.memory.search_service import (  # noqa: E402
+from app.domain.raw_history.ranking import idf, term_pattern  # noqa: E402
+from app.domain.raw_history.repositories import Segment  # noqa: E402
+from app.domain.raw_history.search import (
     TEXT_CANDIDATES,
     VECTOR_CANDIDATES,
     rank_candidates,
     search_terms,
     text_candidates,
 )
+from app.domain.search.render import format_hits  # noqa: E402
 from app.llm.local_embedder import LocalEmbedder  # noqa: E402
 
 DB = "navi_bench_locomo_local"

@@ -6,7 +6,7 @@ open its own database session for the token lookup (docs/performance.md, "Sessio
   goes to the database every time, so guessing is not made cheaper.
 - Entries live `AUTH_CACHE_TTL_SECONDS` (0 disables the cache).
 - Revoking a token or deleting a user drops that user's entries **after the transaction
-  commits** (`app.lib.deps.after_commit`), so the next request of this process is checked
+  commits** (`app.domain.kernel.deps.after_commit`), so the next request of this process is checked
   against the database again. A lookup that read the database before such a commit and
   finishes after it does not store its (stale) answer: every drop bumps `epoch`, and
   `put` ignores answers read under an older epoch.
@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from app.domain.auth.principal import Principal
+from app.domain.kernel.principal import Principal
 
 DEFAULT_MAX_ENTRIES = 10_000
 

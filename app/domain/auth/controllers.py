@@ -7,11 +7,11 @@ from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import ApiToken, User
-from app.domain.auth.principal import PERM_USERS_ADMIN, Principal
 from app.domain.auth.repositories import TokenRepository, UserRepository
 from app.domain.auth.schemas import MeOut, TokenCreate, TokenIssued, TokenOut, UserCreate, UserOut
 from app.domain.auth.services import UserService
-from app.lib.deps import after_commit
+from app.domain.kernel.deps import after_commit
+from app.domain.kernel.principal import PERM_USERS_ADMIN, Principal
 from app.lib.errors import Forbidden, NotFound, Unprocessable
 from app.lib.inputs import reject_nul
 from app.lib.pagination import Limit, Offset, Page, page

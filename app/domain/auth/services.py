@@ -11,15 +11,15 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.db.models import ApiToken, User
 from app.domain.auth.cache import PrincipalCache
-from app.domain.auth.principal import (
+from app.domain.auth.repositories import TokenRepository, UserRepository
+from app.domain.auth.tokens import display_prefix, hash_token, new_token
+from app.domain.kernel.principal import (
     ADMIN_ID,
     ALL_PERMISSIONS,
     ANONYMOUS_ID,
     BUILT_IN_USERS,
     Principal,
 )
-from app.domain.auth.repositories import TokenRepository, UserRepository
-from app.domain.auth.tokens import display_prefix, hash_token, new_token
 from app.lib.errors import Conflict, NotFound, Unauthorized, Unprocessable
 
 log = structlog.get_logger()

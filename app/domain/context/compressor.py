@@ -10,7 +10,7 @@ on every path:
   token-budget hard truncate, which needs no LLM;
 * the new summary (``role=user``, ``is_summary``, ``is_display=false``, KEYS in
   ``metadata["breadcrumbs"]``, ``metadata["context_head"]``) leads the rebuilt context
-  (see :mod:`app.domain.context.layout`), and a displayed ``is_compression`` system
+  (see :mod:`app.domain.kernel.layout`), and a displayed ``is_compression`` system
   marker records what happened in the transcript;
 * the session's token count is reset to the calibrated estimate of the new context and
   its real-token baseline is dropped (the context it measured no longer exists);
@@ -47,15 +47,15 @@ from app.domain.compression import (
     hard_truncate,
     plan_compression,
 )
-from app.domain.context.hooks import DemotionHooks, demotion_hooks
-from app.domain.context.layout import CONTEXT_HEAD, order_context
-from app.domain.context.profiles import Profile
 from app.domain.context.repositories import ContextRepository
 from app.domain.context.summarizer import Summarizer, SummaryError, breadcrumbs_of, merge_keys
 from app.domain.files.images import context_view
-from app.domain.sessions.access import Viewer, reaches_llm
+from app.domain.kernel.access import Viewer, reaches_llm
+from app.domain.kernel.hooks import DemotionHooks, demotion_hooks
+from app.domain.kernel.layout import CONTEXT_HEAD, order_context
+from app.domain.kernel.messages import MessageIn
+from app.domain.kernel.profiles import Profile
 from app.domain.sessions.repositories import SessionRepository
-from app.domain.sessions.schemas import MessageIn
 from app.domain.sessions.services import SessionService
 from app.llm.gateway import LLMError
 

@@ -14,12 +14,12 @@ from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from app.domain.auth.principal import Principal
 from app.domain.compression import ContextTooLargeError
 from app.domain.context.schemas import CompactOut, CompactRequest, PrepareOut, PrepareRequest
 from app.domain.context.services import context_service
-from app.domain.sessions.access import Viewer
-from app.domain.sessions.services import SessionService
+from app.domain.kernel.access import Viewer
+from app.domain.kernel.ownership import SessionAccess
+from app.domain.kernel.principal import Principal
 
 
 def too_large(exc: ContextTooLargeError) -> Response[dict[str, Any]]:
@@ -50,7 +50,7 @@ class ContextController(Controller):
         state: State,
     ) -> Response[PrepareOut] | Response[dict[str, Any]]:
         viewer = Viewer.editor(principal)  # both may compress: a write
-        session = await SessionService(db, settings).get(session_id, viewer)
+        session = await SessionAccess(db).get(session_id, viewer)
         try:
             out = await context_service(db, settings, state).prepare(
                 session, viewer, data.message, mid_turn=data.mid_turn, model=data.model
@@ -70,7 +70,7 @@ class ContextController(Controller):
         data: CompactRequest | None = None,
     ) -> CompactOut:
         viewer = Viewer.editor(principal)  # both may compress: a write
-        session = await SessionService(db, settings).get(session_id, viewer)
+        session = await SessionAccess(db).get(session_id, viewer)
         return await context_service(db, settings, state).compact(
             session, viewer, data.model if data else None
         )

@@ -16,9 +16,9 @@ from app.config import Settings
 from app.db.models import Session
 from app.domain.compression import Msg, calibration_for, estimate_tokens
 from app.domain.facts.prompt_notes import memory_notes
-from app.domain.memory.recall import INJECTED_KEY, recall_for_turn, remembered_ids
-from app.domain.memory.wiring import fact_search
-from app.domain.sessions.schemas import MessageOut
+from app.domain.kernel.messages import MessageOut
+from app.domain.search.recall import INJECTED_KEY, recall_for_turn, remembered_ids
+from app.domain.search.wiring import fact_search
 from app.llm.gateway import LLMGateway
 
 

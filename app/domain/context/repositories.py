@@ -11,7 +11,7 @@ from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Message
-from app.domain.sessions.access import Viewer
+from app.domain.kernel.access import Viewer
 
 
 class ContextRepository:

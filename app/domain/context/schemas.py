@@ -7,14 +7,14 @@ from typing import Any, Literal
 
 import msgspec
 
-from app.domain.context.events import (
+from app.domain.kernel.events import (
     CompressionStarted,
     ContextCompressed,
     ContextEvent,
     ModelName,
     UsageIn,
 )
-from app.domain.sessions.schemas import MessageOut
+from app.domain.kernel.messages import MessageOut
 
 __all__ = [
     "CompactOut",

@@ -53,17 +53,18 @@ from app.domain.context.compressor import (
     estimator_for,
     load_context,
 )
-from app.domain.context.events import CompressionStarted, ContextCompressed, ContextEvent, UsageIn
-from app.domain.context.hooks import DemotionHooks, demotion_hooks
 from app.domain.context.injection import build_injection
-from app.domain.context.profiles import Profile, Profiles, load_profiles
 from app.domain.context.repositories import ContextRepository
 from app.domain.context.schemas import CompactOut, IncomingMessage, PrepareOut
 from app.domain.context.summarizer import LLMSummarizer, Summarizer
 from app.domain.files.images import with_context_note
-from app.domain.sessions.access import Viewer
-from app.domain.sessions.schemas import MessageOut
-from app.domain.sessions.services import SessionService, message_out
+from app.domain.kernel.access import Viewer
+from app.domain.kernel.events import CompressionStarted, ContextCompressed, ContextEvent, UsageIn
+from app.domain.kernel.hooks import DemotionHooks, demotion_hooks
+from app.domain.kernel.messages import MessageOut
+from app.domain.kernel.ownership import SessionAccess
+from app.domain.kernel.profiles import Profile, Profiles, load_profiles
+from app.domain.sessions.services import message_out
 from app.lib.errors import Conflict, PayloadTooLarge, Unprocessable
 from app.llm.gateway import LLMGateway
 
@@ -236,7 +237,7 @@ class ContextService:
         model = model or profile.model
         incoming = incoming_msg(message, self.settings)
         if profile.context_mode == "rolling":  # last N messages + rolling summary
-            from app.domain.history.rolling_context import prepare_rolling
+            from app.domain.context.rolling_mode import prepare_rolling
 
             return await prepare_rolling(self.db, self.settings, session, profile, model, incoming)
         loaded = await load_context(self.db, session.id)
@@ -309,7 +310,7 @@ class ContextService:
         self, session_id: uuid.UUID, viewer: Viewer, usage: UsageIn
     ) -> list[ContextEvent]:
         """Record the reported prompt size, then run the post-turn check."""
-        session = await SessionService(self.db, self.settings).get(session_id, viewer)
+        session = await SessionAccess(self.db).get(session_id, viewer)
         profile = self.profiles.get(session.profile_id)
         if profile.context_mode == "rolling":
             # Rolling mode sends its own window (prepare): the stored context is not the

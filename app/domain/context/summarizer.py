@@ -33,7 +33,7 @@ from app.domain.compression import (
     split_keys_line,
 )
 from app.domain.compression.summary_input import IMAGE_BUDGET_FRAC, MAX_KEYS
-from app.domain.context.profiles import PROMPTS_DIR, Profile
+from app.domain.kernel.profiles import PROMPTS_DIR, Profile
 from app.llm.gateway import LLMGateway
 
 __all__ = ["LLMSummarizer", "Summarizer", "Summary", "SummaryError", "merge_keys"]

@@ -7,7 +7,6 @@ from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from app.domain.auth.principal import Principal
 from app.domain.error_memory.schemas import (
     ErrorEntryOut,
     ErrorHistoryIn,
@@ -16,7 +15,8 @@ from app.domain.error_memory.schemas import (
     WriteErrorOut,
 )
 from app.domain.error_memory.services import ErrorEntry, ErrorMemoryService, render
-from app.domain.memory.unified import clamp_k
+from app.domain.kernel.principal import Principal
+from app.domain.kernel.terms import clamp_k
 from app.lib.errors import PayloadTooLarge, Unprocessable
 from app.lib.inputs import reject_nul, scrub_text
 

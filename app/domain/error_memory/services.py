@@ -14,7 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.db.engine import transaction
 from app.domain.error_memory.repositories import ErrorMemoryRepository
-from app.domain.memory.unified import MemoryHit, query_terms
+from app.domain.kernel.hits import MemoryHit
+from app.domain.kernel.terms import query_terms
 from app.llm.gateway import LLMError, LLMGateway
 
 log = structlog.get_logger()

@@ -11,7 +11,6 @@ from litestar.datastructures import State
 from litestar.params import Parameter
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.domain.auth.principal import Principal
 from app.domain.facts.schemas import (
     DEFAULT_SEARCH_LIMIT,
     MAX_QUERY,
@@ -31,6 +30,7 @@ from app.domain.facts.schemas import (
 )
 from app.domain.facts.services import FactService, fact_out, summary_fields
 from app.domain.facts.tool import run_memory_tool
+from app.domain.kernel.principal import Principal
 from app.lib.errors import Forbidden, NotFound, Unprocessable
 from app.lib.pagination import Limit, Offset, Page, page
 

@@ -49,8 +49,8 @@ from app.domain.facts.transcript import (
     render_transcript,
     strip_think,
 )
+from app.domain.kernel.jobs import unless_running
 from app.lib.errors import Unprocessable
-from app.lib.jobs import unless_running
 from app.llm.gateway import LLMError, LLMGateway, LLMUnavailableError
 
 log = structlog.get_logger()

@@ -1,4 +1,4 @@
-"""Facts as hits of the unified memory search (`app.domain.memory.search_service`).
+"""Facts as hits of the unified memory search (`app.domain.raw_history.search`).
 
 `search_fact_hits` has the `FactSearch` shape the unified search plugs stores in by:
 `(db, llm, user_id, query, limit) -> list[MemoryHit]`.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.facts.services import FactService
-from app.domain.memory.unified import MemoryHit
+from app.domain.kernel.hits import MemoryHit
 from app.llm.gateway import LLMGateway
 
 

@@ -34,7 +34,7 @@ from app.domain.facts.schemas import (
     FactOut,
 )
 from app.domain.facts.search_repository import FactSearchRepository
-from app.domain.memory.stopwords import STOPWORDS
+from app.domain.kernel.stopwords import STOPWORDS
 from app.lib.errors import Forbidden, NotFound, Unprocessable
 from app.lib.inputs import reject_nul, scrub_text
 from app.llm.gateway import LLMError, LLMGateway

@@ -10,12 +10,12 @@ from litestar.response import File
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from app.domain.auth.principal import Principal
 from app.domain.files import services
 from app.domain.files.schemas import CardOut, FileOut, PublishIn, ShareFileIn, UploadOut
 from app.domain.files.storage import file_info, list_files, session_dir
-from app.domain.sessions.access import Viewer
-from app.domain.sessions.services import SessionService
+from app.domain.kernel.access import Viewer
+from app.domain.kernel.ownership import SessionAccess
+from app.domain.kernel.principal import Principal
 from app.lib.pagination import Limit, Offset, Page, page
 
 log = structlog.get_logger()
@@ -62,7 +62,7 @@ class SessionFilesController(Controller):
         limit: Limit = 50,
         offset: Offset = 0,
     ) -> Page[FileOut]:
-        await SessionService(db, settings).get(session_id, Viewer.of(principal))
+        await SessionAccess(db).get(session_id, Viewer.of(principal))
         directory = session_dir(settings, session_id)
 
         def read() -> tuple[list[FileOut], int]:
@@ -84,7 +84,7 @@ class SessionFilesController(Controller):
         db: AsyncSession,
         settings: Settings,
     ) -> File:
-        await SessionService(db, settings).get(session_id, Viewer.of(principal))
+        await SessionAccess(db).get(session_id, Viewer.of(principal))
         path = services.stored_file(settings, session_id, filename)
         info = await anyio.to_thread.run_sync(file_info, path)
         ctype = info.content_type
@@ -130,7 +130,7 @@ class SessionFilesController(Controller):
         settings: Settings,
     ) -> CardOut:
         """content_publish: card metadata of a file already in the session directory."""
-        await SessionService(db, settings).get(session_id, Viewer.of(principal))
+        await SessionAccess(db).get(session_id, Viewer.of(principal))
         return await anyio.to_thread.run_sync(
             services.publish_card, settings, session_id, data.filename
         )

@@ -38,12 +38,12 @@ from app.domain.compression.calibration import calibration_for
 from app.domain.compression.estimate import estimate_tokens
 from app.domain.compression.image_tokens import image_extension, image_tokens
 from app.domain.compression.types import Msg
-from app.domain.context.profiles import Profiles, ProfilesError, load_profiles
 from app.domain.files.executables import HEAD_BYTES, executable_signature
 from app.domain.files.notice import admitted_images, image_budget, image_notice
 from app.domain.files.storage import link_unique, relative_path, session_dir
-from app.domain.sessions.access import Viewer, reaches_llm
-from app.domain.sessions.schemas import MessageIn, MessageOut
+from app.domain.kernel.access import Viewer, reaches_llm
+from app.domain.kernel.messages import MessageIn, MessageOut
+from app.domain.kernel.profiles import Profiles, ProfilesError, load_profiles
 from app.lib.errors import UnsupportedMedia
 
 log = structlog.get_logger()

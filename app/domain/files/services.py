@@ -1,6 +1,6 @@
 """Session files: uploads, listing, share_file, content_publish, and the cleanup job.
 
-Access: every operation first resolves the session through `SessionService.get` with
+Access: every operation first resolves the session through `SessionAccess.get` with
 the caller's Viewer (404 for a session the caller may not see); the writes — upload,
 share_file — with `Viewer.editor` (403 for a reader who may not change it). Long
 transfers (uploads, share_file copies) check the session in a short transaction of their
@@ -37,8 +37,8 @@ from app.domain.files.storage import (
     session_files_root,
 )
 from app.domain.files.uploads import StoredUpload, UploadLimits, receive
-from app.domain.sessions.access import Viewer
-from app.domain.sessions.services import SessionService
+from app.domain.kernel.access import Viewer
+from app.domain.kernel.ownership import SessionAccess
 from app.lib.errors import Forbidden, NotFound, PayloadTooLarge, Unprocessable
 
 log = structlog.get_logger()
@@ -77,7 +77,7 @@ async def check_session(
     """404 unless the session is in the viewer's scope (403 for an editor who may only
     read it); a transaction of its own."""
     async with transaction(state.session_factory) as db:
-        await SessionService(db, settings).get(session_id, viewer)
+        await SessionAccess(db).get(session_id, viewer)
 
 
 async def upload(

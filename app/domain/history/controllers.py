@@ -7,7 +7,6 @@ from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from app.domain.auth.principal import Principal
 from app.domain.history.schemas import (
     ChatHistoryIn,
     ChatHistoryOut,
@@ -23,8 +22,9 @@ from app.domain.history.search import (
     utc,
 )
 from app.domain.history.services import HistorySearch
-from app.domain.sessions.access import Viewer
-from app.domain.sessions.services import SessionService
+from app.domain.kernel.access import Viewer
+from app.domain.kernel.ownership import SessionAccess
+from app.domain.kernel.principal import Principal
 from app.lib.errors import Unprocessable
 
 SESSION_HEADER = "x-navi-session-id"
@@ -104,6 +104,6 @@ class ChatHistoryController(Controller):
         if len(call.query) > MAX_QUERY:
             raise Unprocessable(f"query: at most {MAX_QUERY} characters")
         sid = session_from(data.session_id, request)
-        await SessionService(db, settings).get(sid, Viewer.of(principal))
+        await SessionAccess(db).get(sid, Viewer.of(principal))
         result = await HistorySearch(db, state.llm, settings).run(sid, call)
         return result_out(sid, result)

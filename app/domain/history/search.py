@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
-from app.domain.memory.unified import clamp_k, query_terms
-from app.domain.memory.window import best_window
+from app.domain.kernel.terms import clamp_k, query_terms
+from app.domain.raw_history.window import best_window
 from app.lib.inputs import scrub_text
 
 Mode = Literal["search", "recent"]

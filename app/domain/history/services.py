@@ -20,7 +20,7 @@ from app.domain.history.search import (
     merge_keyword,
     pick_neighbours,
 )
-from app.domain.memory.unified import query_terms
+from app.domain.kernel.terms import query_terms
 from app.llm.gateway import LLMError, LLMGateway
 
 log = structlog.get_logger()

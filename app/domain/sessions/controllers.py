@@ -13,10 +13,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.db.models import Session
-from app.domain.auth.principal import Principal
-from app.domain.context.events import ContextEvent
-from app.domain.context.services import context_service
-from app.domain.sessions.access import Viewer
+from app.domain.kernel.access import Viewer
+from app.domain.kernel.events import ContextEvent
+from app.domain.kernel.principal import Principal
+from app.domain.sessions.hooks import SessionHooks
 from app.domain.sessions.repositories import SessionRepository
 from app.domain.sessions.schemas import (
     AppendRequest,
@@ -94,16 +94,12 @@ class SessionController(Controller):
         db: AsyncSession,
         settings: Settings,
         state: State,
+        session_hooks: SessionHooks,
     ) -> SessionOut:
         row = await SessionService(db, settings).create(
             data.profile_id, principal.id, data.name, known=state.profiles.ids()
         )
-        if settings.extraction_enabled:
-            # A new session is when older ones went quiet: learn from them (seed: facts).
-            from app.domain.facts.extraction import extract_stale_sessions
-            from app.lib.jobs import spawn
-
-            spawn(state, extract_stale_sessions(state), "memory.extraction")
+        session_hooks.created(state, settings)
         return session_out(row)
 
     @get("/")
@@ -201,13 +197,14 @@ class SessionController(Controller):
         db: AsyncSession,
         settings: Settings,
         state: State,
+        session_hooks: SessionHooks,
     ) -> AppendResult:
         viewer = Viewer.editor(principal)
         refs = await SessionService(db, settings).append(session_id, viewer, data.messages)
         events: list[ContextEvent] = []
         if data.usage is not None:  # the post-turn check (app/domain/context)
-            events = await context_service(db, settings, state).after_append(
-                session_id, viewer, data.usage
+            events = await session_hooks.appended(
+                db, settings, state, session_id, viewer, data.usage
             )
         return AppendResult(session_id=session_id, messages=refs, events=events)
 

@@ -11,7 +11,7 @@ from sqlalchemy import BindParameter, ColumnElement, Integer, Select, bindparam,
 from sqlalchemy.sql.elements import TextClause
 
 from app.db.models import Message, MessageArchive, Session
-from app.domain.sessions.access import Viewer
+from app.domain.kernel.access import Viewer
 from app.lib.sql import contains_pattern
 
 SORT_COLUMNS = {
@@ -31,10 +31,6 @@ SUMMARY_COLUMNS = (
     "last_active",
     "display_message_count",
 )
-
-
-def visible(viewer: Viewer):  # type: ignore[no-untyped-def]
-    return True if viewer.all_users else Session.user_id == viewer.user_id
 
 
 def search_filters(  # type: ignore[no-untyped-def]

@@ -18,7 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.base import TRIGRAM_INDEX_PREFIX
 from app.db.models import MemoryChunk, Message, MessageArchive, Session
-from app.domain.sessions.access import Viewer
+from app.domain.kernel.access import Viewer
+from app.domain.kernel.repositories import visible
 from app.domain.sessions.queries import (
     ESTIMATE_MATCHES_SQL,
     MATCHES_RARE_SQL,
@@ -26,14 +27,12 @@ from app.domain.sessions.queries import (
     RARE_TERM_ROWS,
     search_filters,
     summaries_page,
-    visible,
 )
 from app.lib.sql import contains_pattern
 
 MESSAGE_COLUMNS = [c.name for c in Message.__table__.columns if c.name != "id"]
 _COLS_SQL = ", ".join(f'"{c}"' for c in MESSAGE_COLUMNS)
 
-_visible = visible
 _MESSAGES = cast(Table, Message.__table__)
 
 
@@ -58,7 +57,7 @@ class SessionRepository:
     async def get(self, session_id: uuid.UUID, viewer: Viewer) -> Session | None:
         return (
             await self.session.execute(
-                select(Session).where(Session.id == session_id, _visible(viewer))
+                select(Session).where(Session.id == session_id, visible(viewer))
             )
         ).scalar_one_or_none()
 
@@ -67,7 +66,7 @@ class SessionRepository:
         return (
             await self.session.execute(
                 select(Session)
-                .where(Session.id == session_id, _visible(viewer))
+                .where(Session.id == session_id, visible(viewer))
                 .with_for_update()
                 .execution_options(populate_existing=True)
             )
@@ -75,7 +74,7 @@ class SessionRepository:
 
     async def update_fields(self, session_id: uuid.UUID, viewer: Viewer, **values: Any) -> bool:
         result = await self.session.execute(
-            update(Session).where(Session.id == session_id, _visible(viewer)).values(**values)
+            update(Session).where(Session.id == session_id, visible(viewer)).values(**values)
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
 
@@ -85,7 +84,7 @@ class SessionRepository:
         Raw chunks have no FK (by design) and are deleted here explicitly.
         """
         result = await self.session.execute(
-            delete(Session).where(Session.id == session_id, _visible(viewer))
+            delete(Session).where(Session.id == session_id, visible(viewer))
         )
         if not result.rowcount:  # type: ignore[attr-defined]
             return False
@@ -95,7 +94,7 @@ class SessionRepository:
     async def count_summaries(
         self, viewer: Viewer, *, profile_id: str | None = None, search: str | None = None
     ) -> int:
-        stmt = select(func.count()).select_from(Session).where(_visible(viewer))
+        stmt = select(func.count()).select_from(Session).where(visible(viewer))
         per_session = await self._per_session_search(viewer, search)
         stmt = search_filters(stmt, profile_id, search, per_session=per_session)
         return (await self.session.execute(stmt)).scalar_one()
@@ -198,7 +197,7 @@ class SessionRepository:
         """
         stmt = (
             update(Session)
-            .where(Session.id == session_id, _visible(viewer))
+            .where(Session.id == session_id, visible(viewer))
             .values(
                 next_seq=Session.next_seq + n_total,
                 next_display_index=Session.next_display_index + n_display,
@@ -341,7 +340,7 @@ class SessionRepository:
         visible_ids = list(
             (
                 await self.session.execute(
-                    select(Session.id).where(Session.id.in_(list(session_ids)), _visible(viewer))
+                    select(Session.id).where(Session.id.in_(list(session_ids)), visible(viewer))
                 )
             ).scalars()
         )

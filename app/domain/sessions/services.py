@@ -15,19 +15,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.db.models import Message, MessageArchive, Session
-from app.domain.context.layout import order_context
 from app.domain.files.images import attach_pasted_images, check_pasted_image, with_context_note
-from app.domain.history.compaction import after_append
-from app.domain.sessions.access import Viewer, reaches_llm
+from app.domain.kernel.access import Viewer, reaches_llm
+from app.domain.kernel.layout import order_context
+from app.domain.kernel.messages import MessageIn, MessageOut
+from app.domain.kernel.ownership import SessionAccess
+from app.domain.sessions.compaction import after_append
 from app.domain.sessions.repositories import SessionRepository
-from app.domain.sessions.schemas import (
-    MAX_APPEND,
-    AppendedRef,
-    HistoryPage,
-    MessageIn,
-    MessageOut,
-)
-from app.lib.errors import Forbidden, NotFound, PayloadTooLarge, Unprocessable
+from app.domain.sessions.schemas import MAX_APPEND, AppendedRef, HistoryPage
+from app.lib.errors import PayloadTooLarge, Unprocessable
 from app.lib.inputs import check_time, reject_nul, scrub
 
 log = structlog.get_logger()
@@ -168,6 +164,7 @@ def message_row(
 class SessionService:
     def __init__(self, db: AsyncSession, settings: Settings) -> None:
         self.repo = SessionRepository(db)
+        self.access = SessionAccess(db)
         self.settings = settings
 
     async def create(
@@ -185,22 +182,10 @@ class SessionService:
         return row
 
     async def get(self, session_id: uuid.UUID, viewer: Viewer) -> Session:
-        row = await self.repo.get(session_id, viewer)
-        if row is None:
-            await self.refuse(session_id, viewer)
-        return row
+        return await self.access.get(session_id, viewer)
 
     async def refuse(self, session_id: uuid.UUID, viewer: Viewer) -> NoReturn:
-        """The answer when a session query found nothing in the viewer's scope: 403 for
-        an editor who may read the session but not change it, 404 otherwise (a session
-        you may not see is never confirmed to exist)."""
-        if viewer.modifies and await self.repo.get(session_id, viewer.reader()) is not None:
-            log.info("session.write_refused", session_id=str(session_id), user_id=viewer.user_id)
-            raise Forbidden(
-                "session: navi.sessions.read_all permits reading it; "
-                "only its owner or an admin may change it"
-            )
-        raise NotFound(f"no session {session_id}")
+        await self.access.refuse(session_id, viewer)
 
     async def patch(self, session_id: uuid.UUID, viewer: Viewer, values: dict[str, Any]) -> Session:
         if "name" in values:

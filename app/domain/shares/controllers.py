@@ -8,7 +8,7 @@ from litestar.response import File
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from app.domain.auth.principal import Principal
+from app.domain.kernel.principal import Principal
 from app.domain.shares.schemas import SharedMessages, SharedSession, ShareOut
 from app.domain.shares.services import ShareService
 from app.lib.errors import NotFound

@@ -21,10 +21,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.db.models import Message, MessageArchive, Session
-from app.domain.auth.principal import ANONYMOUS_ID, Principal
-from app.domain.sessions.access import Viewer
+from app.domain.kernel.access import Viewer
+from app.domain.kernel.ownership import SessionAccess
+from app.domain.kernel.principal import ANONYMOUS_ID, Principal
 from app.domain.sessions.repositories import SessionRepository
-from app.domain.sessions.services import SessionService
 from app.domain.shares.repositories import ShareRepository
 from app.domain.shares.schemas import SharedMessage, SharedMessages, SharedSession
 from app.lib.errors import Conflict, Forbidden, NotFound
@@ -125,7 +125,7 @@ class ShareService:
 
     async def issue(self, session_id: uuid.UUID, principal: Principal) -> str:
         """The session's link token, created on the first call (idempotent)."""
-        session = await SessionService(self.db, self.settings).get(session_id, Viewer.of(principal))
+        session = await SessionAccess(self.db).get(session_id, Viewer.of(principal))
         if not may_publish(principal, session.user_id):
             raise Forbidden("session: only its owner or an admin may share it")
         if session.next_seq == 0:

@@ -20,9 +20,9 @@ from litestar.testing import AsyncTestClient
 from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory, transaction
-from app.domain.memory.idle_index import EMBED_ATTEMPTS, IndexPassResult, index_idle_sessions
-from app.domain.memory.index_state import RawIndexRepository
-from app.domain.memory.indexer import index_demoted
+from app.domain.raw_history.idle_index import EMBED_ATTEMPTS, IndexPassResult, index_idle_sessions
+from app.domain.raw_history.indexer import index_demoted
+from app.domain.raw_history.state_repository import RawIndexRepository
 from tests.conftest import ROOT, new_user
 from tests.fakes.ollama_server import FakeOllama
 from tests.integration.context.conftest import append, new_session
@@ -118,7 +118,7 @@ async def test_idle_minutes_setting_and_switch(
     # the job does nothing when switched off (the pass itself is what the CLI runs)
     from litestar.datastructures import State
 
-    from app.domain.memory.idle_index import index_idle_job
+    from app.domain.raw_history.idle_index import index_idle_job
 
     off = State({"settings": dataclasses.replace(settings, raw_index_idle_enabled=False)})
     assert await index_idle_job(off) is None

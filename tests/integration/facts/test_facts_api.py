@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from litestar.testing import AsyncTestClient
 
-from app.domain.auth.principal import PERM_MEMORY_READ_ALL
+from app.domain.kernel.principal import PERM_MEMORY_READ_ALL
 from tests.conftest import new_user
 from tests.fakes.ollama_server import FakeOllama
 from tests.integration.facts.conftest import sql

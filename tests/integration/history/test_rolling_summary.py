@@ -20,8 +20,8 @@ import pytest
 from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import create_engine, session_factory
-from app.domain.context.profiles import load_profiles
-from app.domain.history.rolling_service import run_rolling_summaries
+from app.domain.kernel.profiles import load_profiles
+from app.domain.rolling.services import run_rolling_summaries
 from tests.conftest import ADMIN_TOKEN
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
@@ -300,8 +300,8 @@ async def test_summarised_chunks_go_to_the_raw_history_index(
     make_client, rolling_settings, db_url, ollama
 ) -> None:  # type: ignore[no-untyped-def]
     """What rolling mode summarises is searchable verbatim, as compression's demotions are."""
-    from app.domain.context.hooks import DemotionHooks
-    from app.domain.memory.hooks import raw_history_hook
+    from app.domain.kernel.hooks import DemotionHooks
+    from app.domain.raw_history.hooks import raw_history_hook
 
     sid = await _session(make_client, rolling_settings, "chat", exchanges=4)
     ollama.chat_replies = [summariser(), summariser()]

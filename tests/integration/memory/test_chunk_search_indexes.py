@@ -10,9 +10,9 @@ from sqlalchemy import text
 
 from app.db.engine import session_factory, transaction
 from app.db.models.memory import CHUNK_USER_TSV, SEGMENT_BUCKETS
-from app.domain.memory.chunk_repository import ChunkRepository, user_bucket
-from app.domain.memory.chunks import RawChunk
-from app.domain.memory.search_memory import CommonTerms
+from app.domain.raw_history.chunks import RawChunk
+from app.domain.raw_history.repositories import ChunkRepository, user_bucket
+from app.domain.raw_history.search_cache import CommonTerms
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -329,7 +329,7 @@ async def test_common_terms_are_remembered_while_the_users_chunks_stay(engine, m
     """A term found in `TERM_CAP` chunks or more (here 2) is looked up once while the
     user's chunks do not change; a chunk added changes their version and the term is
     looked up again; a search of one session's chunks does not use the memory."""
-    import app.domain.memory.search_service as search_service
+    import app.domain.raw_history.search as search_service
 
     monkeypatch.setattr(search_service, "_COMMON", CommonTerms(8))
     monkeypatch.setattr(search_service, "TERM_CAP", 2)

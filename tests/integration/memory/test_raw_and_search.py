@@ -8,10 +8,10 @@ from sqlalchemy import text
 
 from app.asgi import build_gateway
 from app.db.engine import session_factory, transaction
-from app.domain.memory.chunk_repository import ChunkRepository
-from app.domain.memory.indexer import index_demoted
-from app.domain.memory.search_memory import Walkers
-from app.domain.memory.search_service import search_raw
+from app.domain.raw_history.indexer import index_demoted
+from app.domain.raw_history.repositories import ChunkRepository
+from app.domain.raw_history.search import search_raw
+from app.domain.raw_history.search_cache import Walkers
 from tests.conftest import new_user
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -248,8 +248,8 @@ async def test_unified_search_reads_facts_on_a_side_connection(client, engine, s
     """With the service's session factory, facts and sketches are read on a second
     connection while the raw index is searched; a failure there is raised only once the
     raw search is done, and the request's session is left usable."""
-    from app.domain.memory.unified import MemoryHit
-    from app.domain.memory.unified_search import UnifiedSearch
+    from app.domain.kernel.hits import MemoryHit
+    from app.domain.search.services import UnifiedSearch
 
     sid = await _session(client)
     await _index(engine, settings, "admin", sid)
@@ -289,7 +289,7 @@ async def test_search_raw_segment_lookup_on_a_side_connection(
     while the term lookups run on the first: same hits as one connection gives. A user
     seen past it has the walk started at once, beside the count; once seen below it, no
     longer."""
-    import app.domain.memory.search_service as search_service
+    import app.domain.raw_history.search as search_service
 
     sid = await _session(client)
     await _index(engine, settings, "admin", sid)

@@ -22,8 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory
-from app.domain.memory.embedding_repository import fact_text
-from app.domain.memory.reembed import (
+from app.domain.reembed.repositories import fact_text
+from app.domain.reembed.services import (
     ReembedError,
     check_database_dimension,
     cmd_reembed,

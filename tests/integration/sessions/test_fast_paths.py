@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.engine import session_factory, transaction
 from app.db.models import Session
-from app.domain.sessions.access import Viewer
+from app.domain.kernel.access import Viewer
 from app.domain.sessions.queries import MATCHES_RARE_SQL, MATCHES_SQL, search_filters
 from app.domain.sessions.repositories import SessionRepository
 from app.lib.sql import contains_pattern

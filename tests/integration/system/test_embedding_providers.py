@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory
-from app.domain.memory.reembed import reembed
+from app.domain.reembed.services import reembed
 from app.llm.local_embedder import LocalEmbedder
 from tests.fakes.ollama_server import FakeOllama
 

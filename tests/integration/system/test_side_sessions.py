@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.db.engine import create_engine, in_own_session, session_factory, transaction
 from app.domain.facts.search_repository import FactSearchRepository
-from app.domain.memory.sketch_repository import SCRATCHPAD, SketchRepository
+from app.domain.sketches.repositories import SCRATCHPAD, SketchRepository
 from app.lib.sql import DriverRows
 
 

@@ -1,5 +1,5 @@
 from app.domain.auth.cache import PrincipalCache
-from app.domain.auth.principal import Principal
+from app.domain.kernel.principal import Principal
 
 ALICE = Principal(id="alice", name="alice")
 BOB = Principal(id="bob", name="bob")

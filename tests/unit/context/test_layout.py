@@ -1,5 +1,5 @@
 from app.domain.compression import Msg
-from app.domain.context.layout import CONTEXT_HEAD, order_context
+from app.domain.kernel.layout import CONTEXT_HEAD, order_context
 
 
 def _m(seq: int, role: str = "user", **kw: object) -> Msg:

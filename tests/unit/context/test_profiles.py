@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from app.config import Settings, SettingsError
-from app.domain.context.profiles import ProfilesError, default_summary_prompt, load_profiles
+from app.domain.kernel.profiles import ProfilesError, default_summary_prompt, load_profiles
 
 
 def _file(tmp_path: Path, body: object) -> str:

@@ -10,8 +10,8 @@ import pytest
 
 from app.config import Settings
 from app.domain.compression import Msg
-from app.domain.context.profiles import Profile, load_profiles
 from app.domain.context.summarizer import LLMSummarizer, SummaryError, merge_keys
+from app.domain.kernel.profiles import Profile, load_profiles
 from app.llm.gateway import LLMGateway, LLMUnavailableError
 from tests.fakes.ollama_server import FakeOllama
 from tests.unit.compression.images import png

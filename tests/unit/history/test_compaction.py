@@ -1,9 +1,4 @@
-from app.domain.history.compaction import (
-    CHECK_EVERY,
-    HotRow,
-    compaction_cut,
-    should_check,
-)
+from app.domain.sessions.compaction import CHECK_EVERY, HotRow, compaction_cut, should_check
 
 
 def rows(*spec: tuple[str, int], context_from: int | None = None) -> list[HotRow]:

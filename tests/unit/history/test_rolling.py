@@ -3,7 +3,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.domain.history.rolling import (
+from app.domain.rolling.summary import (
     MAX_DECISIONS,
     SummaryParseError,
     TranscriptMessage,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.domain.memory.breadcrumbs import (
+from app.domain.raw_history.breadcrumbs import (
     MAX_BREADCRUMBS,
     clean_breadcrumb,
     extract_breadcrumbs,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.domain.memory.chunks import (
+from app.domain.raw_history.chunks import (
     CHUNK_MAX_CHARS,
     CHUNK_MESSAGE_MAX_CHARS,
     ChunkMessage,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from app.domain.memory.ranking import Candidate, line_spans, rank_chunks
-from app.domain.memory.render import format_hits
-from app.domain.memory.unified import MemoryHit
-from app.domain.memory.window import GAP, Focused, interleave_windows
+from app.domain.kernel.hits import MemoryHit
+from app.domain.raw_history.ranking import Candidate, line_spans, rank_chunks
+from app.domain.raw_history.window import GAP, Focused, interleave_windows
+from app.domain.search.render import format_hits
 
 A = "User: a0 intro, who is it?\nAssistant: a1 is the port 8099?\nUser: a2 thanks, and the host?\nAssistant: a3 later the host?\nUser: a4 bye"
 B = "User: b0 hello\nAssistant: b1 the nginx config?\nUser: b2 ok"

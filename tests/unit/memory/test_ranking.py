@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.domain.memory.ranking import (
+from app.domain.kernel.hits import MemoryHit
+from app.domain.raw_history.ranking import (
     Candidate,
     idf,
     line_spans,
@@ -16,9 +17,8 @@ from app.domain.memory.ranking import (
     term_hits,
     term_pattern,
 )
-from app.domain.memory.render import format_hits, hit_excerpt, keys_shown
-from app.domain.memory.unified import MemoryHit
-from app.domain.memory.window import line_windows
+from app.domain.raw_history.window import line_windows
+from app.domain.search.render import format_hits, hit_excerpt, keys_shown
 
 
 def chunk(lines: list[str]) -> str:

@@ -1,7 +1,7 @@
 """`search_memory`: what the raw search remembers between searches (walkers, common terms)."""
 
-from app.domain.memory.search_memory import CommonTerms
-from app.domain.memory.search_memory import Walkers as _Walkers
+from app.domain.raw_history.search_cache import CommonTerms
+from app.domain.raw_history.search_cache import Walkers as _Walkers
 
 
 def test_remembers_the_last_users_seen_past_the_line() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.domain.memory.indexer import segment_texts, segment_vectors
-from app.domain.memory.ranking import SEGMENT_CHARS, segment_spans
+from app.domain.raw_history.indexer import segment_texts, segment_vectors
+from app.domain.raw_history.ranking import SEGMENT_CHARS, segment_spans
 
 
 def test_every_segment_is_embedded_and_no_chunk_text_of_its_own() -> None:

@@ -1,6 +1,6 @@
 """The text side's candidate cut (`search_service.text_candidates`)."""
 
-from app.domain.memory.search_service import TEXT_CANDIDATES, TEXT_CANDIDATES_ALL, text_candidates
+from app.domain.raw_history.search import TEXT_CANDIDATES, TEXT_CANDIDATES_ALL, text_candidates
 
 
 def _ids(n: int, prefix: str) -> list[str]:

@@ -4,18 +4,16 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.domain.memory.render import format_hits
-from app.domain.memory.unified import (
-    MemoryHit,
-    clamp_k,
+from app.domain.kernel.hits import MemoryHit
+from app.domain.kernel.terms import clamp_k, normalize_scope, query_terms
+from app.domain.search.merge import (
     mark_freshness,
     merge_tiered,
-    normalize_scope,
-    query_terms,
     recall_filter,
     recall_query,
     shared_terms,
 )
+from app.domain.search.render import format_hits
 
 NOV6 = datetime(2026, 11, 6, 18, 41)
 NOV9 = datetime(2026, 11, 9, 12, 0)
@@ -357,7 +355,7 @@ def test_recall_query_clips_long_messages() -> None:
 
 def test_recall_leaves_out_the_live_context() -> None:
     from app.domain.compression import Msg
-    from app.domain.memory.recall import live_from
+    from app.domain.search.recall import live_from
 
     context = [
         Msg(role="system", content="prompt", sequence_number=0),

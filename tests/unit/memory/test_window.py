@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from app.domain.memory.render import format_hits, head_excerpt
-from app.domain.memory.unified import MemoryHit
-from app.domain.memory.window import best_window, term_occurrences
+from app.domain.kernel.hits import MemoryHit
+from app.domain.raw_history.window import best_window, term_occurrences
+from app.domain.search.render import format_hits, head_excerpt
 
 
 def filler_lines(n_chars: int, seed: str = "talk") -> str:

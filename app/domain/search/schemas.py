@@ -50,13 +50,3 @@ class MemorySearchOut(msgspec.Struct):
     k: int
     hits: list[HitOut]
     text: str
-
-
-class SketchIn(msgspec.Struct, forbid_unknown_fields=True):
-    value: str
-
-
-class SketchOut(msgspec.Struct):
-    section: str
-    value: str
-    updated_at: datetime

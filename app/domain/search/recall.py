@@ -20,17 +20,13 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from app.domain.memory.chunk_repository import ChunkRepository
-from app.domain.memory.render import hit_excerpt
-from app.domain.memory.search_service import search_raw
-from app.domain.memory.unified import (
-    MemoryHit,
-    mark_freshness,
-    query_terms,
-    recall_filter,
-    recall_query,
-)
-from app.domain.memory.unified_search import FactSearch
+from app.domain.kernel.hits import MemoryHit
+from app.domain.kernel.terms import query_terms
+from app.domain.raw_history.repositories import ChunkRepository
+from app.domain.raw_history.search import search_raw
+from app.domain.search.merge import mark_freshness, recall_filter, recall_query
+from app.domain.search.render import hit_excerpt
+from app.domain.search.services import FactSearch
 from app.llm.gateway import LLMGateway
 
 log = structlog.get_logger()

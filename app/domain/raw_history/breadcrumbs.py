@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from app.domain.memory.stopwords import STOPWORDS
+from app.domain.kernel.stopwords import STOPWORDS
 
 MAX_BREADCRUMBS = 40
 _MAX_CRUMB_CHARS = 200

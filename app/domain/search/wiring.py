@@ -6,7 +6,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.domain.error_memory.services import unified_error_search
-from app.domain.memory.unified_search import FactSearch, UnifiedSearch
+from app.domain.search.services import FactSearch, UnifiedSearch
 from app.llm.gateway import LLMGateway
 
 

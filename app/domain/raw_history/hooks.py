@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.compression import Msg
-from app.domain.context.hooks import DemotionHook
-from app.domain.memory.indexer import index_demoted
+from app.domain.kernel.hooks import DemotionHook
+from app.domain.raw_history.indexer import index_demoted
 from app.llm.gateway import LLMGateway
 
 

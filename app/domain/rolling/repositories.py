@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.domain.history.rolling import TranscriptMessage
+from app.domain.rolling.summary import TranscriptMessage
 
 # What the summary reads: the conversation, not system prompts, summaries or markers.
 _SUMMARISABLE = (

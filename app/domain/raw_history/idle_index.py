@@ -42,9 +42,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.engine import transaction
-from app.domain.memory.chunk_repository import ChunkRepository
-from app.domain.memory.index_state import RawIndexRepository
-from app.domain.memory.indexer import (
+from app.domain.kernel.jobs import unless_running
+from app.domain.raw_history.indexer import (
     Segments,
     chunks_of,
     embed_chunks,
@@ -52,7 +51,8 @@ from app.domain.memory.indexer import (
     segment_texts,
     segment_vectors,
 )
-from app.lib.jobs import unless_running
+from app.domain.raw_history.repositories import ChunkRepository
+from app.domain.raw_history.state_repository import RawIndexRepository
 from app.llm.errors import EmbeddingDisabledError, LLMError, LLMUnavailableError
 from app.llm.factory import build_gateway
 from app.llm.gateway import LLMGateway

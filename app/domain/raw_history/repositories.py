@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import MemoryChunk, MemoryChunkVector, Message
 from app.db.models.memory import CHUNK_USER_TSV, SEGMENT_BUCKETS
-from app.domain.memory.chunks import RawChunk
-from app.domain.memory.ranking import PREFIX_MIN
+from app.domain.raw_history.chunks import RawChunk
+from app.domain.raw_history.ranking import PREFIX_MIN
 from app.lib.sql import DriverRows, vector_literal
 
 _CHUNK_COLUMNS = (

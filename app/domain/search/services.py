@@ -17,18 +17,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.engine import in_own_session
-from app.domain.memory.chunk_repository import ChunkRepository
-from app.domain.memory.render import format_hits
-from app.domain.memory.search_service import search_raw
-from app.domain.memory.sketch_repository import SCRATCHPAD, SketchRepository
-from app.domain.memory.unified import (
-    MemoryHit,
-    clamp_k,
-    mark_freshness,
-    merge_tiered,
-    normalize_scope,
-    query_terms,
-)
+from app.domain.kernel.hits import MemoryHit
+from app.domain.kernel.terms import clamp_k, normalize_scope, query_terms
+from app.domain.raw_history.repositories import ChunkRepository
+from app.domain.raw_history.search import search_raw
+from app.domain.search.merge import mark_freshness, merge_tiered
+from app.domain.search.render import format_hits
+from app.domain.sketches.repositories import SCRATCHPAD, SketchRepository
 from app.lib.aio import both
 from app.llm.gateway import LLMError, LLMGateway
 

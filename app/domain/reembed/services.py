@@ -32,8 +32,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.engine import transaction
-from app.domain.memory.embedding_repository import ColumnChange, EmbeddingRepository
-from app.domain.memory.indexer import segment_texts, segment_vectors
+from app.domain.raw_history.indexer import segment_texts, segment_vectors
+from app.domain.reembed.repositories import ColumnChange, EmbeddingRepository
 from app.llm.factory import build_gateway
 from app.llm.gateway import LLMError, LLMGateway
 

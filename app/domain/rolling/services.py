@@ -35,9 +35,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.engine import transaction
-from app.domain.context.hooks import DemotionHooks
-from app.domain.context.profiles import Profiles, load_profiles
-from app.domain.history.rolling import (
+from app.domain.kernel.hooks import DemotionHooks
+from app.domain.kernel.profiles import Profiles, load_profiles
+from app.domain.rolling.repositories import RollingRepository
+from app.domain.rolling.summary import (
     EMPTY_SUMMARY,
     SummaryParseError,
     TranscriptMessage,
@@ -49,7 +50,6 @@ from app.domain.history.rolling import (
     parse_summary,
     render_transcript,
 )
-from app.domain.history.rolling_repository import RollingRepository
 from app.llm.gateway import LLMError, LLMGateway
 
 log = structlog.get_logger()

@@ -8,15 +8,15 @@ Two scopes, decided here and nowhere else:
   (and local mode). `navi.sessions.read_all` grants reading only.
 
 A session outside the view scope is 404 everywhere. A session inside the view scope but
-outside the modify scope is 403 on every write (`SessionService` tells the two apart
-with `Viewer.reader` when a write finds nothing).
+outside the modify scope is 403 on every write (`kernel.ownership.SessionAccess` tells the two
+apart with `Viewer.reader` when a write finds nothing).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.domain.auth.principal import Principal
+from app.domain.kernel.principal import Principal
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,11 @@ import structlog
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.domain.memory.breadcrumbs import extract_breadcrumbs, merge_breadcrumbs
-from app.domain.memory.chunk_repository import ChunkRepository
-from app.domain.memory.chunks import ChunkMessage, RawChunk, build_chunks
-from app.domain.memory.index_state import RawIndexRepository
-from app.domain.memory.ranking import segment_spans
+from app.domain.raw_history.breadcrumbs import extract_breadcrumbs, merge_breadcrumbs
+from app.domain.raw_history.chunks import ChunkMessage, RawChunk, build_chunks
+from app.domain.raw_history.ranking import segment_spans
+from app.domain.raw_history.repositories import ChunkRepository
+from app.domain.raw_history.state_repository import RawIndexRepository
 from app.llm.gateway import LLMError, LLMGateway
 
 log = structlog.get_logger()

@@ -18,104 +18,23 @@ exactly the question.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence, Set
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Literal
 
-from app.domain.memory.stopwords import STOPWORDS
+from app.domain.kernel.hits import MemoryHit
+from app.domain.kernel.terms import TOKEN, query_terms
 
 __all__ = [
-    "DEFAULT_K",
-    "MAX_K",
-    "SCOPES",
-    "MemoryHit",
-    "clamp_k",
     "mark_freshness",
     "merge_tiered",
-    "normalize_scope",
-    "query_terms",
     "recall_filter",
     "recall_query",
     "shared_terms",
 ]
 
-SourceType = Literal["fact", "raw", "sketch", "error"]
-
-SCOPES = ("all", "facts", "raw", "sketches", "errors")
-DEFAULT_K = 5
-MAX_K = 20
 RECALL_MESSAGES = 4
 RECALL_MESSAGE_CHARS = 1000
-
-_TOKEN = re.compile(r"[^\W_]+")
-
-
-@dataclass(frozen=True)
-class MemoryHit:
-    source_type: SourceType
-    text: str
-    session_id: str | None = None
-    timestamp: datetime | None = None
-    key: str | None = None  # fact key / sketch section / error kind
-    category: str | None = None  # fact category
-    start_seq: int = -1  # raw: first demoted turn
-    end_seq: int = -1  # raw: last demoted turn
-    chunk_id: str | None = None
-    score: float | None = None  # vector similarity, 0..1 when available
-    terms_hit: int = 0  # lexical overlap, for the text-search path
-    superseded_by: str | None = None  # key of a newer curated fact that overrides this
-    before_summary: bool = False  # raw, older than the current session's last summary
-    breadcrumbs: tuple[str, ...] = ()
-    matched_terms: tuple[str, ...] = ()  # terms the store matched, if it reports them
-    # raw: the store's fused relevance (ranks before `score` / `terms_hit` when set) and
-    # the (start, end) spans of the lines the excerpt centres on, best first
-    rank: float | None = None
-    focus: tuple[tuple[int, int], ...] = ()
-    focus_scores: tuple[float, ...] = ()  # the focus lines' scores, comparable across hits
-
-
-def normalize_scope(scope: object) -> str:
-    """`all`, `facts`, `raw`, `sketches` or `errors`; anything else is `all`."""
-    value = scope.strip().lower() if isinstance(scope, str) else ""
-    return value if value in SCOPES else "all"
-
-
-def clamp_k(k: object) -> int:
-    """Results per store, 1..20. None, 0, booleans and garbage mean the default (5)."""
-    if isinstance(k, bool) or k is None:
-        return DEFAULT_K
-    value: float
-    if isinstance(k, int | float):
-        value = k
-    elif isinstance(k, str):
-        try:
-            value = float(k.strip())
-        except ValueError:
-            return DEFAULT_K
-    else:
-        return DEFAULT_K
-    if not math.isfinite(value) or int(value) == 0:
-        return DEFAULT_K
-    return max(1, min(int(value), MAX_K))
-
-
-def query_terms(query: str) -> list[str]:
-    """Lower-cased content words of `query`, in order, without stopwords or repeats.
-
-    Words are runs of letters and digits: `server_port` and `nginx.conf` split into
-    their parts, so they meet the same words written with spaces. One-letter words are
-    dropped, one-digit numbers kept.
-    """
-    seen: set[str] = set()
-    terms: list[str] = []
-    for token in _TOKEN.findall((query or "").lower()):
-        if token in seen or token in STOPWORDS or (len(token) < 2 and not token.isdigit()):
-            continue
-        seen.add(token)
-        terms.append(token)
-    return terms
 
 
 def shared_terms(fact_text: str, raw_text: str) -> int:
@@ -131,7 +50,7 @@ def _words(text: str) -> set[str]:
     """Every word of `text`, lower-cased: what a fact's content words are looked up in
     (they hold no stopword, so the raw side needs no filtering — one C-level scan of a
     4,000-char chunk instead of `query_terms`' Python loop, ~1 ms a chunk)."""
-    return set(_TOKEN.findall(text.lower()))
+    return set(TOKEN.findall(text.lower()))
 
 
 def mark_freshness(

@@ -27,12 +27,12 @@ from app.domain.compression import (
     view_budget_tokens,
 )
 from app.domain.context.compressor import estimator_for, load_context
-from app.domain.context.profiles import Profile
 from app.domain.context.schemas import PrepareOut
-from app.domain.history.rolling import recent_window, summary_block
-from app.domain.history.rolling_repository import RollingRepository
+from app.domain.kernel.messages import MessageOut
+from app.domain.kernel.profiles import Profile
+from app.domain.rolling.repositories import RollingRepository
+from app.domain.rolling.summary import recent_window, summary_block
 from app.domain.sessions.repositories import SessionRepository
-from app.domain.sessions.schemas import MessageOut
 from app.domain.sessions.services import message_out
 
 SUMMARY_SOURCE = "rolling_summary"

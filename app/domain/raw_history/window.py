@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.domain.memory.chunks import TOOL_RESULT
-from app.domain.memory.ranking import line_spans
+from app.domain.raw_history.chunks import TOOL_RESULT
+from app.domain.raw_history.ranking import line_spans
 
 ELLIPSIS = "…"
 _SNAP_WORD = 40  # how far a window edge moves to land on whitespace

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from app.domain.memory.unified import MemoryHit, normalize_scope, query_terms
-from app.domain.memory.window import Focused, best_window, interleave_windows, line_windows
+from app.domain.kernel.hits import MemoryHit
+from app.domain.kernel.terms import normalize_scope, query_terms
+from app.domain.raw_history.window import Focused, best_window, interleave_windows, line_windows
 
 __all__ = [
     "BEFORE_SUMMARY",

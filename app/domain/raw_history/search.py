@@ -14,10 +14,11 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.db.engine import in_own_session
-from app.domain.memory.chunk_repository import ChunkRepository, ChunkScope, Segment
-from app.domain.memory.ranking import Candidate, idf, rank_chunks, stem_term
-from app.domain.memory.search_memory import CommonTerms, Walkers
-from app.domain.memory.unified import MemoryHit, query_terms
+from app.domain.kernel.hits import MemoryHit
+from app.domain.kernel.terms import query_terms
+from app.domain.raw_history.ranking import Candidate, idf, rank_chunks, stem_term
+from app.domain.raw_history.repositories import ChunkRepository, ChunkScope, Segment
+from app.domain.raw_history.search_cache import CommonTerms, Walkers
 from app.lib.aio import both
 from app.llm.gateway import LLMError, LLMGateway
 
