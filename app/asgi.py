@@ -41,7 +41,7 @@ from app.db.faults import (
 from app.domain.auth.cache import PrincipalCache
 from app.domain.auth.services import bootstrap, resolve_cached
 from app.domain.context.lifecycle import ContextSessionHooks
-from app.domain.kernel.deps import provide_db, provide_settings
+from app.domain.kernel.deps import provide_db, provide_session_access, provide_settings
 from app.domain.kernel.hooks import DemotionHooks
 from app.domain.kernel.jobs import periodic, spawn
 from app.domain.kernel.principal import Principal
@@ -266,6 +266,7 @@ def create_app(
             "principal": Provide(provide_principal, sync_to_thread=False),
             "settings": Provide(provide_settings, sync_to_thread=False),
             "session_hooks": Provide(provide_session_hooks, sync_to_thread=False),
+            "access": Provide(provide_session_access, sync_to_thread=False),
         },
         exception_handlers={
             AppError: handle_app_error,

@@ -8,6 +8,7 @@ from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
+from app.domain.kernel.ownership import SessionAccess
 
 
 async def provide_db(state: State) -> AsyncGenerator[AsyncSession, None]:
@@ -40,3 +41,8 @@ def after_commit(session: AsyncSession, callback: Callable[[], None]) -> None:
 
 def provide_settings(state: State) -> Settings:
     return state.settings
+
+
+def provide_session_access(db: AsyncSession) -> SessionAccess:
+    """The ownership check of every route under /sessions/{id} (kernel/ownership.py)."""
+    return SessionAccess(db)
