@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import structlog
@@ -205,6 +205,63 @@ def provide_session_hooks() -> SessionHooks:
     return SESSION_HOOKS
 
 
+def _lifespan(
+    settings: Settings, database_url: str | None, engine: AsyncEngine | None, background_jobs: bool
+) -> Callable[[Litestar], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        own_engine = engine is None
+        eng = engine or create_engine(database_url or resolve_database_url(settings), settings)
+        await _start(app, settings, eng, background_jobs)
+        try:
+            yield
+        finally:
+            for task in list(app.state.tasks):
+                task.cancel()
+            await asyncio.gather(*app.state.tasks, return_exceptions=True)
+            await app.state.llm.aclose()
+            if own_engine:
+                await eng.dispose()
+
+    return lifespan
+
+
+async def _start(
+    app: Litestar, settings: Settings, eng: AsyncEngine, background_jobs: bool
+) -> None:
+    """Start-up, in order: engine and gateway on the state, the hooks, the built-in users
+    and trigram indexes, the embedded server's watchdog, the periodic jobs."""
+    factory = session_factory(eng)
+    app.state.engine = eng
+    app.state.session_factory = factory
+    app.state.llm = build_gateway(settings)
+    app.state.demotion_hooks = DemotionHooks()
+    if settings.memory_search_enabled:  # the raw history index (memory_chunks)
+        app.state.demotion_hooks.register(raw_history_hook(app.state.llm))
+    app.state.tasks = set()
+    app.state.principal_cache = PrincipalCache(settings.auth_cache_ttl_seconds)
+    async with transaction(factory) as session:
+        await bootstrap(session, settings)
+        # "built on the next store init": trigram indexes appear once pg_trgm exists.
+        await (await session.connection()).run_sync(ensure_trigram_indexes)
+    if not settings.auth_enabled:
+        log.warning("app.auth_disabled", hint="every request is the user anonymous")
+    elif not settings.admin_token:
+        log.info("app.no_admin_token", hint="set NAVI_ADMIN_TOKEN to bootstrap an admin")
+    if not settings.database_url and settings.db_embedded_check_seconds > 0:
+        if embedded_server(settings.data_path) is not None:  # started by this process
+            watchdog = EmbeddedWatchdog(settings.data_path, settings.db_embedded_check_seconds)
+            app.state.embedded_watchdog = watchdog
+            spawn(app.state, watchdog.run(), "db.embedded_watchdog")
+    if background_jobs:
+        for job in BACKGROUND_JOBS:
+            every = job.interval(settings)
+            if every > 0:
+                spawn(app.state, periodic(app.state, job.name, every, job.run), job.name)
+    freeze_startup_heap()  # after start-up: full GC passes stop walking its objects
+    log.info("app.started", auth_enabled=settings.auth_enabled)
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -215,49 +272,6 @@ def create_app(
     settings = settings or get_settings()
     configure_logging(settings.log_level, settings.log_json)
     profiles = load_profiles(settings)  # a bad NAVI_PROFILES_FILE fails here, by field
-
-    @asynccontextmanager
-    async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        own_engine = engine is None
-        eng = engine or create_engine(database_url or resolve_database_url(settings), settings)
-        factory = session_factory(eng)
-        app.state.engine = eng
-        app.state.session_factory = factory
-        app.state.llm = build_gateway(settings)
-        app.state.demotion_hooks = DemotionHooks()
-        if settings.memory_search_enabled:  # the raw history index (memory_chunks)
-            app.state.demotion_hooks.register(raw_history_hook(app.state.llm))
-        app.state.tasks = set()
-        app.state.principal_cache = PrincipalCache(settings.auth_cache_ttl_seconds)
-        async with transaction(factory) as session:
-            await bootstrap(session, settings)
-            # "built on the next store init": trigram indexes appear once pg_trgm exists.
-            await (await session.connection()).run_sync(ensure_trigram_indexes)
-        if not settings.auth_enabled:
-            log.warning("app.auth_disabled", hint="every request is the user anonymous")
-        elif not settings.admin_token:
-            log.info("app.no_admin_token", hint="set NAVI_ADMIN_TOKEN to bootstrap an admin")
-        if not settings.database_url and settings.db_embedded_check_seconds > 0:
-            if embedded_server(settings.data_path) is not None:  # started by this process
-                watchdog = EmbeddedWatchdog(settings.data_path, settings.db_embedded_check_seconds)
-                app.state.embedded_watchdog = watchdog
-                spawn(app.state, watchdog.run(), "db.embedded_watchdog")
-        if background_jobs:
-            for job in BACKGROUND_JOBS:
-                every = job.interval(settings)
-                if every > 0:
-                    spawn(app.state, periodic(app.state, job.name, every, job.run), job.name)
-        freeze_startup_heap()  # after start-up: full GC passes stop walking its objects
-        log.info("app.started", auth_enabled=settings.auth_enabled)
-        try:
-            yield
-        finally:
-            for task in list(app.state.tasks):
-                task.cancel()
-            await asyncio.gather(*app.state.tasks, return_exceptions=True)
-            await app.state.llm.aclose()
-            if own_engine:
-                await eng.dispose()
 
     app = Litestar(
         route_handlers=ROUTE_HANDLERS,
@@ -279,7 +293,7 @@ def create_app(
         middleware=[RequestContextMiddleware()],
         before_send=[security_headers],
         cors_config=cors_config(settings),
-        lifespan=[lifespan],
+        lifespan=[_lifespan(settings, database_url, engine, background_jobs)],
         request_class=NaviRequest,
         state=State({"settings": settings, "profiles": profiles}),
         openapi_config=OpenAPIConfig(title="Navi", version="0.1.0", path="/schema"),
