@@ -183,26 +183,11 @@ class SessionService:
         return row
 
     async def list_page(
-        self,
-        viewer: Viewer,
-        *,
-        limit: int,
-        offset: int,
-        profile_id: str | None,
-        search: str | None,
-        sort_by: str,
-        sort_order: str,
+        self, viewer: Viewer, *, limit: int, offset: int, **filters: Any
     ) -> tuple[list[Row[Any]], int]:
-        """The sidebar: the viewer's sessions, pinned first, and the total."""
-        return await self.repo.list_page(
-            viewer,
-            limit=limit,
-            offset=offset,
-            profile_id=profile_id,
-            search=search,
-            sort_by=sort_by,
-            sort_order=sort_order,
-        )
+        """The sidebar: the viewer's sessions, pinned first, and the total (`filters`:
+        profile_id, search, sort_by, sort_order of `SessionRepository.list_page`)."""
+        return await self.repo.list_page(viewer, limit=limit, offset=offset, **filters)
 
     async def search_matches(
         self, session_ids: Sequence[uuid.UUID], viewer: Viewer, term: str, max_positions: int
