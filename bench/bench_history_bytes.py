@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import Stats, fmt_ms, print_table, provision, timed_sync  # noqa: E402
 
-from app.domain.sessions.compaction import _SIZE  # noqa: E402
+from app.domain.sessions.compaction_repository import _SIZE  # noqa: E402
 
 SIZES = (500, 2000, 10_000)
 REPEAT = 50

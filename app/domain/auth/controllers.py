@@ -7,12 +7,12 @@ from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import ApiToken, User
-from app.domain.auth.repositories import TokenRepository, UserRepository
+from app.domain.auth.deps import DEPENDENCIES
 from app.domain.auth.schemas import MeOut, TokenCreate, TokenIssued, TokenOut, UserCreate, UserOut
 from app.domain.auth.services import UserService
 from app.domain.kernel.deps import after_commit
 from app.domain.kernel.principal import PERM_USERS_ADMIN, Principal
-from app.lib.errors import Forbidden, NotFound, Unprocessable
+from app.lib.errors import Forbidden, Unprocessable
 from app.lib.inputs import reject_nul
 from app.lib.pagination import Limit, Offset, Page, page
 
@@ -61,48 +61,58 @@ def _check_token_name(name: str) -> str:
 class AdminUserController(Controller):
     path = "/admin/users"
     tags = ["admin"]
+    dependencies = DEPENDENCIES
 
     @post("/")
     async def create_user(
-        self, data: UserCreate, principal: Principal, db: AsyncSession
+        self, data: UserCreate, principal: Principal, users: UserService
     ) -> UserOut:
         require_admin(principal)
-        user = await UserService(db).create_user(
+        user = await users.create_user(
             data.name, is_admin=data.is_admin, permissions=data.permissions
         )
         return _user_out(user)
 
     @get("/")
     async def list_users(
-        self, principal: Principal, db: AsyncSession, limit: Limit = 50, offset: Offset = 0
+        self, principal: Principal, users: UserService, limit: Limit = 50, offset: Offset = 0
     ) -> Page[UserOut]:
         require_admin(principal)
-        users, total = await UserRepository(db).list_page(limit, offset)
-        return page([_user_out(u) for u in users], total, limit, offset)
+        rows, total = await users.list_users(limit, offset)
+        return page([_user_out(u) for u in rows], total, limit, offset)
 
     @post("/{user_id:str}/tokens")
     async def issue_token(
-        self, user_id: str, principal: Principal, db: AsyncSession, data: TokenCreate | None = None
+        self,
+        user_id: str,
+        principal: Principal,
+        users: UserService,
+        data: TokenCreate | None = None,
     ) -> TokenIssued:
         require_admin(principal)
-        if await UserRepository(db).get(user_id) is None:
-            raise NotFound(f"no user {user_id!r}")
+        await users.require_user(user_id)
         name = _check_token_name(data.name if data else "")
-        row, token = await UserService(db).issue_token(user_id, name)
+        row, token = await users.issue_token(user_id, name)
         return TokenIssued(id=row.id, user_id=user_id, name=row.name, token=token)
 
     @delete("/{user_id:str}", status_code=204)
     async def delete_user(
-        self, user_id: str, principal: Principal, db: AsyncSession, state: State
+        self,
+        user_id: str,
+        principal: Principal,
+        users: UserService,
+        db: AsyncSession,
+        state: State,
     ) -> None:
         require_admin(principal)
-        await UserService(db).delete_user(user_id, principal)
+        await users.delete_user(user_id, principal)
         forget_tokens_after_commit(db, state, user_id)
 
 
 class MeController(Controller):
     path = "/me"
     tags = ["auth"]
+    dependencies = DEPENDENCIES
 
     @get("/")
     async def me(self, principal: Principal) -> MeOut:
@@ -116,26 +126,30 @@ class MeController(Controller):
 
     @get("/tokens")
     async def list_tokens(
-        self, principal: Principal, db: AsyncSession, limit: Limit = 50, offset: Offset = 0
+        self, principal: Principal, users: UserService, limit: Limit = 50, offset: Offset = 0
     ) -> Page[TokenOut]:
-        rows, total = await TokenRepository(db).list_for_user(principal.id, limit, offset)
+        rows, total = await users.list_tokens(principal.id, limit, offset)
         return page([_token_out(t) for t in rows], total, limit, offset)
 
     @post("/tokens")
     async def create_token(
-        self, principal: Principal, db: AsyncSession, data: TokenCreate | None = None
+        self, principal: Principal, users: UserService, data: TokenCreate | None = None
     ) -> TokenIssued:
         if principal.auth_disabled:
             raise Forbidden("tokens need NAVI_AUTH_ENABLED=true")
-        row, token = await UserService(db).issue_token(
+        row, token = await users.issue_token(
             principal.id, _check_token_name(data.name if data else "")
         )
         return TokenIssued(id=row.id, user_id=principal.id, name=row.name, token=token)
 
     @delete("/tokens/{token_id:uuid}", status_code=204)
     async def revoke_token(
-        self, token_id: uuid.UUID, principal: Principal, db: AsyncSession, state: State
+        self,
+        token_id: uuid.UUID,
+        principal: Principal,
+        users: UserService,
+        db: AsyncSession,
+        state: State,
     ) -> None:
-        if not await TokenRepository(db).revoke(principal.id, token_id):
-            raise NotFound("no such active token")
+        await users.revoke_token(principal.id, token_id)
         forget_tokens_after_commit(db, state, principal.id)

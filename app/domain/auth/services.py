@@ -133,6 +133,16 @@ class UserService:
         log.info("auth.user_created", user_id=user.id, is_admin=is_admin)
         return user
 
+    async def list_users(self, limit: int, offset: int) -> tuple[list[User], int]:
+        return await self.users.list_page(limit, offset)
+
+    async def require_user(self, user_id: str) -> User:
+        """The user, or 404."""
+        user = await self.users.get(user_id)
+        if user is None:
+            raise NotFound(f"no user {user_id!r}")
+        return user
+
     async def delete_user(self, user_id: str, by: Principal) -> None:
         """Delete a user and everything they own. The built-in users are refused (409):
         without `admin` the bootstrap token fails until a restart re-creates it, and
@@ -153,3 +163,13 @@ class UserService:
         row = await self.tokens.add(user_id, name, hash_token(token), display_prefix(token))
         log.info("auth.token_issued", user_id=user_id, token_id=str(row.id))
         return row, token
+
+    async def list_tokens(
+        self, user_id: str, limit: int, offset: int
+    ) -> tuple[list[ApiToken], int]:
+        return await self.tokens.list_for_user(user_id, limit, offset)
+
+    async def revoke_token(self, user_id: str, token_id: uuid.UUID) -> None:
+        """Revoke one of the user's active tokens, or 404."""
+        if not await self.tokens.revoke(user_id, token_id):
+            raise NotFound("no such active token")

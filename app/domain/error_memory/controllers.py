@@ -3,10 +3,9 @@ from __future__ import annotations
 import dataclasses
 
 from litestar import Controller, post
-from litestar.datastructures import State
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
+from app.domain.error_memory.deps import DEPENDENCIES
 from app.domain.error_memory.schemas import (
     ErrorEntryOut,
     ErrorHistoryIn,
@@ -51,15 +50,15 @@ def entry_out(e: ErrorEntry) -> ErrorEntryOut:
 
 class ErrorMemoryController(Controller):
     tags = ["tools"]
+    dependencies = DEPENDENCIES
 
     @post("/tools/write_error", status_code=200)
     async def write_error(
         self,
         data: WriteErrorIn,
         principal: Principal,
-        db: AsyncSession,
+        errors: ErrorMemoryService,
         settings: Settings,
-        state: State,
     ) -> WriteErrorOut:
         """Record a resolved tool error and its fix (the caller's, across sessions)."""
         tool = _tool(data.tool, required=True)
@@ -67,9 +66,7 @@ class ErrorMemoryController(Controller):
         fix = _text(data.fix, "fix", required=True)
         context = _text(data.context, "context", required=False)
         assert tool is not None and error is not None and fix is not None
-        entry, created = await ErrorMemoryService(db, state.llm, settings).write(
-            principal.id, tool, error, fix, context
-        )
+        entry, created = await errors.write(principal.id, tool, error, fix, context)
         verb = "recorded" if created else "updated"
         return WriteErrorOut(
             entry=entry_out(entry),
@@ -83,9 +80,7 @@ class ErrorMemoryController(Controller):
         self,
         data: ErrorHistoryIn,
         principal: Principal,
-        db: AsyncSession,
-        settings: Settings,
-        state: State,
+        errors: ErrorMemoryService,
     ) -> ErrorHistoryOut:
         """Past errors like this one and how they were fixed (text + vector search)."""
         query = _text(data.query, "query", required=False, limit=MAX_QUERY) or ""
@@ -93,9 +88,7 @@ class ErrorMemoryController(Controller):
         if not query and not tool:
             raise Unprocessable("query: required — the error to look up (or a tool)")
         limit = clamp_k(data.limit)
-        entries = await ErrorMemoryService(db, state.llm, settings).search(
-            principal.id, query, tool, limit
-        )
+        entries = await errors.search(principal.id, query, tool, limit)
         return ErrorHistoryOut(
             query=query,
             tool=tool,

@@ -7,10 +7,9 @@ from typing import Annotated
 
 import msgspec
 from litestar import Controller, delete, get, patch, post, put
-from litestar.datastructures import State
 from litestar.params import Parameter
-from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.domain.facts.deps import DEPENDENCIES
 from app.domain.facts.schemas import (
     DEFAULT_SEARCH_LIMIT,
     MAX_QUERY,
@@ -55,20 +54,20 @@ def _require_read_all(principal: Principal) -> None:
 class MemoryController(Controller):
     path = "/memory"
     tags = ["memory"]
+    dependencies = DEPENDENCIES
 
     @get("/facts")
     async def list_facts(
         self,
         principal: Principal,
-        db: AsyncSession,
+        facts: FactService,
         limit: Limit = 50,
         offset: Offset = 0,
         search: ListSearch = None,
         sort_by: FactSortBy = "category",
         sort_order: SortOrder = "asc",
     ) -> Page[FactOut]:
-        service = FactService(db)
-        rows = await service.get_all_facts(
+        rows = await facts.get_all_facts(
             principal.id,
             limit=limit,
             offset=offset,
@@ -76,14 +75,12 @@ class MemoryController(Controller):
             sort_by=sort_by,
             sort_order=sort_order,
         )
-        total = await service.fact_count(principal.id, search=_term(search))
+        total = await facts.fact_count(principal.id, search=_term(search))
         return page([fact_out(r) for r in rows], total, limit, offset)
 
     @post("/facts")
-    async def save_fact(
-        self, data: FactIn, principal: Principal, db: AsyncSession, state: State
-    ) -> FactSaved:
-        result = await FactService(db, state.llm).upsert_fact(
+    async def save_fact(self, data: FactIn, principal: Principal, facts: FactService) -> FactSaved:
+        result = await facts.upsert_fact(
             principal.id,
             data.category,
             data.key,
@@ -103,54 +100,54 @@ class MemoryController(Controller):
         self,
         key: str,
         principal: Principal,
-        db: AsyncSession,
+        facts: FactService,
         category: Annotated[str | None, Parameter(max_length=100)] = None,
     ) -> None:
-        if not await FactService(db).delete_fact(principal.id, key, _term(category)):
+        if not await facts.delete_fact(principal.id, key, _term(category)):
             raise NotFound(f"key: no fact {key!r}" + (f" in {category!r}" if category else ""))
 
     @get("/facts/search")
     async def search_facts(
         self,
         principal: Principal,
-        db: AsyncSession,
-        state: State,
+        facts: FactService,
         q: QueryText,
         limit: SearchLimit = DEFAULT_SEARCH_LIMIT,
     ) -> SearchOut:
         if not q.strip():
             raise Unprocessable("q: must not be empty")
-        found = await FactService(db, state.llm).search_facts(q, principal.id, limit)
+        found = await facts.search_facts(q, principal.id, limit)
         return SearchOut(query=q, mode=found.mode, items=found.hits)  # type: ignore[arg-type]
 
     @get("/categories")
-    async def categories(self, principal: Principal, db: AsyncSession) -> CategoriesOut:
-        rows = await FactService(db).categories(principal.id)
+    async def categories(self, principal: Principal, facts: FactService) -> CategoriesOut:
+        rows = await facts.categories(principal.id)
         return CategoriesOut(
             categories=[CategoryCount(c, n) for c, n in rows], total=sum(n for _, n in rows)
         )
 
     @get("/summary")
-    async def get_summary(self, principal: Principal, db: AsyncSession) -> SummaryOut:
-        return SummaryOut(**summary_fields(await FactService(db).get_summary(principal.id)))
+    async def get_summary(self, principal: Principal, facts: FactService) -> SummaryOut:
+        return SummaryOut(**summary_fields(await facts.get_summary(principal.id)))
 
     @put("/summary")
     async def put_summary(
-        self, data: SummaryIn, principal: Principal, db: AsyncSession
+        self, data: SummaryIn, principal: Principal, facts: FactService
     ) -> SummaryOut:
-        row = await FactService(db).set_summary(principal.id, data.content)
+        row = await facts.set_summary(principal.id, data.content)
         return SummaryOut(**summary_fields(row))
 
 
 class AdminMemoryController(Controller):
     path = "/admin/memory"
     tags = ["memory"]
+    dependencies = DEPENDENCIES
 
     @get("/")
     async def list_all(
         self,
         principal: Principal,
-        db: AsyncSession,
+        facts: FactService,
         include_merged: bool = False,
         user_id: str | None = None,
         limit: Limit = 50,
@@ -160,8 +157,7 @@ class AdminMemoryController(Controller):
         sort_order: SortOrder = "asc",
     ) -> Page[FactOut]:
         _require_read_all(principal)
-        service = FactService(db)
-        rows = await service.get_all_facts(
+        rows = await facts.get_all_facts(
             user_id,
             all_users=True,
             limit=limit,
@@ -171,7 +167,7 @@ class AdminMemoryController(Controller):
             sort_order=sort_order,
             include_merged=include_merged,
         )
-        total = await service.fact_count(
+        total = await facts.fact_count(
             user_id, all_users=True, search=_term(search), include_merged=include_merged
         )
         return page([fact_out(r) for r in rows], total, limit, offset)
@@ -180,8 +176,7 @@ class AdminMemoryController(Controller):
     async def search_all(
         self,
         principal: Principal,
-        db: AsyncSession,
-        state: State,
+        facts: FactService,
         q: QueryText,
         user_id: str | None = None,
         limit: SearchLimit = DEFAULT_SEARCH_LIMIT,
@@ -189,20 +184,20 @@ class AdminMemoryController(Controller):
         _require_read_all(principal)
         if not q.strip():
             raise Unprocessable("q: must not be empty")
-        found = await FactService(db, state.llm).search_facts(q, user_id, limit, all_users=True)
+        found = await facts.search_facts(q, user_id, limit, all_users=True)
         return SearchOut(query=q, mode=found.mode, items=found.hits)  # type: ignore[arg-type]
 
     # `str`, parsed here: a typed path parameter would answer an unauthenticated request
     # with a non-numeric id 404 before the auth guard runs (401 must come first).
     @patch("/{fact_id:str}")
     async def patch_fact(
-        self, fact_id: str, data: FactPatch, principal: Principal, db: AsyncSession
+        self, fact_id: str, data: FactPatch, principal: Principal, facts: FactService
     ) -> FactOut:
         if not fact_id.isdigit() or len(fact_id) > 18:
             raise Unprocessable("fact_id: expected a fact id (an integer)")
         if isinstance(data.merged_into, msgspec.UnsetType):
             raise Unprocessable("merged_into: required (null restores a merged fact)")
-        row = await FactService(db).set_merged_into(
+        row = await facts.set_merged_into(
             int(fact_id),
             data.merged_into,
             user_id=principal.id,
@@ -215,9 +210,10 @@ class AdminMemoryController(Controller):
 class MemoryToolController(Controller):
     path = "/tools"
     tags = ["tools"]
+    dependencies = DEPENDENCIES
 
     @post("/memory", status_code=200)
     async def memory_tool(
-        self, data: MemoryToolCall, principal: Principal, db: AsyncSession, state: State
+        self, data: MemoryToolCall, principal: Principal, facts: FactService
     ) -> MemoryToolResult:
-        return await run_memory_tool(FactService(db, state.llm), principal.id, data)
+        return await run_memory_tool(facts, principal.id, data)

@@ -31,6 +31,7 @@ from app.domain.files.storage import (
     FileInfo,
     PendingFile,
     file_info,
+    list_files,
     relative_path,
     resolve_stored,
     session_dir,
@@ -71,36 +72,73 @@ def upload_block(session_id: uuid.UUID, stored: list[StoredUpload]) -> str:
     return "[Uploaded files on disk:\n" + "\n".join(lines) + "]"
 
 
-async def check_session(
-    state: State, settings: Settings, session_id: uuid.UUID, viewer: Viewer
-) -> None:
-    """404 unless the session is in the viewer's scope (403 for an editor who may only
-    read it); a transaction of its own."""
-    async with transaction(state.session_factory) as db:
-        await SessionAccess(db).get(session_id, viewer)
+class FileService:
+    """A session's files on disk. Its long transfers (uploads, share_file copies) check
+    the session in a transaction of their own (`check_session`), so no database
+    connection is held while bytes move; the other handlers check it through the
+    request's `SessionAccess` first."""
 
+    def __init__(self, settings: Settings, state: State) -> None:
+        self.settings = settings
+        self.state = state
 
-async def upload(
-    settings: Settings,
-    session_id: uuid.UUID,
-    content_type: str,
-    content_length: int | None,
-    chunks: AsyncIterator[bytes],
-) -> tuple[list[FileOut], str]:
-    limits = UploadLimits(
-        max_file_bytes=settings.session_files_max_size_mb * MB, max_files=MAX_FILES_PER_UPLOAD
-    )
-    if content_length is not None and content_length > limits.max_body_bytes:
-        raise PayloadTooLarge(
-            f"request body: {content_length} bytes, more than {MAX_FILES_PER_UPLOAD} files of "
-            f"{settings.session_files_max_size_mb} MB (SESSION_FILES_MAX_SIZE_MB)"
+    async def check_session(self, session_id: uuid.UUID, viewer: Viewer) -> None:
+        """404 unless the session is in the viewer's scope (403 for an editor who may only
+        read it); a transaction of its own."""
+        async with transaction(self.state.session_factory) as db:
+            await SessionAccess(db).get(session_id, viewer)
+
+    async def upload(
+        self,
+        session_id: uuid.UUID,
+        content_type: str,
+        content_length: int | None,
+        chunks: AsyncIterator[bytes],
+    ) -> tuple[list[FileOut], str]:
+        settings = self.settings
+        limits = UploadLimits(
+            max_file_bytes=settings.session_files_max_size_mb * MB, max_files=MAX_FILES_PER_UPLOAD
         )
-    directory = session_dir(settings, session_id)
-    stored = await receive(chunks, content_type, directory, limits)
-    infos = await anyio.to_thread.run_sync(lambda: [file_info(directory / s.name) for s in stored])
-    log.info("files.uploaded", session_id=str(session_id), files=len(stored))
-    outs = [file_out(session_id, i, s.original) for i, s in zip(infos, stored, strict=True)]
-    return outs, upload_block(session_id, stored)
+        if content_length is not None and content_length > limits.max_body_bytes:
+            raise PayloadTooLarge(
+                f"request body: {content_length} bytes, more than {MAX_FILES_PER_UPLOAD} files "
+                f"of {settings.session_files_max_size_mb} MB (SESSION_FILES_MAX_SIZE_MB)"
+            )
+        directory = session_dir(settings, session_id)
+        stored = await receive(chunks, content_type, directory, limits)
+        infos = await anyio.to_thread.run_sync(
+            lambda: [file_info(directory / s.name) for s in stored]
+        )
+        log.info("files.uploaded", session_id=str(session_id), files=len(stored))
+        outs = [file_out(session_id, i, s.original) for i, s in zip(infos, stored, strict=True)]
+        return outs, upload_block(session_id, stored)
+
+    async def list_page(
+        self, session_id: uuid.UUID, limit: int, offset: int
+    ) -> tuple[list[FileOut], int]:
+        directory = session_dir(self.settings, session_id)
+
+        def read() -> tuple[list[FileOut], int]:
+            names = list_files(directory)
+            chosen = names[offset : offset + limit]
+            return [file_out(session_id, file_info(directory / n)) for n in chosen], len(names)
+
+        return await anyio.to_thread.run_sync(read)
+
+    async def stored(self, session_id: uuid.UUID, name: str) -> tuple[Path, FileInfo]:
+        """A stored file's path and what it is (404 when the session has no such file)."""
+        path = stored_file(self.settings, session_id, name)
+        return path, await anyio.to_thread.run_sync(file_info, path)
+
+    async def share_file(self, session_id: uuid.UUID, raw: str) -> FileOut:
+        """Copy a local file (under SHARE_FILE_ROOTS) into the session directory."""
+        info = await anyio.to_thread.run_sync(copy_shared_file, self.settings, session_id, raw)
+        log.info("files.share_file_copied", session_id=str(session_id), size=info.size)
+        return file_out(session_id, info)
+
+    async def publish(self, session_id: uuid.UUID, name: str) -> CardOut:
+        """content_publish: the card of a file already in the session directory."""
+        return await anyio.to_thread.run_sync(publish_card, self.settings, session_id, name)
 
 
 def stored_file(settings: Settings, session_id: uuid.UUID, name: str) -> Path:

@@ -3,10 +3,8 @@ from __future__ import annotations
 import uuid
 
 from litestar import Controller, Request, post
-from litestar.datastructures import State
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
+from app.domain.history.deps import DEPENDENCIES
 from app.domain.history.schemas import (
     ChatHistoryIn,
     ChatHistoryOut,
@@ -88,6 +86,7 @@ def result_out(session_id: uuid.UUID, result: HistoryResult) -> ChatHistoryOut:
 
 class ChatHistoryController(Controller):
     tags = ["tools"]
+    dependencies = DEPENDENCIES
 
     @post("/tools/chat_history", status_code=200)
     async def chat_history(
@@ -95,15 +94,14 @@ class ChatHistoryController(Controller):
         data: ChatHistoryIn,
         request: Request,
         principal: Principal,
-        db: AsyncSession,
-        settings: Settings,
-        state: State,
+        access: SessionAccess,
+        history: HistorySearch,
     ) -> ChatHistoryOut:
         """Search or list one session's own history (hot and archived)."""
         call = normalize_call(data.mode, data.match, data.query, data.limit)
         if len(call.query) > MAX_QUERY:
             raise Unprocessable(f"query: at most {MAX_QUERY} characters")
         sid = session_from(data.session_id, request)
-        await SessionAccess(db).get(sid, Viewer.of(principal))
-        result = await HistorySearch(db, state.llm, settings).run(sid, call)
+        await access.get(sid, Viewer.of(principal))
+        result = await history.run(sid, call)
         return result_out(sid, result)

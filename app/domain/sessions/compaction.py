@@ -12,19 +12,19 @@ the row headers — no detoasting, `octet_length` reads the stored length — bu
 still work per append. It runs when an append crosses a multiple of CHECK_EVERY
 sequence numbers, or when the append itself is large (≥ limit / 64 bytes): the hot
 history can overshoot the limit by less than CHECK_EVERY × limit / 64 = limit / 4
-between two checks. (`bench/bench_history_bytes.py` measures the check.)
+between two checks. (`bench/bench_history_bytes.py` measures the check.) The SQL is in
+`compaction_repository.py`.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import structlog
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.domain.sessions.compaction_repository import CompactionRepository, HotRow
 from app.domain.sessions.repositories import SessionRepository
 
 log = structlog.get_logger()
@@ -32,16 +32,6 @@ log = structlog.get_logger()
 KEEP_RATIO = 0.8
 CHECK_EVERY = 16  # sequence numbers between two measurements
 LARGE_APPEND_SHARE = 64  # an append of ≥ limit / 64 bytes is measured at once
-
-_SIZE = "octet_length(content) + coalesce(octet_length(thinking), 0)"
-
-
-@dataclass(frozen=True)
-class HotRow:
-    sequence_number: int
-    role: str
-    nbytes: int
-    is_context: bool
 
 
 def should_check(first_seq: int, count: int, appended_bytes: int, limit: int) -> bool:
@@ -74,36 +64,6 @@ def compaction_cut(rows: Sequence[HotRow], limit: int, ratio: float = KEEP_RATIO
         if not row.is_context:
             removed += row.nbytes
     return best
-
-
-class CompactionRepository:
-    def __init__(self, session: AsyncSession) -> None:
-        self.session = session
-
-    async def hot_bytes(self, session_id: uuid.UUID) -> int:
-        return int(
-            (
-                await self.session.execute(
-                    text(
-                        f"SELECT coalesce(sum({_SIZE}), 0) FROM session_messages "
-                        "WHERE session_id = :sid"
-                    ),
-                    {"sid": session_id},
-                )
-            ).scalar_one()
-        )
-
-    async def hot_rows(self, session_id: uuid.UUID) -> list[HotRow]:
-        rows = await self.session.execute(
-            text(
-                f"SELECT sequence_number, role, {_SIZE} AS nbytes, is_context "
-                "FROM session_messages WHERE session_id = :sid ORDER BY sequence_number"
-            ),
-            {"sid": session_id},
-        )
-        return [
-            HotRow(int(r.sequence_number), r.role, int(r.nbytes), bool(r.is_context)) for r in rows
-        ]
 
 
 async def compact_by_bytes(db: AsyncSession, session_id: uuid.UUID, limit: int) -> int:

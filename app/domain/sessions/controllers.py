@@ -16,8 +16,8 @@ from app.db.models import Session
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.events import ContextEvent
 from app.domain.kernel.principal import Principal
+from app.domain.sessions.deps import DEPENDENCIES
 from app.domain.sessions.hooks import SessionHooks
-from app.domain.sessions.repositories import SessionRepository
 from app.domain.sessions.schemas import (
     AppendRequest,
     AppendResult,
@@ -85,18 +85,19 @@ def _search_term(value: str | None, field: str) -> str | None:
 class SessionController(Controller):
     path = "/sessions"
     tags = ["sessions"]
+    dependencies = DEPENDENCIES
 
     @post("/")
     async def create_session(
         self,
         data: SessionCreate,
         principal: Principal,
-        db: AsyncSession,
+        sessions: SessionService,
         settings: Settings,
         state: State,
         session_hooks: SessionHooks,
     ) -> SessionOut:
-        row = await SessionService(db, settings).create(
+        row = await sessions.create(
             data.profile_id, principal.id, data.name, known=state.profiles.ids()
         )
         session_hooks.created(state, settings)
@@ -106,7 +107,7 @@ class SessionController(Controller):
     async def list_sessions(
         self,
         principal: Principal,
-        db: AsyncSession,
+        sessions: SessionService,
         limit: Limit = 50,
         offset: Offset = 0,
         profile_id: str | None = None,
@@ -116,7 +117,7 @@ class SessionController(Controller):
     ) -> Page[SessionSummary]:
         viewer = Viewer.of(principal)
         term = _search_term(search, "search")
-        rows, total = await SessionRepository(db).list_page(
+        rows, total = await sessions.list_page(
             viewer,
             limit=limit,
             offset=offset,
@@ -131,7 +132,7 @@ class SessionController(Controller):
     async def search_matches(
         self,
         principal: Principal,
-        db: AsyncSession,
+        sessions: SessionService,
         q: str,
         session_id: Annotated[list[uuid.UUID], Parameter(query="session_id")],
         max_positions: Annotated[int, Parameter(ge=1, le=MAX_POSITIONS)] = DEFAULT_POSITIONS,
@@ -141,9 +142,7 @@ class SessionController(Controller):
             raise Unprocessable("q: must not be empty")
         if len(session_id) > MAX_MATCH_SESSIONS:
             raise Unprocessable(f"session_id: at most {MAX_MATCH_SESSIONS} sessions per request")
-        rows = await SessionRepository(db).search_matches(
-            session_id, Viewer.of(principal), term, max_positions
-        )
+        rows = await sessions.search_matches(session_id, Viewer.of(principal), term, max_positions)
         found = {r.session_id: r for r in rows}
         return MatchesOut(
             query=term,
@@ -162,9 +161,9 @@ class SessionController(Controller):
 
     @get("/{session_id:uuid}")
     async def get_session(
-        self, session_id: uuid.UUID, principal: Principal, db: AsyncSession, settings: Settings
+        self, session_id: uuid.UUID, principal: Principal, sessions: SessionService
     ) -> SessionOut:
-        return session_out(await SessionService(db, settings).get(session_id, Viewer.of(principal)))
+        return session_out(await sessions.get(session_id, Viewer.of(principal)))
 
     @patch("/{session_id:uuid}")
     async def patch_session(
@@ -172,20 +171,23 @@ class SessionController(Controller):
         session_id: uuid.UUID,
         data: SessionPatch,
         principal: Principal,
-        db: AsyncSession,
-        settings: Settings,
+        sessions: SessionService,
     ) -> SessionOut:
         values = {
             k: getattr(data, k) for k in ("name", "pinned") if getattr(data, k) is not msgspec.UNSET
         }
-        row = await SessionService(db, settings).patch(session_id, Viewer.editor(principal), values)
+        row = await sessions.patch(session_id, Viewer.editor(principal), values)
         return session_out(row)
 
     @delete("/{session_id:uuid}", status_code=204)
     async def delete_session(
-        self, session_id: uuid.UUID, principal: Principal, db: AsyncSession, settings: Settings
+        self,
+        session_id: uuid.UUID,
+        principal: Principal,
+        sessions: SessionService,
+        settings: Settings,
     ) -> None:
-        await SessionService(db, settings).delete(session_id, Viewer.editor(principal))
+        await sessions.delete(session_id, Viewer.editor(principal))
         shutil.rmtree(settings.data_path / "session_files" / str(session_id), ignore_errors=True)
 
     @post("/{session_id:uuid}/messages")
@@ -194,13 +196,14 @@ class SessionController(Controller):
         session_id: uuid.UUID,
         data: AppendRequest,
         principal: Principal,
+        sessions: SessionService,
         db: AsyncSession,
         settings: Settings,
         state: State,
         session_hooks: SessionHooks,
     ) -> AppendResult:
         viewer = Viewer.editor(principal)
-        refs = await SessionService(db, settings).append(session_id, viewer, data.messages)
+        refs = await sessions.append(session_id, viewer, data.messages)
         events: list[ContextEvent] = []
         if data.usage is not None:  # the post-turn check (app/domain/context)
             events = await session_hooks.appended(
@@ -213,29 +216,26 @@ class SessionController(Controller):
         self,
         session_id: uuid.UUID,
         principal: Principal,
-        db: AsyncSession,
-        settings: Settings,
+        sessions: SessionService,
         before_seq: BeforeSeq = None,
         limit: Limit = 50,
     ) -> HistoryPage:
-        return await SessionService(db, settings).history(
-            session_id, Viewer.of(principal), before_seq, limit
-        )
+        return await sessions.history(session_id, Viewer.of(principal), before_seq, limit)
 
     @get("/{session_id:uuid}/context")
     async def context(
-        self, session_id: uuid.UUID, principal: Principal, db: AsyncSession, settings: Settings
+        self, session_id: uuid.UUID, principal: Principal, sessions: SessionService
     ) -> ContextOut:
-        session, msgs = await SessionService(db, settings).context(session_id, Viewer.of(principal))
+        session, msgs = await sessions.context(session_id, Viewer.of(principal))
         return ContextOut(
             session_id=session_id, messages=msgs, context_token_count=session.context_token_count
         )
 
     @get("/{session_id:uuid}/planning")
     async def planning(
-        self, session_id: uuid.UUID, principal: Principal, db: AsyncSession, settings: Settings
+        self, session_id: uuid.UUID, principal: Principal, sessions: SessionService
     ) -> PlanningOut:
-        s = await SessionService(db, settings).get(session_id, Viewer.of(principal))
+        s = await sessions.get(session_id, Viewer.of(principal))
         return PlanningOut(session_id=session_id, planning_logs=list(s.planning_logs or []))
 
     @post("/{session_id:uuid}/planning", status_code=204)
@@ -244,9 +244,6 @@ class SessionController(Controller):
         session_id: uuid.UUID,
         data: PlanningLogIn,
         principal: Principal,
-        db: AsyncSession,
-        settings: Settings,
+        sessions: SessionService,
     ) -> None:
-        await SessionService(db, settings).add_planning_log(
-            session_id, Viewer.editor(principal), data.entry
-        )
+        await sessions.add_planning_log(session_id, Viewer.editor(principal), data.entry)

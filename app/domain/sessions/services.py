@@ -5,12 +5,13 @@ from __future__ import annotations
 import base64
 import binascii
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 import msgspec
 import structlog
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
@@ -180,6 +181,19 @@ class SessionService:
         row = await self.repo.create(profile_id, user_id, _check_name(name))
         log.info("session.created", session_id=str(row.id), profile_id=profile_id)
         return row
+
+    async def list_page(
+        self, viewer: Viewer, *, limit: int, offset: int, **filters: Any
+    ) -> tuple[list[Row[Any]], int]:
+        """The sidebar: the viewer's sessions, pinned first, and the total (`filters`:
+        profile_id, search, sort_by, sort_order of `SessionRepository.list_page`)."""
+        return await self.repo.list_page(viewer, limit=limit, offset=offset, **filters)
+
+    async def search_matches(
+        self, session_ids: Sequence[uuid.UUID], viewer: Viewer, term: str, max_positions: int
+    ) -> list[Row[Any]]:
+        """Where `term` occurs in each visible session (display positions, a snippet)."""
+        return await self.repo.search_matches(session_ids, viewer, term, max_positions)
 
     async def get(self, session_id: uuid.UUID, viewer: Viewer) -> Session:
         return await self.access.get(session_id, viewer)

@@ -5,10 +5,9 @@ from pathlib import Path
 
 from litestar import Controller, MediaType, get, post
 from litestar.response import File
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
 from app.domain.kernel.principal import Principal
+from app.domain.shares.deps import DEPENDENCIES
 from app.domain.shares.schemas import SharedMessages, SharedSession, ShareOut
 from app.domain.shares.services import ShareService
 from app.lib.errors import NotFound
@@ -31,13 +30,14 @@ PAGE_HEADERS = {
 class ShareIssueController(Controller):
     path = "/sessions/{session_id:uuid}"
     tags = ["shares"]
+    dependencies = DEPENDENCIES
 
     @post("/share", status_code=200)
     async def share_session(
-        self, session_id: uuid.UUID, principal: Principal, db: AsyncSession, settings: Settings
+        self, session_id: uuid.UUID, principal: Principal, shares: ShareService
     ) -> ShareOut:
         """Issue the session's public read-only link (the same one on every call)."""
-        token = await ShareService(db, settings).issue(session_id, principal)
+        token = await shares.issue(session_id, principal)
         return ShareOut(token=token, url=f"/#share={token}")
 
 
@@ -46,25 +46,25 @@ class SharedController(Controller):
 
     path = "/shared"
     tags = ["shares"]
+    dependencies = DEPENDENCIES
     opt = {"public": True}
     response_headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 
     @get("/{token:str}")
     async def shared_session(
-        self, token: str, db: AsyncSession, settings: Settings, limit: Limit = 50
+        self, token: str, shares: ShareService, limit: Limit = 50
     ) -> SharedSession:
-        return await ShareService(db, settings).view(token, limit)
+        return await shares.view(token, limit)
 
     @get("/{token:str}/messages")
     async def shared_messages(
         self,
         token: str,
-        db: AsyncSession,
-        settings: Settings,
+        shares: ShareService,
         before_seq: BeforeSeq = None,
         limit: Limit = 50,
     ) -> SharedMessages:
-        return await ShareService(db, settings).messages(token, before_seq, limit)
+        return await shares.messages(token, before_seq, limit)
 
 
 class SharePageController(Controller):

@@ -7,16 +7,15 @@ from typing import Annotated
 
 from litestar import Controller, delete, get, put
 from litestar.params import Parameter
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
+from app.db.models import Sketch
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
-from app.domain.sketches.repositories import SCRATCHPAD, SketchRepository
+from app.domain.sketches.deps import DEPENDENCIES
 from app.domain.sketches.schemas import SketchIn, SketchOut
-from app.lib.errors import NotFound, PayloadTooLarge, Unprocessable
-from app.lib.inputs import scrub_text
+from app.domain.sketches.services import SketchService, owner
+from app.lib.errors import PayloadTooLarge, Unprocessable
 from app.lib.pagination import Limit, Offset, Page, page
 
 MAX_SECTION = 200
@@ -26,30 +25,28 @@ MAX_SKETCH = 64 * 1024
 Section = Annotated[str, Parameter(min_length=1, max_length=MAX_SECTION)]
 
 
+def sketch_out(row: Sketch) -> SketchOut:
+    return SketchOut(section=row.key, value=row.value, updated_at=row.updated_at)
+
+
 class ScratchpadController(Controller):
     path = "/sessions/{session_id:uuid}/scratchpad"
     tags = ["memory"]
+    dependencies = DEPENDENCIES
 
     @get("/")
     async def list_sections(
         self,
         session_id: uuid.UUID,
         principal: Principal,
-        db: AsyncSession,
-        settings: Settings,
+        access: SessionAccess,
+        sketches: SketchService,
         limit: Limit = 50,
         offset: Offset = 0,
     ) -> Page[SketchOut]:
-        session = await SessionAccess(db).get(session_id, Viewer.of(principal))
-        rows, total = await SketchRepository(db).list_page(
-            session.user_id or principal.id, SCRATCHPAD, session_id, limit, offset
-        )
-        return page(
-            [SketchOut(section=r.key, value=r.value, updated_at=r.updated_at) for r in rows],
-            total,
-            limit,
-            offset,
-        )
+        session = await access.get(session_id, Viewer.of(principal))
+        rows, total = await sketches.list_page(owner(session, principal), session_id, limit, offset)
+        return page([sketch_out(r) for r in rows], total, limit, offset)
 
     @put("/{section:str}")
     async def put_section(
@@ -58,21 +55,16 @@ class ScratchpadController(Controller):
         section: str,
         data: SketchIn,
         principal: Principal,
-        db: AsyncSession,
-        settings: Settings,
+        access: SessionAccess,
+        sketches: SketchService,
     ) -> SketchOut:
         if not section.strip() or len(section) > MAX_SECTION:
             raise Unprocessable(f"section: 1-{MAX_SECTION} characters")
         if len(data.value) > MAX_SKETCH:
             raise PayloadTooLarge(f"value: at most {MAX_SKETCH} characters")
-        session = await SessionAccess(db).get(session_id, Viewer.editor(principal))
-        repo = SketchRepository(db)
-        owner = session.user_id or principal.id
-        # The value is kept whatever a tool printed: a NUL becomes U+FFFD.
-        await repo.put(owner, SCRATCHPAD, session_id, section, scrub_text(data.value))
-        row = await repo.get(owner, SCRATCHPAD, session_id, section)
-        assert row is not None
-        return SketchOut(section=row.key, value=row.value, updated_at=row.updated_at)
+        session = await access.get(session_id, Viewer.editor(principal))
+        row = await sketches.put(owner(session, principal), session_id, section, data.value)
+        return sketch_out(row)
 
     @get("/{section:str}")
     async def get_section(
@@ -80,16 +72,11 @@ class ScratchpadController(Controller):
         session_id: uuid.UUID,
         section: str,
         principal: Principal,
-        db: AsyncSession,
-        settings: Settings,
+        access: SessionAccess,
+        sketches: SketchService,
     ) -> SketchOut:
-        session = await SessionAccess(db).get(session_id, Viewer.of(principal))
-        row = await SketchRepository(db).get(
-            session.user_id or principal.id, SCRATCHPAD, session_id, section
-        )
-        if row is None:
-            raise NotFound(f"no scratchpad section {section!r}")
-        return SketchOut(section=row.key, value=row.value, updated_at=row.updated_at)
+        session = await access.get(session_id, Viewer.of(principal))
+        return sketch_out(await sketches.get(owner(session, principal), session_id, section))
 
     @delete("/{section:str}", status_code=204)
     async def delete_section(
@@ -97,11 +84,8 @@ class ScratchpadController(Controller):
         session_id: uuid.UUID,
         section: str,
         principal: Principal,
-        db: AsyncSession,
-        settings: Settings,
+        access: SessionAccess,
+        sketches: SketchService,
     ) -> None:
-        session = await SessionAccess(db).get(session_id, Viewer.editor(principal))
-        if not await SketchRepository(db).delete(
-            session.user_id or principal.id, SCRATCHPAD, session_id, section
-        ):
-            raise NotFound(f"no scratchpad section {section!r}")
+        session = await access.get(session_id, Viewer.editor(principal))
+        await sketches.delete(owner(session, principal), session_id, section)

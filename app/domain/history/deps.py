@@ -1,0 +1,17 @@
+"""The chat_history tool's services, provided to its handlers (Litestar DI)."""
+
+from __future__ import annotations
+
+from litestar.datastructures import State
+from litestar.di import Provide
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.domain.history.services import HistorySearch
+
+
+def provide_history_search(db: AsyncSession, state: State, settings: Settings) -> HistorySearch:
+    return HistorySearch(db, state.llm, settings)
+
+
+DEPENDENCIES = {"history": Provide(provide_history_search, sync_to_thread=False)}
