@@ -81,17 +81,48 @@ async def reembed(
     say = progress or (lambda _: None)
     started = time.perf_counter()
     dim = llm.embed_dim
-    health = await llm.check_embedding(timeout=probe_timeout)
+    await _probe(llm, probe_timeout)
+    result = ReembedResult(dim=dim)
+    result.changes = await _align(factory, dim, say)
+    done = 0
+    for table in EmbeddingRepository.TABLES:
+        count = await _embed_table(factory, llm, table, result, batch_size, done, limit, say)
+        result.embedded[table] = count
+        done += count
+        if result.error is not None:
+            break
+    async with transaction(factory) as db:
+        repo = EmbeddingRepository(db)
+        for table in EmbeddingRepository.TABLES:
+            result.remaining[table] = await repo.count_pending(table)
+    result.seconds = time.perf_counter() - started
+    log.info(
+        "memory.reembed_done",
+        dim=dim,
+        embedded=result.embedded,
+        remaining=result.remaining,
+        seconds=round(result.seconds, 1),
+    )
+    return result
+
+
+async def _probe(llm: LLMGateway, timeout: float) -> None:  # noqa: ASYNC109
+    """Step 1: ReembedError unless the embedder answers with its configured dimension."""
+    health = await llm.check_embedding(timeout=timeout)
     if not health.ok:
         raise ReembedError(
             f"the {llm.embed_provider} embedding model {health.model!r} is not usable "
             f"({health.error or 'unreachable'}); nothing was changed"
         )
-    result = ReembedResult(dim=dim)
 
+
+async def _align(
+    factory: async_sessionmaker[AsyncSession], dim: int, say: Progress
+) -> list[ColumnChange]:
+    """Step 2: the vector columns to `vector(dim)`, each change reported and logged."""
     async with transaction(factory) as db:
-        result.changes = await EmbeddingRepository(db).align_dimensions(dim)
-    for change in result.changes:
+        changes = await EmbeddingRepository(db).align_dimensions(dim)
+    for change in changes:
         what = (
             f"{change.deleted_rows} row(s) deleted"
             if change.deleted_rows
@@ -110,58 +141,67 @@ async def reembed(
             deleted=change.deleted_rows,
             cleared=change.cleared_rows,
         )
+    return changes
 
-    done = 0
-    for table in EmbeddingRepository.TABLES:
-        async with transaction(factory) as db:
-            pending = await EmbeddingRepository(db).count_pending(table)
-        count = 0
-        after: Any = None
-        table_started = time.perf_counter()
-        while limit is None or done < limit:
-            want = batch_size if limit is None else min(batch_size, limit - done)
-            try:
-                async with transaction(factory) as db:
-                    repo = EmbeddingRepository(db)
-                    rows = await repo.claim(table, after, want)
-                    if rows and table == "memory_chunks":
-                        await _embed_chunks(repo, llm, rows)
-                    elif rows:
-                        vectors = await llm.embed([text for _, text in rows])
-                        await repo.set_fact_embeddings(
-                            [(row[0], vec) for row, vec in zip(rows, vectors, strict=True)]
-                        )
-            except LLMError as exc:
-                result.error = f"{type(exc).__name__}: {exc}"
-                log.error("memory.reembed_failed", table=table, embedded=done, error=str(exc))
-                break
-            if not rows:
-                if after is None:
-                    break  # nothing left that no other run holds
-                after = None  # one more pass from the start: rows skipped while locked
-                continue
-            after = rows[-1][0]
-            count += len(rows)
-            done += len(rows)
-            rate = count / max(time.perf_counter() - table_started, 1e-9)
-            say(f"{table}: {count}/{max(pending, count)} embedded ({rate:.1f}/s)")
-        result.embedded[table] = count
-        if result.error is not None:
+
+async def _embed_table(
+    factory: async_sessionmaker[AsyncSession],
+    llm: LLMGateway,
+    table: str,
+    result: ReembedResult,
+    batch_size: int,
+    done: int,
+    limit: int | None,
+    say: Progress,
+) -> int:
+    """Step 3 for one table: batches until none is left (or `limit` rows in all, `done`
+    of them before this table); how many rows it embedded. An embedding failure ends it
+    with `result.error` set."""
+    async with transaction(factory) as db:
+        pending = await EmbeddingRepository(db).count_pending(table)
+    count = 0
+    after: Any = None
+    table_started = time.perf_counter()
+    while limit is None or done + count < limit:
+        want = batch_size if limit is None else min(batch_size, limit - done - count)
+        try:
+            rows = await _embed_batch(factory, llm, table, after, want)
+        except LLMError as exc:
+            result.error = f"{type(exc).__name__}: {exc}"
+            log.error("memory.reembed_failed", table=table, embedded=done + count, error=str(exc))
             break
+        if not rows:
+            if after is None:
+                break  # nothing left that no other run holds
+            after = None  # one more pass from the start: rows skipped while locked
+            continue
+        after = rows[-1][0]
+        count += len(rows)
+        rate = count / max(time.perf_counter() - table_started, 1e-9)
+        say(f"{table}: {count}/{max(pending, count)} embedded ({rate:.1f}/s)")
+    return count
 
+
+async def _embed_batch(
+    factory: async_sessionmaker[AsyncSession],
+    llm: LLMGateway,
+    table: str,
+    after: Any,
+    want: int,
+) -> list[tuple[Any, str]]:
+    """One transaction: claim up to `want` rows of `table` past `after`, embed and store
+    their vectors; the rows claimed."""
     async with transaction(factory) as db:
         repo = EmbeddingRepository(db)
-        for table in EmbeddingRepository.TABLES:
-            result.remaining[table] = await repo.count_pending(table)
-    result.seconds = time.perf_counter() - started
-    log.info(
-        "memory.reembed_done",
-        dim=dim,
-        embedded=result.embedded,
-        remaining=result.remaining,
-        seconds=round(result.seconds, 1),
-    )
-    return result
+        rows = await repo.claim(table, after, want)
+        if rows and table == "memory_chunks":
+            await _embed_chunks(repo, llm, rows)
+        elif rows:
+            vectors = await llm.embed([text for _, text in rows])
+            await repo.set_fact_embeddings(
+                [(row[0], vec) for row, vec in zip(rows, vectors, strict=True)]
+            )
+    return rows
 
 
 async def _embed_chunks(
