@@ -154,7 +154,7 @@ def term_hits(text: str, terms: Iterable[str]) -> list[tuple[int, str]]:
     """(start, term) of every match in `text` of the (lower-case, letters-and-digits)
     `terms`, in text order — what `term_pattern(terms).finditer` finds, found with
     `str.find` on the lower-cased text instead: the pattern's look-behind is tried at
-    every position, ~15× slower over a 4,000-char chunk. At one position the longest
+    every position (why: docs/performance.md, "term hits"). At one position the longest
     term wins, as in the pattern. A text whose lower-casing changes its length (a few
     Unicode letters do) is matched with the pattern."""
     wanted = sorted({t.lower() for t in terms if t}, key=len, reverse=True)

@@ -29,15 +29,13 @@ RAW_MAX_DISTANCE = 0.45  # a chunk matching no query term needs a segment this c
 TEXT_CANDIDATES = 15  # chunks taken from the text side (by summed IDF of matched terms)
 # ... unless at most this many hold a query term: then all of them. In a small history
 # many chunks hold every common term of the query, and the summed IDF (presence only)
-# cuts among ties; ranking 30 chunks' lines costs ~2.5 ms
+# cuts among ties. why: docs/performance.md, "raw search candidates"
 TEXT_CANDIDATES_ALL = 30
 VECTOR_CANDIDATES = 15  # nearest segments taken from the vector side
 # chunk ids read per term: a term in more chunks than this is common for the user (its
 # IDF, from this lower bound of its frequency, ≤ 3.0 at 10k chunks, against ~7 for a
-# rare one). Each id read is a heap fetch: at bench-search's heaviest user 2000 cost
-# ~4 ms more per search than 1000 (p50 33.2 vs 29.3 ms), and 1000 ~3 ms more than 500
-# (the term lookups alone, interleaved in one run: p50 10.9 vs 7.8 ms). Users with
-# fewer chunks than the cap are not affected
+# rare one). Each id read is a heap fetch; users with fewer chunks than the cap are not
+# affected. why: docs/performance.md, "raw search term cap"
 TERM_CAP = 500
 MAX_TERMS = 24  # query terms looked up (recall queries are several messages long)
 EXACT_SCAN_CHUNKS = 1000  # up to this many chunks in scope, segments are compared one by one

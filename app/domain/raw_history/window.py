@@ -132,13 +132,11 @@ def _cut(text: str, lo: int, hi: int) -> str:
 
 # ------------------------------------------------------------------ line windows
 # A matched line is shown with the line after it: in a conversation the answer follows the
-# question that names the subject (LoCoMo dev, bench-locomo: 0 before / 1 after beat 1 / 1
-# at the same budget: recall@1500 0.620 vs 0.604, @4000 0.743 vs 0.734; 0 / 0 lost 0.08
-# at 4000). The budget, not the spec's "2 before", decides: lines before rarely hold it.
-# Shown together (`interleave_windows`), a line brings its next line only when that one
-# answers it: a question's reply, a tool call's result. After a statement the budget
-# goes to the next best line instead (the same ingest, replayed: recall@1500 0.654 ->
-# 0.660, @4000 0.781 -> 0.785; bench-breadcrumbs unchanged).
+# question that names the subject. The budget, not the spec's "2 before", decides: lines
+# before rarely hold it. Shown together (`interleave_windows`), a line brings its next
+# line only when that one answers it: a question's reply, a tool call's result. After a
+# statement the budget goes to the next best line instead.
+# why: docs/performance.md, "raw search line windows"
 NEIGHBOURS_BEFORE = 0
 NEIGHBOURS_AFTER = 1
 GAP = "…"
