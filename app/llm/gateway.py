@@ -97,6 +97,9 @@ class LLMGateway:
         if embed_batch_size <= 0:
             raise ValueError("embed_batch_size must be positive")
         self._policy = CallPolicy(max_attempts, backoff_initial, backoff_max)
+        self.max_attempts = max_attempts  # the policy's, as given (read-only)
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
         self.chat_host = _normalise_host(chat_host)
         self.embed_host = _normalise_host(embed_host) if embed_host else self.chat_host
         self.embed_dim = embed_dim
@@ -126,18 +129,6 @@ class LLMGateway:
             )
         self.embedder: Embedder = embedder
         self._closed = False
-
-    @property
-    def max_attempts(self) -> int:
-        return self._policy.max_attempts
-
-    @property
-    def backoff_initial(self) -> float:
-        return self._policy.backoff_initial
-
-    @property
-    def backoff_max(self) -> float:
-        return self._policy.backoff_max
 
     @property
     def embed_provider(self) -> str:
