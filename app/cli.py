@@ -55,7 +55,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     from app.asgi import create_app  # imports the models: after the fallback
 
     migrate.upgrade(url)
-    from app.domain.reembed.services import check_database_dimension
+    from app.domain.reembed.commands import check_database_dimension
 
     mismatch = check_database_dimension(settings, url)
     if mismatch:
@@ -113,10 +113,10 @@ def main(argv: list[str] | None = None) -> None:
     from app.domain.facts.commands import add_commands as add_fact_commands
 
     add_fact_commands(sub, _settings_or_exit)  # extract, backfill
-    from app.domain.reembed.services import add_command as add_reembed_command
+    from app.domain.reembed.commands import add_command as add_reembed_command
 
     add_reembed_command(sub, _settings_or_exit)  # reembed
-    from app.domain.raw_history.idle_index import add_command as add_index_command
+    from app.domain.raw_history.commands import add_command as add_index_command
 
     add_index_command(sub, _settings_or_exit)  # index-sessions
     args = parser.parse_args(argv)

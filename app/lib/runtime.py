@@ -12,11 +12,11 @@ def freeze_startup_heap() -> None:
     once per process.
 
     The modules, settings, pools and the embedder make a heap of 100k+ long-lived
-    objects; a full (generation 2) collection walks all of them, ~15–30 ms, and a
-    search at a heavy user allocates enough (thousands of chunk ids) to trigger one
-    every few requests: it showed as the p95 of `make bench-search` (65 → 42 ms,
-    docs/performance.md). Frozen objects are never collected, so this runs once, after
-    a collection, when what is alive is what the process keeps."""
+    objects; a full (generation 2) collection walks all of them, and a search at a
+    heavy user allocates enough (thousands of chunk ids) to trigger one every few
+    requests (why: docs/performance.md, "frozen start-up heap"). Frozen objects are
+    never collected, so this runs once, after a collection, when what is alive is what
+    the process keeps."""
     global _frozen
     if _frozen:
         return

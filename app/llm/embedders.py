@@ -87,7 +87,7 @@ CallWithRetries = Callable[[str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
 class OllamaEmbedder:
     """Embeddings from Ollama's ``/api/embed`` (``EMBEDDING_PROVIDER=ollama``).
 
-    ``call`` is the gateway's retry core (``app.llm.gateway.LLMGateway._call``), which
+    ``call`` is the gateway's call policy (``app.llm.gateway.LLMGateway._call``), which
     turns the client's failures into the gateway's errors."""
 
     provider = "ollama"

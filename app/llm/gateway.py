@@ -9,7 +9,8 @@ client's many failure shapes into the errors of ``app.llm.errors`` (re-exported 
 Every call is bounded by the current request's deadline (``app.llm.deadline``) and goes
 through its host's circuit breaker (``app.llm.breaker``): past the deadline, or while the
 host is taken as absent, it fails at once with :class:`LLMUnavailableError`, and callers
-degrade as when Ollama is down.
+degrade as when Ollama is down. That policy is ``app.llm.policy``; the chat request's
+checks and its result are ``app.llm.chat``; the embedding probe's verdict ``app.llm.probe``.
 
 Embeddings go through an ``app.llm.embedders.Embedder`` (Ollama, in-process ``local``,
 or none); the gateway adds batching and the dimension check. No dependency on the app's
@@ -23,37 +24,23 @@ import functools
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
 import ollama
-import pydantic
-import structlog
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential_jitter,
-)
 
-from app.llm.breaker import CLOSED, CircuitBreaker, is_connection_failure
-from app.llm.deadline import remaining as deadline_remaining
+from app.llm.breaker import CircuitBreaker
+from app.llm.chat import ChatResult, chat_options, chat_result, validate_messages
 from app.llm.embedders import Embedder, OllamaEmbedder
 from app.llm.errors import (
-    MALFORMED_ERRORS,
-    TRANSPORT_ERRORS,
     EmbeddingDimensionError,
     EmbeddingDisabledError,
     LLMError,
     LLMRequestError,
     LLMUnavailableError,
-    as_llm_error,
-    describe,
-    error_kind,
-    is_retryable,
 )
+from app.llm.policy import CallPolicy
+from app.llm.probe import EmbedHealth, embed_health
 
 __all__ = [
     "ChatResult",
@@ -66,44 +53,7 @@ __all__ = [
     "LLMUnavailableError",
 ]
 
-log = structlog.get_logger(__name__)
-
 T = TypeVar("T")
-
-#: What the ollama client raises that the gateway turns into an LLMError.
-_CLIENT_ERRORS: tuple[type[BaseException], ...] = (
-    ollama.ResponseError,
-    ollama.RequestError,
-    *TRANSPORT_ERRORS,
-    *MALFORMED_ERRORS,
-)
-
-
-# --------------------------------------------------------------------------- results
-@dataclass(frozen=True, slots=True)
-class ChatResult:
-    content: str
-    prompt_eval_count: int
-    eval_count: int
-    model: str
-    done_reason: str | None = None
-    thinking: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class EmbedHealth:
-    """Outcome of :meth:`LLMGateway.check_embedding`.
-
-    ``reachable``: the embedding host answered at all (even with an error status).
-    ``ok``: the model answered and its dimension equals ``expected_dim``.
-    """
-
-    reachable: bool
-    ok: bool
-    model: str
-    expected_dim: int
-    dim: int | None = None
-    error: str | None = None
 
 
 @functools.cache
@@ -146,17 +96,16 @@ class LLMGateway:
             raise ValueError("embed_dim must be positive")
         if embed_batch_size <= 0:
             raise ValueError("embed_batch_size must be positive")
-        if max_attempts <= 0:
-            raise ValueError("max_attempts must be >= 1")
+        self._policy = CallPolicy(max_attempts, backoff_initial, backoff_max)
+        self.max_attempts = max_attempts  # the policy's, as given (read-only)
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
         self.chat_host = _normalise_host(chat_host)
         self.embed_host = _normalise_host(embed_host) if embed_host else self.chat_host
         self.embed_dim = embed_dim
         self.chat_model = chat_model
         self.timeout = timeout
         self.embed_batch_size = embed_batch_size
-        self.max_attempts = max_attempts
-        self.backoff_initial = backoff_initial
-        self.backoff_max = backoff_max
 
         self._breakers = {
             host: CircuitBreaker(host, breaker_failures, breaker_reset_seconds, clock)
@@ -209,7 +158,7 @@ class LLMGateway:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    # ------------------------------------------------------------------ retry core
+    # ------------------------------------------------------------------ call policy
     def breaker(self, operation: str) -> CircuitBreaker:
         """The circuit breaker of the host `operation` goes to (``embed`` → embedding host)."""
         return self._breakers[self.embed_host if operation == "embed" else self.chat_host]
@@ -217,98 +166,10 @@ class LLMGateway:
     def breaker_states(self) -> dict[str, str]:
         return {"chat": self.breaker("chat").state, "embed": self.breaker("embed").state}
 
-    def _retrying(self, operation: str, breaker: CircuitBreaker) -> AsyncRetrying:
-        def before_sleep(state: RetryCallState) -> None:
-            exc = state.outcome.exception() if state.outcome is not None else None
-            log.warning(
-                "llm.retry",
-                operation=operation,
-                attempt=state.attempt_number,
-                max_attempts=self.max_attempts,
-                error_kind=error_kind(exc) if exc is not None else "unknown",
-                error=describe(exc) if exc is not None else None,
-                sleep=round(state.upcoming_sleep, 3),
-            )
-
-        return AsyncRetrying(
-            stop=stop_after_attempt(self.max_attempts),
-            wait=wait_exponential_jitter(
-                multiplier=self.backoff_initial,
-                max=self.backoff_max,
-                jitter=self.backoff_initial,
-            ),
-            # No retry once the breaker has opened (or a probe failed): the host is absent.
-            retry=retry_if_exception(lambda e: is_retryable(e) and breaker.state == CLOSED),
-            before_sleep=before_sleep,
-            reraise=True,
-        )
-
     async def _call(self, operation: str, fn: Callable[[], Awaitable[T]]) -> T:
-        """`fn` with retries, within the request's deadline (``app.llm.deadline``) and
-        through the host's circuit breaker; every failure is an ``LLMError``."""
-        left = deadline_remaining()
-        if left is not None and left <= 0:
-            raise self._out_of_time(operation)
-        breaker = self.breaker(operation)
-        if not breaker.allow():
-            raise LLMUnavailableError(
-                f"{operation}: Ollama at {breaker.host} is taken as absent (circuit breaker "
-                f"open, next probe in {breaker.retry_in():.0f}s)",
-                operation=operation,
-            )
-        try:
-            async with asyncio.timeout(left) as scope:
-                return await self._attempts(operation, fn, breaker)
-        except TimeoutError:
-            if not scope.expired():
-                raise
-            breaker.abandon()
-            raise self._out_of_time(operation) from None
-        except asyncio.CancelledError:
-            breaker.abandon()
-            raise
-
-    @staticmethod
-    def _out_of_time(operation: str) -> LLMUnavailableError:
-        log.info("llm.deadline_passed", operation=operation)
-        return LLMUnavailableError(
-            f"{operation}: the request's deadline for model calls "
-            "(LLM_REQUEST_DEADLINE_SECONDS) has passed",
-            operation=operation,
-        )
-
-    async def _attempts(
-        self, operation: str, fn: Callable[[], Awaitable[T]], breaker: CircuitBreaker
-    ) -> T:
-        attempts = 0
-
-        async def attempt() -> T:
-            nonlocal attempts
-            attempts += 1
-            try:
-                result = await fn()
-            except Exception as exc:
-                if is_connection_failure(exc):
-                    breaker.failure()
-                else:  # it answered, if badly: the host is there
-                    breaker.success()
-                raise
-            breaker.success()
-            return result
-
-        try:
-            return await self._retrying(operation, breaker)(attempt)
-        except _CLIENT_ERRORS as exc:
-            error = as_llm_error(operation, attempts, exc)
-            if isinstance(error, LLMUnavailableError) and breaker.state == CLOSED:
-                # (an open breaker has said it in its own line)
-                log.warning(
-                    "llm.unavailable",
-                    operation=operation,
-                    attempts=attempts,
-                    error_kind=error_kind(exc),
-                )
-            raise error from exc
+        """`fn` under the call policy (``app.llm.policy``) of the host `operation` goes
+        to: retries, the request's deadline, its circuit breaker."""
+        return await self._policy.call(operation, fn, self.breaker(operation))
 
     # ------------------------------------------------------------------ embeddings
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
@@ -351,21 +212,8 @@ class LLMGateway:
         options: Mapping[str, Any] | None = None,
     ) -> ChatResult:
         """Non-streaming chat completion."""
-        # Validate messages up front: a pydantic error *inside* the retry loop means a
-        # malformed response (retried), so bad input must be caught here instead.
-        for message in messages:
-            try:
-                ollama.Message.model_validate(dict(message))
-            except (pydantic.ValidationError, TypeError, ValueError) as exc:
-                raise LLMRequestError(
-                    f"chat: invalid message: {exc}", operation="chat", cause=exc
-                ) from exc
-
-        opts: dict[str, Any] = dict(options or {})
-        if temperature is not None:
-            opts["temperature"] = temperature
-        if max_tokens is not None:
-            opts["num_predict"] = max_tokens
+        validate_messages(messages)
+        opts = chat_options(options, temperature, max_tokens)
         use_model = model or self.chat_model
         msgs = list(messages)
 
@@ -378,15 +226,7 @@ class LLMGateway:
                 options=opts or None,
             )
 
-        resp = await self._call("chat", do)
-        return ChatResult(
-            content=resp.message.content or "",
-            prompt_eval_count=resp.prompt_eval_count or 0,
-            eval_count=resp.eval_count or 0,
-            model=resp.model or use_model,
-            done_reason=resp.done_reason,
-            thinking=resp.message.thinking,
-        )
+        return chat_result(await self._call("chat", do), use_model)
 
     # ------------------------------------------------------------------ health
     # ASYNC109: a caller-side asyncio.timeout() would raise; health probes must instead
@@ -409,15 +249,4 @@ class LLMGateway:
 
     async def check_embedding(self, timeout: float = 5.0) -> EmbedHealth:  # noqa: ASYNC109
         """Single (un-retried) probe of the embedding model: reachable? right dimension?"""
-        probe = await self.embedder.probe(timeout)
-        error = probe.error
-        if error is None and probe.dim is not None and probe.dim != self.embed_dim:
-            error = f"dimension mismatch: model returned {probe.dim}, expected {self.embed_dim}"
-        return EmbedHealth(
-            reachable=probe.reachable,
-            ok=probe.reachable and error is None and probe.dim == self.embed_dim,
-            model=self.embed_model,
-            expected_dim=self.embed_dim,
-            dim=probe.dim,
-            error=error,
-        )
+        return embed_health(await self.embedder.probe(timeout), self.embed_model, self.embed_dim)

@@ -186,7 +186,7 @@ def _load(model_path: Path, tokenizer_path: Path, tokenizer_sha256: str | None) 
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             options.inter_op_num_threads = 1
             # No busy-waiting between operators: the service shares its cores with
-            # PostgreSQL and the event loop (spinning made runs 2-3x slower under load).
+            # PostgreSQL and the event loop (why: docs/performance.md, "local embedder").
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             options.log_severity_level = 3
             session = ort.InferenceSession(

@@ -154,7 +154,7 @@ def term_hits(text: str, terms: Iterable[str]) -> list[tuple[int, str]]:
     """(start, term) of every match in `text` of the (lower-case, letters-and-digits)
     `terms`, in text order — what `term_pattern(terms).finditer` finds, found with
     `str.find` on the lower-cased text instead: the pattern's look-behind is tried at
-    every position, ~15× slower over a 4,000-char chunk. At one position the longest
+    every position (why: docs/performance.md, "term hits"). At one position the longest
     term wins, as in the pattern. A text whose lower-casing changes its length (a few
     Unicode letters do) is matched with the pattern."""
     wanted = sorted({t.lower() for t in terms if t}, key=len, reverse=True)
@@ -227,6 +227,40 @@ def rank_chunks(
     scored = [_score_lines(c, weights, wanted) for c in candidates]
     if not scored:
         return []
+    fused = _fuse(scored, weights, min_similarity, text_weight, context_weight)
+    best_lines = heapq.nlargest(focus_lines, (x for row in fused for x in row[:-1]))
+    cutoff = best_lines[-1] if best_lines else math.inf
+    ranked: list[Ranked] = []
+    for s, row in zip(scored, fused, strict=True):
+        sim = max((v for v in s.vector if v is not None), default=None)
+        if not s.terms and (sim is None or sim < min_similarity):
+            continue
+        lines = row[:-1]
+        picked = _focus(lines, cutoff)
+        ranked.append(
+            Ranked(
+                key=s.cand.key,
+                score=max(row) if row else 0.0,
+                similarity=sim,
+                terms=tuple(t for t in weights if t in s.terms),
+                focus=tuple(s.spans[i] for i in picked),
+                focus_scores=tuple(lines[i] for i in picked),
+            )
+        )
+    ranked.sort(key=lambda r: -r.score)  # stable: ties keep the candidates' order
+    return ranked[: max(k, 0)]
+
+
+def _fuse(
+    scored: Sequence[_Lines],
+    weights: Mapping[str, float],
+    min_similarity: float,
+    text_weight: float,
+    context_weight: float,
+) -> list[list[float]]:
+    """Each candidate's line scores: the vector part (its similarity above the lowest
+    one, scaled to the best) plus the text part (BM25 over the matched mass), each line
+    lifted by its better neighbour."""
     lens = [n for s in scored for n in _line_lengths(s)]
     avg = sum(lens) / len(lens) if lens else 1.0
     mass = sum(w for w in weights.values() if w > 0) or 1.0
@@ -248,33 +282,19 @@ def rank_chunks(
         for line, t in _bm25(s, weights, avg).items():
             row[line] += wt * min(1.0, t / mass)
         fused.append(_with_context(row, context_weight))
+    return fused
 
-    best_lines = heapq.nlargest(focus_lines, (x for row in fused for x in row[:-1]))
-    cutoff = best_lines[-1] if best_lines else math.inf
-    ranked: list[Ranked] = []
-    for s, row in zip(scored, fused, strict=True):
-        sim = max((v for v in s.vector if v is not None), default=None)
-        if not s.terms and (sim is None or sim < min_similarity):
-            continue
-        lines = row[:-1]
-        picked: list[int] = []
-        if lines:
-            best = max(range(len(lines)), key=lines.__getitem__)
-            if lines[best] > 0:
-                others = [i for i, x in enumerate(lines) if x >= cutoff and x > 0 and i != best]
-                picked = [best, *sorted(others, key=lambda i: -lines[i])]
-        ranked.append(
-            Ranked(
-                key=s.cand.key,
-                score=max(row) if row else 0.0,
-                similarity=sim,
-                terms=tuple(t for t in weights if t in s.terms),
-                focus=tuple(s.spans[i] for i in picked),
-                focus_scores=tuple(lines[i] for i in picked),
-            )
-        )
-    ranked.sort(key=lambda r: -r.score)  # stable: ties keep the candidates' order
-    return ranked[: max(k, 0)]
+
+def _focus(lines: list[float], cutoff: float) -> list[int]:
+    """The lines to show: the best one (when it scores at all), then the others at or
+    above `cutoff` (the `focus_lines` best of all candidates), best first."""
+    if not lines:
+        return []
+    best = max(range(len(lines)), key=lines.__getitem__)
+    if lines[best] <= 0:
+        return []
+    others = [i for i, x in enumerate(lines) if x >= cutoff and x > 0 and i != best]
+    return [best, *sorted(others, key=lambda i: -lines[i])]
 
 
 def _with_context(row: list[float], weight: float) -> list[float]:

@@ -67,14 +67,12 @@ class Segment:
 
 # `load_candidates`' read: the chunks by primary key, fenced (`OFFSET 0`) from the user
 # filter applied after (otherwise the planner intersects the few keys with the user's
-# whole `(user_id, …)` btree range: 62k entries at bench-search's heaviest user, 4.5 ms
-# of a 6 ms read), and with a query vector each chunk's segments, by their key
-# (`chunk_id, part`) alone — the chunk passed the user filter and its segments are its
-# user's. (With `user_id = :uid` there too, a generic plan intersected each chunk's key
-# with the user's whole segment range: 3 ms per chunk.) The aggregates of one group read
-# its rows in the same order: the arrays line up. Plain SQL with the ids as one array
-# and the vector as its text: the ORM statement's expanding IN and bind processing cost
-# ~1.5 ms per search at 30 candidates (bench-search, heaviest user).
+# whole `(user_id, …)` btree range), and with a query vector each chunk's segments, by
+# their key (`chunk_id, part`) alone — the chunk passed the user filter and its segments
+# are its user's. The aggregates of one group read its rows in the same order: the
+# arrays line up. Plain SQL with the ids as one array and the vector as its text: the
+# ORM statement's expanding IN and bind processing cost more than the read.
+# why: docs/performance.md, "raw search candidates"
 _CANDIDATES = (
     "SELECT {chunk}{columns} FROM (SELECT user_id, {inner} FROM memory_chunks"
     " WHERE id = ANY(CAST(%(ids)s AS uuid[])) OFFSET 0) AS c{lateral} WHERE c.user_id = %(uid)s"
@@ -214,9 +212,9 @@ class ChunkRepository:
         decides between an exact and an HNSW segment lookup. One round trip.
 
         JIT and parallel workers are turned off for the transaction: the text index
-        expression's high COST makes `term_matches`' lookups look expensive (an
-        estimated ~30k per term), and JIT compilation (~14 ms) or a parallel gather
-        would cost more than the millisecond a lookup takes. Generic plans are off too
+        expression's high COST makes `term_matches`' lookups look expensive, and JIT
+        compilation or a parallel gather would cost more than the lookup (why:
+        docs/performance.md, "raw search planner settings"). Generic plans are off too
         (`plan_cache_mode`): psycopg prepares a statement run five times on a
         connection, and PostgreSQL may then plan it once for any user, while the right
         plan depends on how many chunks the user has (a hundred or ten thousand)."""
@@ -260,8 +258,8 @@ class ChunkRepository:
         `navi_user_tsquery` puts the same key in the query's: a prefix term expands
         over this user's lexemes only, and the postings read are this user's chunks.
         Each lookup is fenced (`OFFSET 0`) from the user filter, so the planner does not
-        intersect it with the user's whole btree range (10k entries per term for the
-        heaviest user: the key already selects the user's chunks); the filter then
+        intersect it with the user's whole btree range (the key already selects the
+        user's chunks); the filter then
         drops a colliding key's rows. Run after `begin_search` (its planner settings)."""
         found: list[list[str]] = [[] for _ in terms]
         if not terms:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -28,15 +29,13 @@ RAW_MAX_DISTANCE = 0.45  # a chunk matching no query term needs a segment this c
 TEXT_CANDIDATES = 15  # chunks taken from the text side (by summed IDF of matched terms)
 # ... unless at most this many hold a query term: then all of them. In a small history
 # many chunks hold every common term of the query, and the summed IDF (presence only)
-# cuts among ties; ranking 30 chunks' lines costs ~2.5 ms
+# cuts among ties. why: docs/performance.md, "raw search candidates"
 TEXT_CANDIDATES_ALL = 30
 VECTOR_CANDIDATES = 15  # nearest segments taken from the vector side
 # chunk ids read per term: a term in more chunks than this is common for the user (its
 # IDF, from this lower bound of its frequency, ≤ 3.0 at 10k chunks, against ~7 for a
-# rare one). Each id read is a heap fetch: at bench-search's heaviest user 2000 cost
-# ~4 ms more per search than 1000 (p50 33.2 vs 29.3 ms), and 1000 ~3 ms more than 500
-# (the term lookups alone, interleaved in one run: p50 10.9 vs 7.8 ms). Users with
-# fewer chunks than the cap are not affected
+# rare one). Each id read is a heap fetch; users with fewer chunks than the cap are not
+# affected. why: docs/performance.md, "raw search term cap"
 TERM_CAP = 500
 MAX_TERMS = 24  # query terms looked up (recall queries are several messages long)
 EXACT_SCAN_CHUNKS = 1000  # up to this many chunks in scope, segments are compared one by one
@@ -113,53 +112,9 @@ async def search_raw(
                 user_id, session_id=session_id, limit=k, before_seq=before_seq
             )
         ]
-    vec: list[float] | None = None
-    if llm is not None:
-        try:
-            vec = await llm.embed_one(query.strip())
-        except LLMError as exc:
-            log.info("memory.raw_vector_unavailable", error=str(exc))
-
-    async def nearest(on: ChunkRepository, exact: bool) -> list[tuple[uuid.UUID, float]]:
-        if vec is None:
-            return []
-        return await on.nearest_segments(
-            user_id,
-            vec,
-            session_id=session_id,
-            limit=VECTOR_CANDIDATES,
-            exact=exact,
-            before_seq=before_seq,
-        )
-
-    def walk_aside() -> Awaitable[list[tuple[uuid.UUID, float]]]:
-        assert side_sessions is not None
-        return in_own_session(side_sessions, lambda db: nearest(ChunkRepository(db), False))
-
-    async def count() -> ChunkScope:
-        scope = await repo.begin_search(user_id, session_id=session_id, before_seq=before_seq)
-        if session_id is None:
-            _WALKERS.note(user_id, scope.chunks > EXACT_SCAN_CHUNKS)
-        return scope
-
-    async def text_side() -> tuple[int, list[Sequence[str]]]:
-        scope = await count()
-        return scope.chunks, await lookup_terms(repo, user_id, terms, scope, session_id, before_seq)
-
-    aside = side_sessions is not None and vec is not None
-    if aside and session_id is None and _WALKERS.walks(user_id):
-        # a user seen past EXACT_SCAN_CHUNKS: the walk starts now, beside the count
-        (total, matches), near = await both(text_side(), walk_aside())
-    else:
-        scope = await count()
-        total = scope.chunks
-        exact = total <= EXACT_SCAN_CHUNKS
-        lookup = lookup_terms(repo, user_id, terms, scope, session_id, before_seq)
-        if aside and not exact:
-            matches, near = await both(lookup, walk_aside())
-        else:
-            matches = await lookup
-            near = await nearest(repo, exact)
+    vec = await _query_vector(llm, query)
+    legs = _Legs(repo, user_id, terms, vec, session_id, before_seq, side_sessions)
+    total, matches, near = await legs.run()
     weights = {t: idf(len(ids), total) for t, ids in zip(terms, matches, strict=True) if ids}
     top, matched = text_candidates(terms, matches, weights, TEXT_CANDIDATES)
     ids = [uuid.UUID(c) for c in top]
@@ -167,6 +122,88 @@ async def search_raw(
     order = {chunk_id: n for n, chunk_id in enumerate(ids)}
     loaded = sorted(await repo.load_candidates(user_id, ids, vec), key=lambda x: order[x[0].id])
     return rank_candidates(loaded, weights, k)
+
+
+async def _query_vector(llm: LLMGateway | None, query: str) -> list[float] | None:
+    """The query's vector; None without an embedder or when it fails (the text side
+    then decides alone)."""
+    if llm is None:
+        return None
+    try:
+        return await llm.embed_one(query.strip())
+    except LLMError as exc:
+        log.info("memory.raw_vector_unavailable", error=str(exc))
+        return None
+
+
+Nearest = list[tuple[uuid.UUID, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Legs:
+    """The two candidate lookups of one `search_raw`: the terms' chunks (after the
+    scope's count) on `repo`, the nearest segments on `repo` or, for a user past
+    `EXACT_SCAN_CHUNKS`, on a connection of `side_sessions` at the same time."""
+
+    repo: ChunkRepository
+    user_id: str
+    terms: list[str]
+    vec: list[float] | None
+    session_id: uuid.UUID | None
+    before_seq: int | None
+    side_sessions: async_sessionmaker[AsyncSession] | None
+
+    async def run(self) -> tuple[int, list[Sequence[str]], Nearest]:
+        """(chunks in scope, each term's chunk ids, the nearest segments' chunks)."""
+        aside = self.side_sessions is not None and self.vec is not None
+        if aside and self.session_id is None and _WALKERS.walks(self.user_id):
+            # a user seen past EXACT_SCAN_CHUNKS: the walk starts now, beside the count
+            (total, matches), near = await both(self.text_side(), self.walk_aside())
+            return total, matches, near
+        scope = await self.count()
+        exact = scope.chunks <= EXACT_SCAN_CHUNKS
+        lookup = self.lookup(scope)
+        if aside and not exact:
+            matches, near = await both(lookup, self.walk_aside())
+        else:
+            matches = await lookup
+            near = await self.nearest(self.repo, exact)
+        return scope.chunks, matches, near
+
+    async def nearest(self, on: ChunkRepository, exact: bool) -> Nearest:
+        if self.vec is None:
+            return []
+        return await on.nearest_segments(
+            self.user_id,
+            self.vec,
+            session_id=self.session_id,
+            limit=VECTOR_CANDIDATES,
+            exact=exact,
+            before_seq=self.before_seq,
+        )
+
+    def walk_aside(self) -> Awaitable[Nearest]:
+        assert self.side_sessions is not None
+        return in_own_session(
+            self.side_sessions, lambda db: self.nearest(ChunkRepository(db), False)
+        )
+
+    async def count(self) -> ChunkScope:
+        scope = await self.repo.begin_search(
+            self.user_id, session_id=self.session_id, before_seq=self.before_seq
+        )
+        if self.session_id is None:
+            _WALKERS.note(self.user_id, scope.chunks > EXACT_SCAN_CHUNKS)
+        return scope
+
+    def lookup(self, scope: ChunkScope) -> Awaitable[list[Sequence[str]]]:
+        return lookup_terms(
+            self.repo, self.user_id, self.terms, scope, self.session_id, self.before_seq
+        )
+
+    async def text_side(self) -> tuple[int, list[Sequence[str]]]:
+        scope = await self.count()
+        return scope.chunks, await self.lookup(scope)
 
 
 async def lookup_terms(

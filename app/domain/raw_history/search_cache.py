@@ -41,8 +41,8 @@ class CommonTerms:
     adding or removing the user's chunks changes, never to a value used before: a
     database created anew — another test's, a restored copy — has another oid). A lookup of such a term is
     the costly part of a raw search at a large history: its GIN bitmap holds every
-    posting of the prefix (10k at bench-search's heaviest user, ~1.5 ms), whatever the
-    cap. While the version is the same the stored ids are what the lookup returns."""
+    posting of the prefix, whatever the cap (why: docs/performance.md, "raw search
+    common terms"). While the version is the same the stored ids are what the lookup returns."""
 
     def __init__(self, size: int = MAX_COMMON_TERMS) -> None:
         self.size = size

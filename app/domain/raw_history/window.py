@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.domain.raw_history.chunks import TOOL_RESULT
-from app.domain.raw_history.ranking import line_spans
+from app.domain.raw_history.ranking import Span, line_spans
 
 ELLIPSIS = "…"
 _SNAP_WORD = 40  # how far a window edge moves to land on whitespace
@@ -132,13 +132,11 @@ def _cut(text: str, lo: int, hi: int) -> str:
 
 # ------------------------------------------------------------------ line windows
 # A matched line is shown with the line after it: in a conversation the answer follows the
-# question that names the subject (LoCoMo dev, bench-locomo: 0 before / 1 after beat 1 / 1
-# at the same budget: recall@1500 0.620 vs 0.604, @4000 0.743 vs 0.734; 0 / 0 lost 0.08
-# at 4000). The budget, not the spec's "2 before", decides: lines before rarely hold it.
-# Shown together (`interleave_windows`), a line brings its next line only when that one
-# answers it: a question's reply, a tool call's result. After a statement the budget
-# goes to the next best line instead (the same ingest, replayed: recall@1500 0.654 ->
-# 0.660, @4000 0.781 -> 0.785; bench-breadcrumbs unchanged).
+# question that names the subject. The budget, not the spec's "2 before", decides: lines
+# before rarely hold it. Shown together (`interleave_windows`), a line brings its next
+# line only when that one answers it: a question's reply, a tool call's result. After a
+# statement the budget goes to the next best line instead.
+# why: docs/performance.md, "raw search line windows"
 NEIGHBOURS_BEFORE = 0
 NEIGHBOURS_AFTER = 1
 GAP = "…"
@@ -256,13 +254,6 @@ def interleave_windows(
     skipped; a line longer than `line_chars` is shown as its best window of that size.
     Consecutive picks from the same text form one `Run`."""
     spans = [line_spans(it.text) for it in items]
-    entries: list[tuple[float, int, int, int]] = []
-    for n, it in enumerate(items):
-        index = {s: i for i, s in enumerate(spans[n])}
-        for r, (span, score) in enumerate(zip(it.focus, it.scores, strict=False)):
-            if span in index:
-                entries.append((-score, n, r, index[span]))
-    entries.sort()
     left = budget
     shown: list[set[int]] = [set() for _ in items]
     picks: list[tuple[int, list[str], list[int]]] = []  # (item, texts, line indexes)
@@ -272,16 +263,9 @@ def interleave_windows(
         line = items[n].text[start:end].strip()
         return line if len(line) <= line_chars else best_window(line, terms, line_chars)
 
-    def wants_next(n: int, i: int) -> bool:
-        line = items[n].text[spans[n][i][0] : spans[n][i][1]]
-        if "?" in line:
-            return True
-        nxt = spans[n][i + 1] if i + 1 < len(spans[n]) else None
-        return nxt is not None and items[n].text.startswith(TOOL_RESULT, nxt[0])
-
-    for _, n, _, i in entries:
+    for n, i in _focus_order(items, spans):
         block: list[str] = []
-        for a in (after if wants_next(n, i) else 0, 0):
+        for a in (after if _wants_next(items[n].text, spans[n], i) else 0, 0):
             idx = [j for j in range(i, min(i + a, len(spans[n]) - 1) + 1) if j not in shown[n]]
             block = [show(n, j) for j in idx]
             if sum(len(b) + 1 for b in block) <= left:
@@ -291,16 +275,47 @@ def interleave_windows(
             continue
         left -= sum(len(b) + 1 for b in block)
         shown[n].update(idx)
-        if picks and picks[-1][0] == n:
-            if idx[0] != picks[-1][2][-1] + 1:
-                picks[-1][1].append(GAP)
-            picks[-1][1].extend(block)
-            picks[-1][2].extend(idx)
-        else:
-            picks.append((n, block, idx))
+        _add_pick(picks, n, block, idx)
     seen: set[int] = set()
     runs = []
     for n, parts, _ in picks:
         runs.append(Run(n, "\n".join(parts), n not in seen))
         seen.add(n)
     return runs
+
+
+def _focus_order(items: Sequence[Focused], spans: list[list[Span]]) -> list[tuple[int, int]]:
+    """(item, line index) of every focus line found in its text, best score first (ties:
+    item order, then the item's own order)."""
+    entries: list[tuple[float, int, int, int]] = []
+    for n, it in enumerate(items):
+        index = {s: i for i, s in enumerate(spans[n])}
+        for r, (span, score) in enumerate(zip(it.focus, it.scores, strict=False)):
+            if span in index:
+                entries.append((-score, n, r, index[span]))
+    entries.sort()
+    return [(n, i) for _, n, _, i in entries]
+
+
+def _wants_next(text: str, spans: list[Span], i: int) -> bool:
+    """Line `i` is answered by the lines after it: it asks a question, or a tool result
+    follows."""
+    line = text[spans[i][0] : spans[i][1]]
+    if "?" in line:
+        return True
+    nxt = spans[i + 1] if i + 1 < len(spans) else None
+    return nxt is not None and text.startswith(TOOL_RESULT, nxt[0])
+
+
+def _add_pick(
+    picks: list[tuple[int, list[str], list[int]]], n: int, block: list[str], idx: list[int]
+) -> None:
+    """`block` (lines `idx` of item `n`) onto the last run when it is of the same item
+    (a gap marker between lines that do not follow each other), else a run of its own."""
+    if picks and picks[-1][0] == n:
+        if idx[0] != picks[-1][2][-1] + 1:
+            picks[-1][1].append(GAP)
+        picks[-1][1].extend(block)
+        picks[-1][2].extend(idx)
+    else:
+        picks.append((n, block, idx))

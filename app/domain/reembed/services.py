@@ -19,9 +19,6 @@ Progress goes to stderr, the final count to stdout. An embedding failure stops t
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,11 +27,9 @@ from typing import Any
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import Settings
 from app.db.engine import transaction
 from app.domain.raw_history.indexer import segment_texts, segment_vectors
 from app.domain.reembed.repositories import ColumnChange, EmbeddingRepository
-from app.llm.factory import build_gateway
 from app.llm.gateway import LLMError, LLMGateway
 
 log = structlog.get_logger()
@@ -86,17 +81,48 @@ async def reembed(
     say = progress or (lambda _: None)
     started = time.perf_counter()
     dim = llm.embed_dim
-    health = await llm.check_embedding(timeout=probe_timeout)
+    await _probe(llm, probe_timeout)
+    result = ReembedResult(dim=dim)
+    result.changes = await _align(factory, dim, say)
+    done = 0
+    for table in EmbeddingRepository.TABLES:
+        count = await _embed_table(factory, llm, table, result, batch_size, done, limit, say)
+        result.embedded[table] = count
+        done += count
+        if result.error is not None:
+            break
+    async with transaction(factory) as db:
+        repo = EmbeddingRepository(db)
+        for table in EmbeddingRepository.TABLES:
+            result.remaining[table] = await repo.count_pending(table)
+    result.seconds = time.perf_counter() - started
+    log.info(
+        "memory.reembed_done",
+        dim=dim,
+        embedded=result.embedded,
+        remaining=result.remaining,
+        seconds=round(result.seconds, 1),
+    )
+    return result
+
+
+async def _probe(llm: LLMGateway, timeout: float) -> None:  # noqa: ASYNC109
+    """Step 1: ReembedError unless the embedder answers with its configured dimension."""
+    health = await llm.check_embedding(timeout=timeout)
     if not health.ok:
         raise ReembedError(
             f"the {llm.embed_provider} embedding model {health.model!r} is not usable "
             f"({health.error or 'unreachable'}); nothing was changed"
         )
-    result = ReembedResult(dim=dim)
 
+
+async def _align(
+    factory: async_sessionmaker[AsyncSession], dim: int, say: Progress
+) -> list[ColumnChange]:
+    """Step 2: the vector columns to `vector(dim)`, each change reported and logged."""
     async with transaction(factory) as db:
-        result.changes = await EmbeddingRepository(db).align_dimensions(dim)
-    for change in result.changes:
+        changes = await EmbeddingRepository(db).align_dimensions(dim)
+    for change in changes:
         what = (
             f"{change.deleted_rows} row(s) deleted"
             if change.deleted_rows
@@ -115,58 +141,67 @@ async def reembed(
             deleted=change.deleted_rows,
             cleared=change.cleared_rows,
         )
+    return changes
 
-    done = 0
-    for table in EmbeddingRepository.TABLES:
-        async with transaction(factory) as db:
-            pending = await EmbeddingRepository(db).count_pending(table)
-        count = 0
-        after: Any = None
-        table_started = time.perf_counter()
-        while limit is None or done < limit:
-            want = batch_size if limit is None else min(batch_size, limit - done)
-            try:
-                async with transaction(factory) as db:
-                    repo = EmbeddingRepository(db)
-                    rows = await repo.claim(table, after, want)
-                    if rows and table == "memory_chunks":
-                        await _embed_chunks(repo, llm, rows)
-                    elif rows:
-                        vectors = await llm.embed([text for _, text in rows])
-                        await repo.set_fact_embeddings(
-                            [(row[0], vec) for row, vec in zip(rows, vectors, strict=True)]
-                        )
-            except LLMError as exc:
-                result.error = f"{type(exc).__name__}: {exc}"
-                log.error("memory.reembed_failed", table=table, embedded=done, error=str(exc))
-                break
-            if not rows:
-                if after is None:
-                    break  # nothing left that no other run holds
-                after = None  # one more pass from the start: rows skipped while locked
-                continue
-            after = rows[-1][0]
-            count += len(rows)
-            done += len(rows)
-            rate = count / max(time.perf_counter() - table_started, 1e-9)
-            say(f"{table}: {count}/{max(pending, count)} embedded ({rate:.1f}/s)")
-        result.embedded[table] = count
-        if result.error is not None:
+
+async def _embed_table(
+    factory: async_sessionmaker[AsyncSession],
+    llm: LLMGateway,
+    table: str,
+    result: ReembedResult,
+    batch_size: int,
+    done: int,
+    limit: int | None,
+    say: Progress,
+) -> int:
+    """Step 3 for one table: batches until none is left (or `limit` rows in all, `done`
+    of them before this table); how many rows it embedded. An embedding failure ends it
+    with `result.error` set."""
+    async with transaction(factory) as db:
+        pending = await EmbeddingRepository(db).count_pending(table)
+    count = 0
+    after: Any = None
+    table_started = time.perf_counter()
+    while limit is None or done + count < limit:
+        want = batch_size if limit is None else min(batch_size, limit - done - count)
+        try:
+            rows = await _embed_batch(factory, llm, table, after, want)
+        except LLMError as exc:
+            result.error = f"{type(exc).__name__}: {exc}"
+            log.error("memory.reembed_failed", table=table, embedded=done + count, error=str(exc))
             break
+        if not rows:
+            if after is None:
+                break  # nothing left that no other run holds
+            after = None  # one more pass from the start: rows skipped while locked
+            continue
+        after = rows[-1][0]
+        count += len(rows)
+        rate = count / max(time.perf_counter() - table_started, 1e-9)
+        say(f"{table}: {count}/{max(pending, count)} embedded ({rate:.1f}/s)")
+    return count
 
+
+async def _embed_batch(
+    factory: async_sessionmaker[AsyncSession],
+    llm: LLMGateway,
+    table: str,
+    after: Any,
+    want: int,
+) -> list[tuple[Any, str]]:
+    """One transaction: claim up to `want` rows of `table` past `after`, embed and store
+    their vectors; the rows claimed."""
     async with transaction(factory) as db:
         repo = EmbeddingRepository(db)
-        for table in EmbeddingRepository.TABLES:
-            result.remaining[table] = await repo.count_pending(table)
-    result.seconds = time.perf_counter() - started
-    log.info(
-        "memory.reembed_done",
-        dim=dim,
-        embedded=result.embedded,
-        remaining=result.remaining,
-        seconds=round(result.seconds, 1),
-    )
-    return result
+        rows = await repo.claim(table, after, want)
+        if rows and table == "memory_chunks":
+            await _embed_chunks(repo, llm, rows)
+        elif rows:
+            vectors = await llm.embed([text for _, text in rows])
+            await repo.set_fact_embeddings(
+                [(row[0], vec) for row, vec in zip(rows, vectors, strict=True)]
+            )
+    return rows
 
 
 async def _embed_chunks(
@@ -193,85 +228,3 @@ async def dimension_mismatch(factory: async_sessionmaker[AsyncSession], dim: int
         "(python -m app.cli reembed) to convert them and re-embed, or restore the previous "
         "EMBEDDING_PROVIDER / EMBEDDING_DIM"
     )
-
-
-def check_database_dimension(settings: Settings, url: str) -> str | None:
-    """`serve`'s start-up check (see dimension_mismatch); None with EMBEDDING_PROVIDER=none,
-    which writes no vectors."""
-    if settings.embedding_provider == "none":
-        return None
-    from app.db.engine import create_engine, session_factory
-
-    async def go() -> str | None:
-        engine = create_engine(url)
-        try:
-            return await dimension_mismatch(session_factory(engine), settings.vector_dim)
-        finally:
-            await engine.dispose()
-
-    return asyncio.run(go())
-
-
-# --------------------------------------------------------------------------- command
-def _positive(raw: str) -> int:
-    value = int(raw)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be >= 1")
-    return value
-
-
-def cmd_reembed(settings: Settings, args: argparse.Namespace) -> None:
-    from app.db import migrate
-    from app.db.engine import create_engine, resolve_database_url, session_factory
-    from app.lib.logging import configure_logging
-
-    if settings.embedding_provider == "none":
-        print("reembed: EMBEDDING_PROVIDER=none: there is no embedder to use", file=sys.stderr)
-        raise SystemExit(2)
-    configure_logging(settings.log_level, settings.log_json)
-    url = resolve_database_url(settings)
-    migrate.upgrade(url)
-
-    def to_stderr(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
-    async def go() -> ReembedResult:
-        engine = create_engine(url, settings)
-        llm = build_gateway(settings)
-        try:
-            return await reembed(
-                session_factory(engine),
-                llm,
-                batch_size=args.batch_size or settings.embedding_batch_size,
-                limit=args.limit,
-                progress=to_stderr,
-            )
-        finally:
-            await llm.aclose()
-            await engine.dispose()
-
-    try:
-        result = asyncio.run(go())
-    except ReembedError as exc:
-        print(f"reembed: {exc}", file=sys.stderr)
-        raise SystemExit(1) from None
-    print(result.summary())
-    if result.error:
-        print(f"reembed: stopped: {result.error}; run it again to resume", file=sys.stderr)
-        raise SystemExit(1)
-
-
-def add_command(sub: Any, settings_or_exit: Callable[[], Settings]) -> None:
-    """Register `reembed` on the CLI's sub-parsers."""
-    p = sub.add_parser(
-        "reembed",
-        help="align the vector columns to the embedder's dimension and embed rows without one",
-    )
-    p.add_argument(
-        "--batch-size",
-        type=_positive,
-        default=None,
-        help="rows per transaction (EMBEDDING_BATCH_SIZE)",
-    )
-    p.add_argument("--limit", type=_positive, default=None, help="stop after this many rows")
-    p.set_defaults(fn=lambda args: cmd_reembed(settings_or_exit(), args))

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -180,56 +181,88 @@ async def summarise_session(
     run = SessionRun(session_id)
     async with transaction(factory) as db:  # short: the row must exist to be locked
         await RollingRepository(db).ensure_row(session_id)
+    job = _SessionJob(summarizer, settings, session_id, profile, hooks, run)
     while True:
         async with transaction(factory) as db:
-            repo = RollingRepository(db)
-            state = await repo.lock(session_id)
-            if state is None:
-                run.skipped = run.chunks == 0
+            if not await job.next_chunk(RollingRepository(db)):
                 return run
-            if state.summary is not None and state.cursor_at is None:
-                await repo.set_cursor(session_id, await repo.latest_message_at(session_id))
-                run.cursor_only = True
-                return run
-            msgs = await repo.messages_after(session_id, state.cursor_at, ROWS_PER_LOAD)
-            chunks = chunk_messages(msgs, settings.rolling_summary_chunk_chars)
-            if not chunks:
-                if run.chunks == 0:
-                    await repo.touch(session_id)
-                return run
-            chunk = chunks[0]
-            cursor = chunk[-1].created_at
-            # the chunk, noise included, goes to the raw-history index as compression's
-            # demoted messages do (a failure is logged there, never raised here)
-            if hooks is not None and len(hooks):
-                owner = await repo.owner(session_id)
-                await hooks.run(db, owner, session_id, chunk, ())  # type: ignore[arg-type]
-            kept, previous = chunk, state.summary
-            if settings.rolling_summary_noise_filter:
-                kept, previous = await summarizer.filter_noise(previous, chunk, profile)
-                if not kept:  # all noise: save the trimmed summary and move on
-                    await repo.save(session_id, previous, cursor)
-                    continue
-            try:
-                summary = await summarizer.summarise(previous, kept, profile)
-            except (LLMError, SummaryParseError) as exc:
-                await repo.fail(session_id, f"{type(exc).__name__}: {exc}")
-                run.failed = str(exc)[:300]
-                log.warning(
-                    "rolling.chunk_failed",
-                    session_id=str(session_id),
-                    attempt=state.attempts + 1,
-                    error=run.failed,
-                )
-                return run
-            await repo.save(session_id, summary, cursor)
-            run.chunks += 1
-            log.info(
-                "rolling.chunk_summarised",
-                session_id=str(session_id),
-                messages=len(kept),
-                decisions=len(summary["key_decisions"]),
+
+
+@dataclass(frozen=True)
+class _SessionJob:
+    """One `summarise_session` run: a chunk per transaction, its outcome in `run`."""
+
+    summarizer: RollingSummarizer
+    settings: Settings
+    session_id: uuid.UUID
+    profile: RollingProfile
+    hooks: DemotionHooks | None
+    run: SessionRun
+
+    async def next_chunk(self, repo: RollingRepository) -> bool:
+        """The next chunk after the locked row's cursor, summarised and saved; False
+        when the run ends (nothing left, the row gone or held, a failure)."""
+        session_id, run = self.session_id, self.run
+        state = await repo.lock(session_id)
+        if state is None:
+            run.skipped = run.chunks == 0
+            return False
+        if state.summary is not None and state.cursor_at is None:
+            await repo.set_cursor(session_id, await repo.latest_message_at(session_id))
+            run.cursor_only = True
+            return False
+        msgs = await repo.messages_after(session_id, state.cursor_at, ROWS_PER_LOAD)
+        chunks = chunk_messages(msgs, self.settings.rolling_summary_chunk_chars)
+        if not chunks:
+            if run.chunks == 0:
+                await repo.touch(session_id)
+            return False
+        chunk = chunks[0]
+        cursor = chunk[-1].created_at
+        # the chunk, noise included, goes to the raw-history index as compression's
+        # demoted messages do (a failure is logged there, never raised here)
+        if self.hooks is not None and len(self.hooks):
+            owner = await repo.owner(session_id)
+            await self.hooks.run(repo.session, owner, session_id, chunk, ())  # type: ignore[arg-type]
+        kept, previous = chunk, state.summary
+        if self.settings.rolling_summary_noise_filter:
+            kept, previous = await self.summarizer.filter_noise(previous, chunk, self.profile)
+            if not kept:  # all noise: save the trimmed summary and move on
+                await repo.save(session_id, previous, cursor)
+                return True
+        return await self.summarise(repo, state.attempts, previous, kept, cursor)
+
+    async def summarise(
+        self,
+        repo: RollingRepository,
+        attempts: int,
+        previous: dict[str, Any] | None,
+        kept: list[TranscriptMessage],
+        cursor: datetime,
+    ) -> bool:
+        """`kept` folded into `previous` and saved with the new cursor; on a failure the
+        row records it and the run ends (False)."""
+        try:
+            summary = await self.summarizer.summarise(previous, kept, self.profile)
+        except (LLMError, SummaryParseError) as exc:
+            await repo.fail(self.session_id, f"{type(exc).__name__}: {exc}")
+            self.run.failed = str(exc)[:300]
+            log.warning(
+                "rolling.chunk_failed",
+                session_id=str(self.session_id),
+                attempt=attempts + 1,
+                error=self.run.failed,
             )
+            return False
+        await repo.save(self.session_id, summary, cursor)
+        self.run.chunks += 1
+        log.info(
+            "rolling.chunk_summarised",
+            session_id=str(self.session_id),
+            messages=len(kept),
+            decisions=len(summary["key_decisions"]),
+        )
+        return True
 
 
 @dataclass

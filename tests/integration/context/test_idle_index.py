@@ -27,7 +27,7 @@ from tests.conftest import ROOT, new_user
 from tests.fakes.ollama_server import FakeOllama
 from tests.integration.context.conftest import append, new_session
 from tests.integration.context.test_raw_index_and_recall import fill
-from tests.integration.memory.test_raw_and_search import Demoted
+from tests.integration.raw_history.test_raw_and_search import Demoted
 
 SHORT = [
     {"role": "user", "content": "I'm vegetarian, and I cook with tempeh a lot."},
