@@ -69,8 +69,8 @@ def _text_search_statement(n_words: int, *, trigram: bool, scoped: bool) -> Comp
     more Python per search than the database spends running it."""
     matched: list[ColumnElement[bool]] = []
     # a similar word in the key or the value: one `%>` over both joined (one call per
-    # word and fact instead of two — 3.0 instead of 6.8 ms over a user's 100 facts for 4
-    # words); `%>` scores the best-matching stretch of words, for a word in one of them
+    # word and fact instead of two; why: docs/performance.md, "fact word search"); `%>`
+    # scores the best-matching stretch of words, for a word in one of them
     keyed_value = MemoryFact.key + literal(" ") + MemoryFact.value
     for i in range(n_words):
         pattern = bindparam(f"p{i}", type_=String)
@@ -170,9 +170,9 @@ class FactSearchRepository:
         return await DriverRows(self.session)(user_stmt.sql, user_stmt.params(params))
 
     async def _tune_hnsw_scan(self) -> None:
-        """For this transaction: a wider HNSW search (ef_search 100, not 40: ~90 % instead
-        of ~70 % recall on the benchmark's random vectors, real embeddings do better),
-        and pgvector's iterative scan (≥ 0.8) so filtered-out rows do not starve it."""
+        """For this transaction: a wider HNSW search (ef_search 100, not 40: better
+        recall, docs/performance.md "fact HNSW scan"), and pgvector's iterative scan
+        (≥ 0.8) so filtered-out rows do not starve it."""
         version = (
             await self.session.execute(
                 text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
