@@ -17,8 +17,8 @@ from app.db.models import Session
 from app.domain.compression import Msg, calibration_for, estimate_tokens
 from app.domain.facts.prompt_notes import memory_notes
 from app.domain.kernel.messages import MessageOut
+from app.domain.search.deps import fact_search
 from app.domain.search.recall import INJECTED_KEY, recall_for_turn, remembered_ids
-from app.domain.search.wiring import fact_search
 from app.llm.gateway import LLMGateway
 
 #: session_metadata: chars of the memory notes the last pre-turn prepare injected.
