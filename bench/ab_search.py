@@ -43,7 +43,7 @@ def worker(size: int, queries: int, fresh: bool) -> None:
     from app.config import get_settings
     from app.db.engine import create_engine, session_factory, transaction
     from app.domain.raw_history.search import search_raw
-    from app.domain.search.wiring import unified_search
+    from app.domain.search.deps import unified_search
     from app.lib.logging import configure_logging
     from app.lib.runtime import freeze_startup_heap
 

@@ -66,7 +66,7 @@ from app.db.models.memory import SEGMENT_BUCKETS  # noqa: E402
 from app.domain.kernel.terms import query_terms  # noqa: E402
 from app.domain.raw_history.ranking import segment_spans  # noqa: E402
 from app.domain.raw_history.search import search_raw  # noqa: E402
-from app.domain.search.wiring import unified_search  # noqa: E402
+from app.domain.search.deps import unified_search  # noqa: E402
 from app.lib.logging import configure_logging  # noqa: E402
 from app.lib.runtime import freeze_startup_heap  # noqa: E402
 from app.lib.sql import contains_pattern  # noqa: E402

@@ -10,13 +10,11 @@ import uuid
 from typing import Any
 
 from litestar import Controller, Response, post
-from litestar.datastructures import State
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
 from app.domain.compression import ContextTooLargeError
+from app.domain.context.deps import DEPENDENCIES
 from app.domain.context.schemas import CompactOut, CompactRequest, PrepareOut, PrepareRequest
-from app.domain.context.services import context_service
+from app.domain.context.services import ContextService
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
@@ -38,6 +36,7 @@ def too_large(exc: ContextTooLargeError) -> Response[dict[str, Any]]:
 class ContextController(Controller):
     path = "/sessions"
     tags = ["context"]
+    dependencies = DEPENDENCIES
 
     @post("/{session_id:uuid}/prepare", status_code=200)
     async def prepare(
@@ -45,14 +44,13 @@ class ContextController(Controller):
         session_id: uuid.UUID,
         data: PrepareRequest,
         principal: Principal,
-        db: AsyncSession,
-        settings: Settings,
-        state: State,
+        context: ContextService,
+        access: SessionAccess,
     ) -> Response[PrepareOut] | Response[dict[str, Any]]:
         viewer = Viewer.editor(principal)  # both may compress: a write
-        session = await SessionAccess(db).get(session_id, viewer)
+        session = await access.get(session_id, viewer)
         try:
-            out = await context_service(db, settings, state).prepare(
+            out = await context.prepare(
                 session, viewer, data.message, mid_turn=data.mid_turn, model=data.model
             )
         except ContextTooLargeError as exc:
@@ -64,13 +62,10 @@ class ContextController(Controller):
         self,
         session_id: uuid.UUID,
         principal: Principal,
-        db: AsyncSession,
-        settings: Settings,
-        state: State,
+        context: ContextService,
+        access: SessionAccess,
         data: CompactRequest | None = None,
     ) -> CompactOut:
         viewer = Viewer.editor(principal)  # both may compress: a write
-        session = await SessionAccess(db).get(session_id, viewer)
-        return await context_service(db, settings, state).compact(
-            session, viewer, data.model if data else None
-        )
+        session = await access.get(session_id, viewer)
+        return await context.compact(session, viewer, data.model if data else None)

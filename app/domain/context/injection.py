@@ -5,7 +5,7 @@ before the incoming message."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -17,9 +17,12 @@ from app.db.models import Session
 from app.domain.compression import Msg, calibration_for, estimate_tokens
 from app.domain.facts.prompt_notes import memory_notes
 from app.domain.kernel.messages import MessageOut
+from app.domain.search.deps import fact_search
 from app.domain.search.recall import INJECTED_KEY, recall_for_turn, remembered_ids
-from app.domain.search.wiring import fact_search
 from app.llm.gateway import LLMGateway
+
+#: session_metadata: chars of the memory notes the last pre-turn prepare injected.
+INJECTED_CHARS_KEY = "injected_chars"
 
 
 @dataclass
@@ -28,6 +31,29 @@ class Injection:
     after: list[MessageOut] = field(default_factory=list)  # right before the incoming message
     tokens: int = 0
     metadata_patch: dict[str, Any] = field(default_factory=dict)
+
+    def fit(
+        self,
+        view: list[MessageOut],
+        tokens: int,
+        *,
+        room: int,
+        metadata: Mapping[str, Any] | None,
+    ) -> tuple[list[MessageOut], int]:
+        """The view and its tokens with the notes around it when they fit in ``room``;
+        ``metadata_patch`` then holds what the session must record."""
+        # Injected memory is a bonus: it rides only when it fits under the size limit.
+        injected = 0
+        if self.tokens and self.tokens <= room:
+            view = [*self.before, *view, *self.after]
+            tokens += self.tokens
+            injected = sum(len(m.content) for m in [*self.before, *self.after])
+        else:
+            self.metadata_patch.clear()
+        # The runtime's next `usage` covers these notes too: after_append counts them.
+        if injected or (metadata or {}).get(INJECTED_CHARS_KEY):
+            self.metadata_patch[INJECTED_CHARS_KEY] = injected
+        return view, tokens
 
 
 def system_note(content: str, source: str, **meta: Any) -> MessageOut:

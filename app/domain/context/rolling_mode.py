@@ -26,7 +26,7 @@ from app.domain.compression import (
     truncate_for_view,
     view_budget_tokens,
 )
-from app.domain.context.compressor import estimator_for, load_context
+from app.domain.context.loading import estimator_for, load_context
 from app.domain.context.schemas import PrepareOut
 from app.domain.kernel.messages import MessageOut
 from app.domain.kernel.profiles import Profile

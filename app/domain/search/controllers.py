@@ -3,16 +3,13 @@ from __future__ import annotations
 import uuid
 
 from litestar import Controller, Request, post
-from litestar.datastructures import State
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
+from app.domain.search.deps import DEPENDENCIES
 from app.domain.search.schemas import HitOut, MemorySearchIn, MemorySearchOut, ToolMemorySearchIn
-from app.domain.search.services import SearchResult
-from app.domain.search.wiring import unified_search
+from app.domain.search.services import SearchResult, UnifiedSearch
 from app.lib.errors import Unprocessable
 
 MAX_QUERY = 2000
@@ -47,31 +44,31 @@ def _uuid(value: str | None, field: str) -> uuid.UUID | None:
 
 
 async def _check_session(
-    db: AsyncSession, settings: Settings, principal: Principal, sid: uuid.UUID | None
+    access: SessionAccess, principal: Principal, sid: uuid.UUID | None
 ) -> None:
     if sid is not None:
-        await SessionAccess(db).get(sid, Viewer.of(principal))
+        await access.get(sid, Viewer.of(principal))
 
 
 class MemorySearchController(Controller):
     tags = ["memory"]
+    dependencies = DEPENDENCIES
 
     @post("/memory/search", status_code=200)
     async def memory_search(
         self,
         data: MemorySearchIn,
         principal: Principal,
-        db: AsyncSession,
-        settings: Settings,
-        state: State,
+        search: UnifiedSearch,
+        access: SessionAccess,
     ) -> MemorySearchOut:
         if len(data.query) > MAX_QUERY:
             raise Unprocessable(f"query: at most {MAX_QUERY} characters")
         sid = _uuid(data.session_id, "session_id")
         current = _uuid(data.current_session_id, "current_session_id")
         for s in (sid, current):
-            await _check_session(db, settings, principal, s)
-        result = await unified_search(db, state.llm, settings, state.session_factory).search(
+            await _check_session(access, principal, s)
+        result = await search.search(
             data.query,
             user_id=principal.id,
             scope=data.scope,
@@ -88,9 +85,8 @@ class MemorySearchController(Controller):
         data: ToolMemorySearchIn,
         request: Request,
         principal: Principal,
-        db: AsyncSession,
-        settings: Settings,
-        state: State,
+        search: UnifiedSearch,
+        access: SessionAccess,
     ) -> MemorySearchOut:
         """The tool call as the model wrote it; the current session comes from the
         `X-Navi-Session-Id` header (or a `session_id` field)."""
@@ -99,8 +95,8 @@ class MemorySearchController(Controller):
         if len(data.query) > MAX_QUERY:
             raise Unprocessable(f"query: at most {MAX_QUERY} characters")
         current = _uuid(data.session_id or request.headers.get(SESSION_HEADER), "session_id")
-        await _check_session(db, settings, principal, current)
-        result = await unified_search(db, state.llm, settings, state.session_factory).search(
+        await _check_session(access, principal, current)
+        result = await search.search(
             data.query, user_id=principal.id, scope=data.scope, k=data.k, current_session_id=current
         )
         return _result_out(result)

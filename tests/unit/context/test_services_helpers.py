@@ -3,8 +3,9 @@ import base64
 import pytest
 
 from app.config import Settings
+from app.domain.context.pricing import baseline_of
 from app.domain.context.schemas import IncomingMessage
-from app.domain.context.services import baseline_of, incoming_msg
+from app.domain.context.services import incoming_msg
 from app.lib.errors import PayloadTooLarge, Unprocessable
 from tests.unit.compression.images import png
 

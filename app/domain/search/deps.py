@@ -1,19 +1,26 @@
-"""Builds the unified search with every store the service has."""
+"""The unified search with every store the service has, provided to the search handlers.
+
+`unified_search` and `fact_search` are plain functions for the callers outside a request
+(the pre-turn injection and recall, the benches).
+"""
 
 from __future__ import annotations
 
+from litestar.datastructures import State
+from litestar.di import Provide
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.domain.error_memory.services import unified_error_search
+from app.domain.facts.memory_hits import search_fact_hits
 from app.domain.search.services import FactSearch, UnifiedSearch
 from app.llm.gateway import LLMGateway
+
+__all__ = ["DEPENDENCIES", "fact_search", "provide_unified_search", "unified_search"]
 
 
 def fact_search() -> FactSearch | None:
     """The facts store's search as unified search expects it."""
-    from app.domain.facts.memory_hits import search_fact_hits  # facts imports memory
-
     return search_fact_hits
 
 
@@ -33,3 +40,10 @@ def unified_search(
         errors=unified_error_search(settings),
         side_sessions=side_sessions,
     )
+
+
+def provide_unified_search(db: AsyncSession, settings: Settings, state: State) -> UnifiedSearch:
+    return unified_search(db, state.llm, settings, state.session_factory)
+
+
+DEPENDENCIES = {"search": Provide(provide_unified_search, sync_to_thread=False)}

@@ -1,0 +1,156 @@
+"""What the stored context costs and what the model is sent of it, for the triggers of
+:mod:`app.domain.context.services`.
+
+* :meth:`Pricing.tokens`: the real-token baseline (``prompt_eval_count`` of a prompt that
+  held the first ``count`` messages, same model) plus the calibrated estimate of the rest;
+* :meth:`Pricing.over_threshold` / :meth:`Pricing.can_compress`: the compression trigger;
+* :meth:`Pricing.view`: the context as the model gets it (per-message view truncation);
+* :meth:`Pricing.calibrate`: the post-turn record of the real prompt size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from app.config import Settings
+from app.domain.compression import (
+    Msg,
+    calibration_for,
+    context_chars,
+    context_limit,
+    real_baseline_estimate,
+    record_real_baseline,
+    truncate_for_view,
+    view_budget_tokens,
+    would_compress,
+)
+from app.domain.context.injection import INJECTED_CHARS_KEY
+from app.domain.context.loading import LoadedContext, estimator_for
+from app.domain.context.writer import BASELINE_KEY, TRUNCATED_KEY
+from app.domain.files.images import with_context_note
+from app.domain.kernel.events import UsageIn
+from app.domain.kernel.messages import MessageOut
+from app.domain.kernel.profiles import Profile
+from app.domain.sessions.services import message_out
+
+__all__ = ["Calibration", "Pricing", "baseline_of"]
+
+
+def baseline_of(metadata: Mapping[str, Any] | None, model: str) -> tuple[int | None, int]:
+    """``(tokens, count)`` of the session's real-token baseline for ``model``."""
+    raw = (metadata or {}).get(BASELINE_KEY)
+    if not isinstance(raw, dict) or raw.get("model") != model:
+        return None, 0
+    try:
+        return int(raw["tokens"]), int(raw["count"])
+    except (KeyError, TypeError, ValueError):
+        return None, 0
+
+
+@dataclass
+class Calibration:
+    """The post-turn outcome: the session metadata to set and drop; ``truncated`` when
+    the runtime's prompt was silently cut (compress unconditionally)."""
+
+    truncated: bool = False
+    set_metadata: dict[str, Any] = field(default_factory=dict)
+    drop_metadata: list[str] = field(default_factory=list)
+
+
+class Pricing:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def tokens(
+        self,
+        msgs: list[Msg],
+        *,
+        model: str,
+        window: int,
+        metadata: Mapping[str, Any] | None,
+        extra: Msg | None = None,
+    ) -> int:
+        tokens, count = baseline_of(metadata, model)
+        return real_baseline_estimate(
+            msgs + ([extra] if extra is not None else []),
+            baseline_tokens=tokens,
+            baseline_count=count,
+            calib=calibration_for(model),
+            window=window,
+            message_budget=self.settings.context_message_token_budget,
+            image_fallback=self.settings.context_image_tokens,
+        )
+
+    def can_compress(
+        self, msgs: list[Msg], profile: Profile, model: str, keep_messages: int | None
+    ) -> bool:
+        window = profile.context_window
+        return would_compress(
+            msgs,
+            keep_recent=profile.keep_recent,
+            keep_recent_messages=keep_messages,
+            window=window,
+            target=self.settings.context_compression_target,
+            estimate=estimator_for(model, window, self.settings),
+        )
+
+    def over_threshold(self, tokens: int, window: int) -> bool:
+        """At ``window × threshold`` — or earlier, when the prompt would not pass the size
+        check anyway (small windows: window − reserve can be below 90 %)."""
+        trigger = min(
+            window * self.settings.context_compression_threshold,
+            context_limit(window, self.settings.output_reserve_tokens) + 1,
+        )
+        return tokens >= trigger
+
+    def view(self, loaded: LoadedContext, model: str, window: int) -> list[MessageOut]:
+        calib = calibration_for(model)
+        budget = view_budget_tokens(window, self.settings.context_message_token_budget)
+        out = []
+        for row, msg in zip(loaded.rows, loaded.msgs, strict=True):
+            item = with_context_note(message_out(row))
+            view = truncate_for_view(msg, budget, calib)
+            if view is not msg:
+                item = msgspec.structs.replace(item, content=view.content, metadata=view.metadata)
+            out.append(item)
+        return out
+
+    def calibrate(
+        self, msgs: list[Msg], usage: UsageIn, window: int, metadata: dict[str, Any]
+    ) -> Calibration:
+        """Record the real size of the prompt that produced the reply, unless it was
+        silently truncated; a new baseline is also written into ``metadata``."""
+        model = usage.model
+        # The reported prompt produced the reply that closes this append: it held
+        # every context message before that reply.
+        count = len(msgs) - 1 if msgs and msgs[-1].role == "assistant" else len(msgs)
+        if usage.prompt_eval_count <= 0 or count <= 0:
+            return Calibration()
+        prompt = msgs[:count]
+        calib = calibration_for(model)
+        budget = view_budget_tokens(window, self.settings.context_message_token_budget)
+        our_chars = context_chars(truncate_for_view(m, budget, calib) for m in prompt)
+        # the memory notes prepare injected were sent with that prompt, not stored
+        our_chars += int(metadata.get(INJECTED_CHARS_KEY) or 0)
+        sent_tokens = usage.sent_tokens or self.tokens(
+            prompt, model=model, window=window, metadata=metadata
+        )
+        had_images = (
+            usage.had_images if usage.had_images is not None else any(m.images for m in prompt)
+        )
+        honest = record_real_baseline(
+            model,
+            chars=usage.sent_chars or our_chars,
+            prompt_eval_count=usage.prompt_eval_count,
+            sent_tokens=sent_tokens,
+            had_images=had_images,
+        )
+        if not honest:
+            return Calibration(truncated=True, set_metadata={TRUNCATED_KEY: True})
+        baseline = {"tokens": usage.prompt_eval_count, "count": count, "model": model}
+        metadata[BASELINE_KEY] = baseline
+        return Calibration(set_metadata={BASELINE_KEY: baseline}, drop_metadata=[TRUNCATED_KEY])

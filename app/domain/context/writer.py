@@ -1,0 +1,191 @@
+"""What a compression writes, once the summary (or the truncate) is decided: under the
+session row's lock, the demotion, the summary that leads the new context, the transcript
+marker, the session's new token count and compression note, the archive move.
+
+Steps of :func:`app.domain.context.compressor.compress_and_save_session`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.db.models import Session
+from app.domain.compression import Estimator, Msg
+from app.domain.context.loading import LoadedContext
+from app.domain.context.repositories import ContextRepository
+from app.domain.kernel.access import Viewer
+from app.domain.kernel.layout import CONTEXT_HEAD
+from app.domain.kernel.messages import MessageIn
+from app.domain.sessions.repositories import SessionRepository
+from app.domain.sessions.services import SessionService
+
+__all__ = [
+    "BASELINE_KEY",
+    "REASONS",
+    "TRUNCATED_KEY",
+    "CompressionWriter",
+    "Draft",
+    "Reason",
+    "Stored",
+    "plan_system_first",
+]
+
+log = structlog.get_logger()
+
+Reason = Literal["preturn", "midturn", "postturn", "forced"]
+REASONS: tuple[str, ...] = ("preturn", "midturn", "postturn", "forced")
+BASELINE_KEY = "baseline"
+TRUNCATED_KEY = "context_truncated"
+LAST_COMPRESSION_KEY = "last_compression"
+
+
+@dataclass
+class Draft:
+    """What the compression will store, decided before the session row is locked."""
+
+    method: Literal["summary", "truncate"]
+    kept: list[Msg]
+    demoted: list[Msg]
+    summary: str = ""
+    keys: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Stored:
+    """The rebuilt context, the sequence numbers of the rows the run appended, and how
+    many messages then moved to the archive."""
+
+    context: list[Msg]
+    tokens: int
+    summary_seq: int | None
+    marker_seq: int
+    archived: int = 0
+
+
+@dataclass
+class CompressionWriter:
+    """The steps of a compression that write, in the request's transaction."""
+
+    db: AsyncSession
+    settings: Settings
+    session_id: uuid.UUID
+    viewer: Viewer
+    reason: Reason
+
+    async def lock(self, draft: Draft) -> Session | None:
+        """Lock the session row and re-check the draft against the stored context: None
+        when a concurrent compression demoted some of these messages first."""
+        session = await SessionRepository(self.db).lock(self.session_id, self.viewer)
+        if session is None:
+            await SessionService(self.db, self.settings).refuse(self.session_id, self.viewer)
+        current = await ContextRepository(self.db).context_sequence_numbers(self.session_id)
+        if not {m.sequence_number for m in draft.demoted} <= current:
+            log.info("compressor.conflict", session_id=str(self.session_id), reason=self.reason)
+            return None
+        return session
+
+    async def write(
+        self, draft: Draft, loaded: LoadedContext, estimate: Estimator, *, tokens_before: int
+    ) -> Stored:
+        """Demote, then append the summary (it leads the new context) and the marker."""
+        await SessionRepository(self.db).set_context_flag(
+            self.session_id, [m.sequence_number for m in draft.demoted] + loaded.strays, False
+        )
+        new_context = list(draft.kept)
+        to_append: list[MessageIn] = []
+        if draft.method == "summary":
+            summary, row = _summary(draft)
+            new_context = plan_system_first(draft.kept, summary)
+            to_append.append(row)
+        after = estimate(new_context)
+        marker_meta = {
+            "source": "compression",
+            "reason": self.reason,
+            "method": draft.method,
+            "messages_before": len(loaded.msgs),
+            "messages_after": len(new_context),
+            "tokens_before": tokens_before,
+            "tokens_after": after,
+            "demoted": len(draft.demoted),
+        }
+        text = _marker_text(len(loaded.msgs), len(new_context), draft.method, draft.summary)
+        to_append.append(_marker_row(text, marker_meta))
+        refs = await SessionService(self.db, self.settings).append(
+            self.session_id, self.viewer, to_append
+        )
+        summary_seq = refs[0].sequence_number if draft.method == "summary" else None
+        return Stored(new_context, after, summary_seq, refs[-1].sequence_number)
+
+    async def record(self, method: str, stored: Stored) -> int:
+        """Reset the token count, note the compression, drop the real-token baseline;
+        archive what is past the hot window. Returns the number of archived messages."""
+        await ContextRepository(self.db).save_state(
+            self.session_id,
+            self.viewer,
+            token_count=stored.tokens,
+            set_metadata={
+                LAST_COMPRESSION_KEY: {
+                    "at": datetime.now(UTC).isoformat(),
+                    "reason": self.reason,
+                    "method": method,
+                    "marker_sequence_number": stored.marker_seq,
+                }
+            },
+            drop_metadata=(BASELINE_KEY, TRUNCATED_KEY),
+        )
+        threshold = stored.marker_seq + 1 - self.settings.session_messages_window
+        if threshold <= 0:
+            return 0
+        return await SessionRepository(self.db).archive_old_messages(self.session_id, threshold)
+
+
+def _summary(draft: Draft) -> tuple[Msg, MessageIn]:
+    """The summary as the new context's head, and as the row that stores it."""
+    seqs = [m.sequence_number for m in draft.demoted]
+    summarized = {"count": len(draft.demoted), "from_seq": min(seqs), "to_seq": max(seqs)}
+    metadata = {"breadcrumbs": draft.keys, CONTEXT_HEAD: True, "summarized": summarized}
+    msg = Msg(
+        role="user", content=draft.summary, is_summary=True, is_display=False, metadata=metadata
+    )
+    row = MessageIn(
+        role="user",
+        content=draft.summary,
+        is_summary=True,
+        is_display=False,
+        is_context=True,
+        metadata=metadata,
+    )
+    return msg, row
+
+
+def _marker_row(text: str, metadata: dict[str, Any]) -> MessageIn:
+    """The displayed ``is_compression`` system record of the transcript."""
+    return MessageIn(
+        role="system",
+        content=text,
+        is_compression=True,
+        is_context=False,
+        is_display=True,
+        metadata=metadata,
+    )
+
+
+def _marker_text(before: int, after: int, method: str, summary: str) -> str:
+    head = f"Context compressed: {before} → {after} messages"
+    if method == "truncate":
+        return head + " (older messages dropped without a summary)"
+    return f"{head}\n\n{summary}"
+
+
+def plan_system_first(kept: Sequence[Msg], summary: Msg) -> list[Msg]:
+    """``system + [summary] + rest`` — the layout the stored context will have."""
+    system = [m for m in kept if m.role == "system"]
+    return system + [summary] + [m for m in kept if m.role != "system"]
