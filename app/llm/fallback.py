@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import structlog
 
-from app.config import LOCAL_EMBEDDING_DIM, Settings, read_dotenv
+from app.config import LOCAL_EMBEDDING_DIM, Settings, get_settings, read_dotenv
 
 log = structlog.get_logger()
 
@@ -61,7 +61,7 @@ def offline_reason(
     dimensions of the database's vector columns (empty for a new database)."""
     if _chosen_explicitly(os.environ if environ is None else environ, dotenv):
         return None
-    from app.llm.local_embedder import local_model_available
+    from app.llm.local_embedder import local_model_available  # the optional extra: only when asked
 
     if not local_model_available():
         return None
@@ -85,8 +85,6 @@ def apply_offline_fallback(reason: str) -> None:
     """Switch this process (and the workers it starts) to the `local` embedder."""
     os.environ["EMBEDDING_PROVIDER"] = "local"
     os.environ[FALLBACK_ENV] = reason
-    from app.config import get_settings
-
     get_settings.cache_clear()
     log.warning(
         "embedding.offline_fallback",
