@@ -24,23 +24,24 @@ import sys
 import time
 from collections.abc import Sequence
 
-from _common import Stats, fmt_ms, print_table, provision, timed_sync
-from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
-
-from app.config import Settings
-from app.domain.compression import (
+from _app import (
+    MessageIn,
     Msg,
+    Profile,
+    SessionService,
+    Settings,
+    Summary,
+    Viewer,
     calibration_for,
+    compress_and_save_session,
     estimate_tokens,
+    estimator_for,
+    load_profiles,
     plan_compression,
     reset_registry,
 )
-from app.domain.context.compressor import compress_and_save_session, estimator_for
-from app.domain.context.profiles import Profile, load_profiles
-from app.domain.context.summarizer import Summary
-from app.domain.sessions.access import Viewer
-from app.domain.sessions.schemas import MessageIn
-from app.domain.sessions.services import SessionService
+from _common import Stats, fmt_ms, print_table, provision, timed_sync
+from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
 SETTINGS = Settings(log_level="warning")
 MODEL = "bench-model"
@@ -111,7 +112,8 @@ async def bench_compress(runs: int) -> list[list[object]]:
     msgs = conversation(MESSAGES, random.Random(2))
     async with factory() as db:
         service = SessionService(db, SETTINGS)
-        row = await service.create("bench-compression", None, "bench")
+        # the profile the session names needs no definition: compression gets `profile`
+        row = await service.create("bench-compression", None, "bench", {"bench-compression"})
         sid = row.id
         for start in range(0, len(msgs), 500):
             batch = [
