@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import json
 import os
 import random
 import sys
@@ -57,19 +56,36 @@ os.environ.pop("EMBEDDING_DIM", None)
 
 import numpy as np  # noqa: E402
 import psycopg  # noqa: E402
-from _common import Stats, Target, fmt_ms, loadavg, print_table, provision  # noqa: E402
-from pgvector.psycopg import register_vector  # noqa: E402
 
-from app.config import get_settings  # noqa: E402
-from app.db.engine import create_engine, session_factory, transaction  # noqa: E402
-from app.db.models.memory import SEGMENT_BUCKETS  # noqa: E402
-from app.domain.memory.ranking import segment_spans  # noqa: E402
-from app.domain.memory.search_service import search_raw  # noqa: E402
-from app.domain.memory.unified import query_terms  # noqa: E402
-from app.domain.memory.wiring import unified_search  # noqa: E402
-from app.lib.logging import configure_logging  # noqa: E402
-from app.lib.runtime import freeze_startup_heap  # noqa: E402
-from app.lib.sql import contains_pattern  # noqa: E402
+# ab_search.py takes these names from this module (of each checkout it compares): keep them
+from _app import (  # noqa: E402
+    SEGMENT_BUCKETS,
+    configure_logging,
+    contains_pattern,
+    create_engine,
+    freeze_startup_heap,
+    get_settings,
+    query_terms,
+    search_raw,
+    segment_spans,
+    session_factory,
+    transaction,
+    unified_search,
+)
+from _common import (  # noqa: E402
+    Stats,
+    Target,
+    build_indexes,
+    cached_dataset,
+    drop_indexes,
+    fmt_ms,
+    fmt_ratio,
+    loadavg,
+    print_table,
+    provision,
+    step,
+)
+from pgvector.psycopg import register_vector  # noqa: E402
 
 GEN_VERSION = 1
 DIM = 384
@@ -105,10 +121,6 @@ class Params:
     dim: int = DIM
     seed: int = 5
     version: int = GEN_VERSION
-
-
-def step(msg: str) -> None:
-    print(f"· {msg}", file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------ generation
@@ -176,9 +188,7 @@ def generate(target: Target, p: Params) -> dict[str, Any]:
     started = time.perf_counter()
     with psycopg.connect(target.conninfo, autocommit=True) as conn:
         register_vector(conn)
-        conn.execute("DELETE FROM bench_search_dataset")
-        for name in INDEXES:
-            conn.execute(f"DROP INDEX IF EXISTS {name}")
+        drop_indexes(conn, INDEXES)
         conn.execute("TRUNCATE memory_chunk_vectors, memory_chunks, memory_facts CASCADE")
         conn.execute("DELETE FROM navi_users WHERE id LIKE 'bench-search-user-%%'")
         with conn.cursor().copy("COPY navi_users (id, name) FROM STDIN") as copy:
@@ -267,14 +277,7 @@ def generate(target: Target, p: Params) -> dict[str, Any]:
         step(
             f"loaded in {load_s:.0f} s; building indexes (maintenance_work_mem {MAINTENANCE_WORK_MEM})"
         )
-        conn.execute(f"SET maintenance_work_mem = '{MAINTENANCE_WORK_MEM}'")
-        conn.execute("SET max_parallel_maintenance_workers = 2")
-        builds: dict[str, float] = {}
-        for name, ddl in INDEXES.items():
-            t0 = time.perf_counter()
-            conn.execute(ddl)
-            builds[name] = round(time.perf_counter() - t0, 1)
-            step(f"  {name}: {builds[name]:.0f} s")
+        builds = build_indexes(conn, INDEXES, MAINTENANCE_WORK_MEM)
         conn.execute("VACUUM ANALYZE memory_chunks")
         conn.execute("VACUUM ANALYZE memory_chunk_vectors")
         conn.execute("VACUUM ANALYZE memory_facts")
@@ -284,7 +287,7 @@ def generate(target: Target, p: Params) -> dict[str, Any]:
             " pg_size_pretty(pg_total_relation_size('memory_facts'))"
         ).fetchone()
         assert sizes_row is not None
-        stats = {
+        return {
             "chunks": p.chunks,
             "segments": n_segments,
             "text_mb": round(text_bytes / 1e6),
@@ -298,11 +301,6 @@ def generate(target: Target, p: Params) -> dict[str, Any]:
                 "memory_facts": sizes_row[2],
             },
         }
-        conn.execute(
-            "INSERT INTO bench_search_dataset (params, stats) VALUES (%s, %s)",
-            (json.dumps(asdict(p)), json.dumps(stats)),
-        )
-    return stats
 
 
 def _copy_segments(cur: Any, cols: str, rows: list[tuple[Any, ...]]) -> None:
@@ -315,18 +313,9 @@ def _copy_segments(cur: Any, cols: str, rows: list[tuple[Any, ...]]) -> None:
 
 
 def ensure_dataset(target: Target, p: Params, regenerate: bool) -> tuple[dict[str, Any], bool]:
-    with psycopg.connect(target.conninfo, autocommit=True) as conn:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS bench_search_dataset (params jsonb NOT NULL,"
-            " stats jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now())"
-        )
-        row = conn.execute(
-            "SELECT stats FROM bench_search_dataset WHERE params = %s::jsonb",
-            (json.dumps(asdict(p)),),
-        ).fetchone()
-    if row and not regenerate:
-        return row[0], True
-    return generate(target, p), False
+    """(stats, reused)."""
+    build = lambda: generate(target, p)  # noqa: E731
+    return cached_dataset(target, "bench_search_dataset", asdict(p), build, regenerate)
 
 
 # ------------------------------------------------------------------ queries
@@ -537,7 +526,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"{fmt_ms(heavy.p95)} (n={heavy.n})",
                 fmt_ms(nv.p50),
                 fmt_ms(nv.p95),
-                f"{nv.p50 / uni.p50:.0f}×" if uni.p50 > 0 else "-",
+                fmt_ratio(nv.p50 / uni.p50 if uni.p50 > 0 else None, 0),
             ]
         )
         builds = stats["index_build_s"]
