@@ -45,17 +45,24 @@ async def prepare(
     return r, False
 
 
-def write_profiles(profiles: dict[str, Any], prefix: str = "navi-bench-") -> Path:
-    """A temporary folder holding profiles.json (and room for the app's data_dir)."""
+# the app quiet and without its periodic work: the benches run what they measure
+QUIET: dict[str, Any] = {
+    "log_level": "warning",
+    "log_json": False,
+    "extraction_interval_seconds": 0,
+}
+
+
+def app_files(profiles: dict[str, Any], prefix: str = "navi-bench-") -> dict[str, str]:
+    """Settings of a temporary folder: its profiles.json and the app's data_dir."""
     tmp = Path(tempfile.mkdtemp(prefix=prefix))
     (tmp / "profiles.json").write_text(json.dumps(profiles))
-    return tmp
+    return {"data_dir": str(tmp / "data"), "profiles_file": str(tmp / "profiles.json")}
 
 
 def agent_settings(fake_url: str, profiles: dict[str, Any], embedder: str) -> Settings:
     """The environment's settings, auth on with ADMIN_TOKEN, the fake Ollama as the LLM
     (and as the embedder unless `embedder` is "local"), no background work, no recall."""
-    tmp = write_profiles(profiles)
     return dataclasses.replace(
         get_settings(),
         auth_enabled=True,
@@ -63,13 +70,10 @@ def agent_settings(fake_url: str, profiles: dict[str, Any], embedder: str) -> Se
         ollama_host=fake_url,
         ollama_model="fake-chat:latest",
         embedding_provider="local" if embedder == "local" else "ollama",
-        data_dir=str(tmp / "data"),
-        profiles_file=str(tmp / "profiles.json"),
-        log_level="warning",
-        log_json=False,
-        extraction_interval_seconds=0,
         ollama_timeout=30.0,
         memory_recall_enabled=False,  # prepare's recall is not what is measured here
+        **app_files(profiles),
+        **QUIET,
     )
 
 
@@ -105,3 +109,8 @@ async def in_process_api(
     finally:
         fake.stop()
         await engine.dispose()
+
+
+def agent_api(target: Target, profiles: dict[str, Any], embedder: str) -> Any:
+    """`in_process_api` with `agent_settings` (auth on, requests as the admin)."""
+    return in_process_api(target, lambda url: agent_settings(url, profiles, embedder))

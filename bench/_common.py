@@ -534,6 +534,19 @@ class Stats:
         )
 
 
+class Clock:
+    """`with Clock() as c: …` then `c.ms`: the block's wall time in milliseconds."""
+
+    ms: float = math.nan
+
+    def __enter__(self) -> Clock:
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.ms = (time.perf_counter() - self._t0) * 1000
+
+
 def timed_sync(fn: Callable[[], Any], n: int, warmup: int = 0) -> list[float]:
     """Milliseconds per call of `fn` (warm-up calls are not counted)."""
     for _ in range(warmup):

@@ -14,15 +14,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
-from pathlib import Path
 
 import psycopg
-
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
-from _app import (  # noqa: E402
+from _app import (
     FakeOllama,
     Settings,
     backfill_embeddings,
@@ -31,7 +26,7 @@ from _app import (  # noqa: E402
     create_engine,
     session_factory,
 )
-from _common import print_table, provision  # noqa: E402
+from _common import print_table, provision
 
 USER = "bench-backfill-user"
 

@@ -28,19 +28,14 @@ import sys
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 
 from _embedder import select_embedder  # noqa: E402
 
 select_embedder(sys.argv[1:])  # before any app import
 
 import psycopg  # noqa: E402
-from _agent import agent_settings, compressions, in_process_api, ok, prepare  # noqa: E402
+from _agent import agent_api, compressions, ok, prepare  # noqa: E402
 from _common import fresh_database, print_table, write_results  # noqa: E402
 
 DB_NAME = "navi_bench_breadcrumbs"
@@ -224,9 +219,7 @@ async def run(args: argparse.Namespace) -> None:
     profiles = {"bench-bc": {"context_window": WINDOW}}
     found: dict[bool, dict[str, list[bool]]] = {True: defaultdict(list), False: defaultdict(list)}
     misses: list[dict[str, Any]] = []
-    async with in_process_api(
-        target, lambda url: agent_settings(url, profiles, args.embedder)
-    ) as api:
+    async with agent_api(target, profiles, args.embedder) as api:
         client = api.client
         t0 = time.perf_counter()
         _, n_compressions = await replay(client, episodes)

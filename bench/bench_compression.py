@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import random
 import sys
-import time
 from collections.abc import Sequence
 
 from _app import (
@@ -40,7 +39,7 @@ from _app import (
     plan_compression,
     reset_registry,
 )
-from _common import Stats, fmt_ms, print_table, provision, timed_sync
+from _common import Clock, Stats, fmt_ms, print_table, provision, timed_sync
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
 SETTINGS = Settings(log_level="warning")
@@ -127,20 +126,20 @@ async def bench_compress(runs: int) -> list[list[object]]:
     try:
         for _ in range(runs):
             async with factory() as db:
-                t0 = time.perf_counter()
-                result = await compress_and_save_session(
-                    db,
-                    SETTINGS,
-                    session_id=sid,
-                    viewer=viewer,
-                    profile=profile,
-                    model=MODEL,
-                    window=WINDOW,
-                    reason="forced",
-                    summarize=_stub_summary,
-                )
-                await db.flush()
-                samples.append((time.perf_counter() - t0) * 1000)
+                with Clock() as c:
+                    result = await compress_and_save_session(
+                        db,
+                        SETTINGS,
+                        session_id=sid,
+                        viewer=viewer,
+                        profile=profile,
+                        model=MODEL,
+                        window=WINDOW,
+                        reason="forced",
+                        summarize=_stub_summary,
+                    )
+                    await db.flush()
+                samples.append(c.ms)
                 assert result is not None
                 summarized = len(result.demoted)
                 await db.rollback()  # the next run compresses the same 2,000 messages

@@ -33,7 +33,7 @@ import sys
 import time
 from typing import Any
 
-from _agent import in_process_api, prepare, write_profiles
+from _agent import QUIET, app_files, in_process_api, prepare
 from _app import FakeOllama, Settings, run_rolling_summaries
 from _common import Stats, print_table, provision, write_results
 from locomo_data import Conversation, Message, load
@@ -212,21 +212,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--conversations", type=int, default=5, help="how many (1-5)")
     args = parser.parse_args(argv)
     conversations = load()[: args.conversations]
-    tmp = write_profiles(
-        {
-            "bench-compress": {"context_window": WINDOW},
-            "bench-rolling": {"context_window": WINDOW, "context_mode": "rolling"},
-        },
-        prefix="navi-bench-modes-",
-    )
+    profiles = {
+        "bench-compress": {"context_window": WINDOW},
+        "bench-rolling": {"context_window": WINDOW, "context_mode": "rolling"},
+    }
     settings = Settings(
         auth_enabled=False,
-        data_dir=str(tmp / "data"),
-        profiles_file=str(tmp / "profiles.json"),
-        log_level="warning",
-        log_json=False,
-        extraction_interval_seconds=0,
         ollama_timeout=10.0,
+        **app_files(profiles, prefix="navi-bench-modes-"),
+        **QUIET,
     )
     results = asyncio.run(run(conversations, settings))
     headers = [

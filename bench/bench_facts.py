@@ -26,16 +26,12 @@ import argparse
 import asyncio
 import random
 import struct
-import sys
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _app import (  # noqa: E402
+from _app import (
     TRIGRAM_INDEXES,
     FactSearchRepository,
     FactService,
@@ -45,7 +41,8 @@ from _app import (  # noqa: E402
     query_words,
     session_factory,
 )
-from _common import (  # noqa: E402
+from _common import (
+    Clock,
     Stats,
     Target,
     build_indexes,
@@ -57,7 +54,7 @@ from _common import (  # noqa: E402
     provision,
     step,
 )
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker  # noqa: E402
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 GEN_VERSION = 1
 HNSW_INDEX = "ix_memory_facts_embedding_hnsw"
@@ -221,9 +218,9 @@ async def measure(
 
     async def timed(name: str, coro_fn: Any) -> None:
         async with factory() as db:
-            t0 = time.perf_counter()
-            n, mode = await coro_fn(db)
-            results[name].append((time.perf_counter() - t0) * 1000)
+            with Clock() as c:
+                n, mode = await coro_fn(db)
+            results[name].append(c.ms)
             found[name].append(n)
             if name in modes:
                 modes[name].append(mode)

@@ -57,22 +57,18 @@ import json
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 
 from _embedder import select_embedder  # noqa: E402
 
 select_embedder(sys.argv[1:])  # before any app import
 
 import psycopg  # noqa: E402
-from _agent import agent_settings, compressions, in_process_api, ok, prepare  # noqa: E402
+from _agent import agent_api, compressions, ok, prepare  # noqa: E402
 from _app import IndexPassResult, index_idle_sessions  # noqa: E402
-from _common import CACHE, fresh_database, print_table, provision, write_results  # noqa: E402
+from _common import CACHE, Clock, fresh_database, print_table, provision, write_results  # noqa: E402
 from locomo_data import (  # noqa: E402
     BUDGETS,
     Conversation,
@@ -98,26 +94,25 @@ SITTINGS_WINDOW = 32768  # … and a chat app's, one session per sitting (--sitt
 
 
 # ------------------------------------------------------------------ replay
-def rounds(msgs: list[Message]) -> list[list[Message]]:
-    """Runs of user turns followed by the assistant turns that answer them."""
+def _runs(msgs: list[Message], starts: Callable[[Message, Message], bool]) -> list[list[Message]]:
+    """`msgs` cut where starts(previous, message) says a new run begins."""
     out: list[list[Message]] = []
     for m in msgs:
-        if out and not (m.role == "user" and out[-1][-1].role == "assistant"):
+        if out and not starts(out[-1][-1], m):
             out[-1].append(m)
         else:
             out.append([m])
     return out
+
+
+def rounds(msgs: list[Message]) -> list[list[Message]]:
+    """Runs of user turns followed by the assistant turns that answer them."""
+    return _runs(msgs, lambda last, m: m.role == "user" and last.role == "assistant")
 
 
 def sittings(msgs: list[Message]) -> list[list[Message]]:
     """The messages of each sitting (LoCoMo's `session_no`), in order."""
-    out: list[list[Message]] = []
-    for m in msgs:
-        if out and out[-1][-1].session_no == m.session_no:
-            out[-1].append(m)
-        else:
-            out.append([m])
-    return out
+    return _runs(msgs, lambda last, m: last.session_no != m.session_no)
 
 
 @dataclasses.dataclass
@@ -260,15 +255,14 @@ async def ask_all(
         headers = {"Authorization": f"Bearer {user['token']}"}
         for q in conv.questions:
             for window in (True, False):
-                t0 = time.perf_counter()
-                r = await client.post(
-                    "/memory/search",
-                    json={"query": q.question, "scope": scope, "k": k, "best_window": window},
-                    headers=headers,
-                )
-                elapsed = (time.perf_counter() - t0) * 1000
+                with Clock() as c:
+                    r = await client.post(
+                        "/memory/search",
+                        json={"query": q.question, "scope": scope, "k": k, "best_window": window},
+                        headers=headers,
+                    )
                 body = ok(r, "memory_search")
-                scores[window].latencies.append(elapsed)
+                scores[window].latencies.append(c.ms)
                 scores[window].add(body["text"], q.evidence_lines, q.category)
                 if dump is not None and window:
                     dump.append(
@@ -320,9 +314,7 @@ async def run(args: argparse.Namespace) -> None:
     target = provision(DB_NAME, suffix=suffix) if state else fresh_database(DB_NAME, suffix)
     profiles = {"bench-locomo": {"context_window": args.window}}
     stats = IngestStats()
-    async with in_process_api(
-        target, lambda url: agent_settings(url, profiles, args.embedder)
-    ) as api:
+    async with agent_api(target, profiles, args.embedder) as api:
         client = api.client
         if not state:
             users = []

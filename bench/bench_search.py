@@ -73,6 +73,7 @@ from _app import (  # noqa: E402
     unified_search,
 )
 from _common import (  # noqa: E402
+    Clock,
     Stats,
     Target,
     build_indexes,
@@ -419,22 +420,20 @@ async def measure(target: Target, queries: list[Query], naive_n: int) -> dict[st
         for rnd in range(2):  # a warm-up pass, then the measured one
             for q in queries:
                 llm.vector = q.vector
-                t0 = time.perf_counter()
-                async with transaction(factory) as db:
-                    res = await unified_search(db, llm, settings, factory).search(  # type: ignore[arg-type]
-                        q.text, user_id=q.user_id, scope="all", k=5
-                    )
-                ms = (time.perf_counter() - t0) * 1000
-                t0 = time.perf_counter()
-                async with transaction(factory) as db:  # every store on the one connection
-                    await unified_search(db, llm, settings).search(  # type: ignore[arg-type]
-                        q.text, user_id=q.user_id, scope="all", k=5
-                    )
-                one_ms = (time.perf_counter() - t0) * 1000
-                t0 = time.perf_counter()
-                async with transaction(factory) as db:
-                    await search_raw(db, llm, q.user_id, q.text, 5, side_sessions=factory)  # type: ignore[arg-type]
-                raw_ms = (time.perf_counter() - t0) * 1000
+                with Clock() as uni:
+                    async with transaction(factory) as db:
+                        res = await unified_search(db, llm, settings, factory).search(  # type: ignore[arg-type]
+                            q.text, user_id=q.user_id, scope="all", k=5
+                        )
+                with Clock() as one:
+                    async with transaction(factory) as db:  # every store on the one connection
+                        await unified_search(db, llm, settings).search(  # type: ignore[arg-type]
+                            q.text, user_id=q.user_id, scope="all", k=5
+                        )
+                with Clock() as raw:
+                    async with transaction(factory) as db:
+                        await search_raw(db, llm, q.user_id, q.text, 5, side_sessions=factory)  # type: ignore[arg-type]
+                ms, one_ms, raw_ms = uni.ms, one.ms, raw.ms
                 if rnd == 1:
                     out["unified"].append(ms)
                     out["unified_1conn"].append(one_ms)
@@ -457,14 +456,13 @@ def naive(target: Target, queries: list[Query]) -> list[float]:
         for q in queries:
             pats = [contains_pattern(t) for t in query_terms(q.text)]
             vec = "[" + ",".join(f"{x:.6f}" for x in q.vector) + "]"
-            t0 = time.perf_counter()
-            with conn.transaction():
+            with Clock() as c, conn.transaction():
                 conn.execute("SET LOCAL enable_indexscan = off")
                 conn.execute("SET LOCAL enable_bitmapscan = off")
                 conn.execute("SET LOCAL enable_indexonlyscan = off")
                 conn.execute(NAIVE_VECTOR, (q.user_id, vec)).fetchall()
                 conn.execute(NAIVE_TEXT, (q.user_id, pats, pats)).fetchall()
-            times.append((time.perf_counter() - t0) * 1000)
+            times.append(c.ms)
     return times
 
 
