@@ -13,7 +13,9 @@
   and `park_secondary_indexes`/`rebuild_parked_indexes` around a COPY load.
 - `measure_sql`/`measure_api`: wall and CPU per operation (`Measured`), SQL-level on a
   rolled-back transaction or server-side through the API.
-- `Stats.of(samples)`, `percentile()`, `fmt_ms`/`fmt_pair`/`fmt_ratio`, `print_table()`.
+- `concurrently()`: throughput of concurrent workers (`Throughput`: per second, CPU per one).
+- `Stats.of(samples)`, `percentile()`, `speedup()`, `fmt_ms`/`fmt_pair`/`fmt_ratio`,
+  `print_table()`.
 - `SqlCapture` + `explain_calls()` + `write_plans()`: `EXPLAIN (ANALYZE, BUFFERS)` of the
   statements a call sends, into `bench/.cache/plans-<server>.txt`; `write_results()`.
 - `step(msg)`: a progress line on stderr, with the seconds since the bench started.
@@ -649,11 +651,61 @@ async def measure_api(
     return Measured(Stats.of(wall), sum(py) / n, pg_cpu, loadavg())
 
 
+@dataclass
+class Throughput:
+    """Messages (or any operation) per second of concurrent clients, with CPU per one."""
+
+    msgs_per_s: float
+    py_cpu_per_msg: float  # ms, the server thread (API) or this thread (SQL)
+    pg_cpu_per_msg: float  # ms, all backends of the database
+    latency: Stats | None = None  # server-side ms per request (API)
+
+    def idle_estimate(self, cores: int = 2) -> float:
+        """msgs/s an idle machine could sustain: the Python side is bound to one core (GIL),
+        PostgreSQL shares the rest."""
+        if math.isnan(self.py_cpu_per_msg) or math.isnan(self.pg_cpu_per_msg):
+            return math.nan
+        total = self.py_cpu_per_msg + self.pg_cpu_per_msg
+        return min(1000.0 / max(self.py_cpu_per_msg, 1e-9), cores * 1000.0 / max(total, 1e-9))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "msgs_per_s": round(self.msgs_per_s),
+            "py_cpu_ms_per_msg": round(self.py_cpu_per_msg, 3),
+            "pg_cpu_ms_per_msg": round(self.pg_cpu_per_msg, 3),
+            "idle_estimate_msgs_per_s": round(self.idle_estimate())
+            if not math.isnan(self.idle_estimate())
+            else None,
+            "latency": None if self.latency is None else self.latency.__dict__,
+        }
+
+
+def thread_cpu_ms() -> float:
+    return time.thread_time() * 1000
+
+
+async def concurrently(
+    pg: BackendCpu, cpu_ms: Callable[[], float], msgs: int, workers: list[Awaitable[None]]
+) -> Throughput:
+    """Run the workers at once: msgs/s, and CPU per message of `cpu_ms`'s Python side
+    (the server's thread, or this one) and of PostgreSQL's backends."""
+    before, cpu0 = pg.snapshot(), cpu_ms()
+    t0 = time.perf_counter()
+    await asyncio.gather(*workers)
+    wall = time.perf_counter() - t0
+    return Throughput(msgs / wall, (cpu_ms() - cpu0) / msgs, pg.delta(before, pg.snapshot()) / msgs)
+
+
 # ------------------------------------------------------------------ output
 def fmt_ms(value: float) -> str:
     if math.isnan(value):
         return "-"
     return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def speedup(naive: Stats, ours: Stats) -> float | None:
+    """naive ÷ ours at p50 (None when ours is 0)."""
+    return naive.p50 / ours.p50 if ours.p50 > 0 else None
 
 
 def fmt_pair(p50: float, p95: float) -> str:

@@ -52,6 +52,7 @@ from _common import (
     fmt_ratio,
     print_table,
     provision,
+    speedup,
     step,
 )
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -306,7 +307,7 @@ def main() -> None:
     }
     for name in ("vector", "fallback", "all_users", "ilike_indexed", "naive"):
         s: Stats = res[name]["stats"]
-        ratio = naive.p50 / s.p50 if name != "naive" and s.p50 > 0 else 1.0
+        ratio = speedup(naive, s) if name != "naive" else 1.0
         rows.append(
             [
                 labels[name],

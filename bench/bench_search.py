@@ -84,6 +84,7 @@ from _common import (  # noqa: E402
     loadavg,
     print_table,
     provision,
+    speedup,
     step,
 )
 from pgvector.psycopg import register_vector  # noqa: E402
@@ -524,7 +525,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"{fmt_ms(heavy.p95)} (n={heavy.n})",
                 fmt_ms(nv.p50),
                 fmt_ms(nv.p95),
-                fmt_ratio(nv.p50 / uni.p50 if uni.p50 > 0 else None, 0),
+                fmt_ratio(speedup(nv, uni), 0),
             ]
         )
         builds = stats["index_build_s"]

@@ -61,8 +61,10 @@ from _common import (
     SqlFn,
     Stats,
     Target,
+    Throughput,
     auth,
     cached_dataset,
+    concurrently,
     fmt_ms,
     fmt_pair,
     fmt_ratio,
@@ -76,7 +78,9 @@ from _common import (
     serve,
     serve_workers,
     server_ms,
+    speedup,
     step,
+    thread_cpu_ms,
     write_plans,
     write_results,
 )
@@ -451,9 +455,7 @@ class Result:
             if self.sql_rate and self.naive_rate:
                 return self.sql_rate / self.naive_rate
             return None
-        if self.sql and self.naive and self.sql.wall.p50 > 0:
-            return self.naive.wall.p50 / self.sql.wall.p50
-        return None
+        return speedup(self.naive.wall, self.sql.wall) if self.sql and self.naive else None
 
     @property
     def cpu_ratio(self) -> float | None:
@@ -626,33 +628,6 @@ def turn_payload(rng: random.Random, words: list[str], n: int) -> bytes:
     return json.dumps({"messages": msgs}).encode()
 
 
-@dataclass
-class Throughput:
-    msgs_per_s: float
-    py_cpu_per_msg: float  # ms, the server thread (API) or this thread (SQL)
-    pg_cpu_per_msg: float  # ms, all backends of the database
-    latency: Stats | None = None  # server-side ms per request (API)
-
-    def idle_estimate(self, cores: int = 2) -> float:
-        """msgs/s an idle machine could sustain: the Python side is bound to one core (GIL),
-        PostgreSQL shares the rest."""
-        if math.isnan(self.py_cpu_per_msg) or math.isnan(self.pg_cpu_per_msg):
-            return math.nan
-        total = self.py_cpu_per_msg + self.pg_cpu_per_msg
-        return min(1000.0 / max(self.py_cpu_per_msg, 1e-9), cores * 1000.0 / max(total, 1e-9))
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "msgs_per_s": round(self.msgs_per_s),
-            "py_cpu_ms_per_msg": round(self.py_cpu_per_msg, 3),
-            "pg_cpu_ms_per_msg": round(self.pg_cpu_per_msg, 3),
-            "idle_estimate_msgs_per_s": round(self.idle_estimate())
-            if not math.isnan(self.idle_estimate())
-            else None,
-            "latency": None if self.latency is None else self.latency.__dict__,
-        }
-
-
 async def bench_append(
     target: Target,
     client: httpx.AsyncClient,
@@ -697,17 +672,14 @@ async def bench_append(
 
         await asyncio.gather(*(worker(c, bodies[c][:2]) for c in range(clients)))  # warm-up
         samples.clear()
-        before, cpu0 = pg.snapshot(), server.thread_cpu_ms()
-        t0 = time.perf_counter()
-        await asyncio.gather(*(worker(c, bodies[c][2:]) for c in range(clients)))
-        wall = time.perf_counter() - t0
-        msgs = clients * (per_client - 2) * batch
-        return Throughput(
-            msgs / wall,
-            (server.thread_cpu_ms() - cpu0) / msgs,
-            pg.delta(before, pg.snapshot()) / msgs,
-            Stats.of(samples),
+        t = await concurrently(
+            pg,
+            server.thread_cpu_ms,
+            clients * (per_client - 2) * batch,
+            [worker(c, bodies[c][2:]) for c in range(clients)],
         )
+        t.latency = Stats.of(samples)
+        return t
 
     async def sql_run() -> Throughput:
         """The service's append (reserve + one multi-row INSERT) + commit, no HTTP."""
@@ -727,15 +699,8 @@ async def bench_append(
                     await SessionService(s, settings).append(ids[c], viewer, msgs)
                     await s.commit()
 
-        before, cpu0 = pg.snapshot(), time.thread_time()
-        t0 = time.perf_counter()
-        await asyncio.gather(*(worker(c) for c in range(clients)))
-        wall = time.perf_counter() - t0
-        msgs = clients * per_client * 4
-        return Throughput(
-            msgs / wall,
-            (time.thread_time() - cpu0) * 1000 / msgs,
-            pg.delta(before, pg.snapshot()) / msgs,
+        return await concurrently(
+            pg, thread_cpu_ms, clients * per_client * 4, [worker(c) for c in range(clients)]
         )
 
     async def naive_run() -> Throughput:
@@ -770,15 +735,8 @@ async def bench_append(
                     )
 
         try:
-            before, cpu0 = pg.snapshot(), time.thread_time()
-            t0 = time.perf_counter()
-            await asyncio.gather(*(worker(c) for c in range(clients)))
-            wall = time.perf_counter() - t0
-            msgs = clients * len(contents)
-            return Throughput(
-                msgs / wall,
-                (time.thread_time() - cpu0) * 1000 / msgs,
-                pg.delta(before, pg.snapshot()) / msgs,
+            return await concurrently(
+                pg, thread_cpu_ms, clients * len(contents), [worker(c) for c in range(clients)]
             )
         finally:
             for conn in conns:
