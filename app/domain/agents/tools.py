@@ -69,6 +69,7 @@ class ToolSpec:
     parameters: dict[str, Any]  # JSON schema of the arguments
     run: Callable[[ToolContext, dict[str, Any]], Awaitable[ToolResult]]
     needs_session: bool = False  # answers is_error without a current session
+    uses_session: bool = False  # reads the current session (needed or optional)
 
 
 class BadArguments(Exception):
@@ -155,6 +156,7 @@ def _spec(
     run: Callable[[ToolContext, dict[str, Any]], Awaitable[ToolResult]],
     *,
     needs_session: bool = False,
+    uses_session: bool = False,
 ) -> ToolSpec:
     upper = name.upper()
     return ToolSpec(
@@ -163,6 +165,7 @@ def _spec(
         parameters=getattr(schemas, upper),
         run=run,
         needs_session=needs_session,
+        uses_session=uses_session or needs_session,
     )
 
 
@@ -171,7 +174,7 @@ BUILTIN_TOOLS: Mapping[str, ToolSpec] = MappingProxyType(
         spec.name: spec
         for spec in (
             _spec("memory", _memory),
-            _spec("memory_search", _memory_search),
+            _spec("memory_search", _memory_search, uses_session=True),
             _spec("chat_history", _chat_history, needs_session=True),
             _spec("write_error", _write_error),
             _spec("error_history", _error_history),
