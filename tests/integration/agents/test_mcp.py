@@ -150,3 +150,19 @@ async def test_no_token_or_a_bad_one_is_401(navi: Navi) -> None:
             assert r.status_code == 401, (headers, r.text)
             assert r.json()["error"] == "unauthorized"
             assert r.headers["www-authenticate"].startswith("Bearer")
+
+
+async def test_a_plain_json_rpc_post_works(navi: Navi) -> None:
+    """Stateless: one POST, no initialize, JSON back (what the role matrix sends)."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "chat_history", "arguments": {"query": "6543", "session_id": navi.sid}},
+    }
+    headers = {**navi.alice, "Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(base_url=navi.base, timeout=30) as http:
+        r = await http.post("/mcp", json=body, headers=headers)
+    assert r.status_code == 200, r.text
+    result = r.json()["result"]
+    assert result["isError"] is False and "6543" in result["content"][0]["text"]
