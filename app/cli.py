@@ -73,6 +73,13 @@ def cmd_serve(args: argparse.Namespace) -> None:
         # Worker processes build their app from the environment: hand them the resolved
         # URL (the embedded server started here, by this process, stays up for them).
         os.environ["DATABASE_URL"] = url
+        # /metrics sums every worker's figures (prometheus_client's multiprocess mode):
+        # the workers must see the directory before they import prometheus_client.
+        if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+            from app.lib.metrics import fresh_multiprocess_dir
+
+            metrics_dir = fresh_multiprocess_dir(settings.data_path / "prometheus")
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
         uvicorn.run("app.asgi:create_app_from_env", factory=True, workers=workers, **options)
     else:
         uvicorn.run(create_app(settings, database_url=url), **options)

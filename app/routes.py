@@ -30,6 +30,7 @@ from app.domain.shares.controllers import (
 )
 from app.domain.sketches.controllers import ScratchpadController
 from app.domain.system.controllers import HealthController
+from app.domain.system.metrics import MetricsController
 
 ROUTE_HANDLERS: list[Any] = [
     SessionFilesController,
@@ -37,6 +38,7 @@ ROUTE_HANDLERS: list[Any] = [
     SharedController,
     SharePageController,
     HealthController,
+    MetricsController,
     AdminUserController,
     MeController,
     SessionController,

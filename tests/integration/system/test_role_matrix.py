@@ -50,6 +50,7 @@ RULES: dict[str, tuple[str | int, ...]] = {
     "memory_read_all": (403, 403, 403, OK, OK, OK, 401),
     "fact_admin": (OK, 404, 404, 403, OK, OK, 401),  # PATCH /admin/memory/{id}
     "users_admin": (403, 403, 403, 403, OK, 403, 401),
+    "metrics": (403, 403, 403, 403, OK, OK, 401),  # or METRICS_TOKEN (test_metrics.py)
 }
 
 # Who may see what alice wrote (the leak check). Whoever calls /shared/{token} with the
@@ -311,6 +312,7 @@ ROUTES: dict[tuple[str, str], tuple[str, Build]] = {
         )
     },
     ("GET", "/schema/{path:str}"): ("public_missing", req(lambda _: {"path": "nope"})),
+    ("GET", "/metrics"): ("metrics", req()),
 }
 # Litestar generates an OPTIONS handler for every path: public (it names the allowed
 # methods; with CORS_ALLOW_ORIGINS a preflight is answered before routing).
