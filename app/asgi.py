@@ -18,7 +18,6 @@ from litestar.di import Provide
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.handlers.base import BaseRouteHandler
 from litestar.middleware import ASGIMiddleware
-from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -50,6 +49,7 @@ from app.domain.kernel.profiles import load_profiles
 from app.domain.raw_history.hooks import raw_history_hook
 from app.domain.sessions.hooks import SessionHooks
 from app.domain.system.metrics import PROMETHEUS
+from app.lib.docs_ui import openapi_config
 from app.lib.errors import AppError
 from app.lib.inputs import explain_pattern
 from app.lib.logging import configure_logging
@@ -306,7 +306,7 @@ def create_app(
         lifespan=[_lifespan(settings, database_url, engine, background_jobs)],
         request_class=NaviRequest,
         state=State({"settings": settings, "profiles": profiles}),
-        openapi_config=OpenAPIConfig(title="Navi", version="0.1.0", path="/schema"),
+        openapi_config=openapi_config(title="Navi", version="0.1.0"),
         request_max_body_size=settings.max_request_body_mb * 1024 * 1024,
         debug=False,
     )

@@ -304,15 +304,19 @@ ROUTES: dict[tuple[str, str], tuple[str, Build]] = {
             "/openapi.json",
             "/openapi.yaml",
             "/openapi.yml",
-            "/redoc",
             "/swagger",
-            "/rapidoc",
-            "/elements",
             "/oauth2-redirect.html",
         )
     },
     ("GET", "/schema/{path:str}"): ("public_missing", req(lambda _: {"path": "nope"})),
     ("GET", "/metrics"): ("metrics", req()),
+    **{
+        (m, "/static/swagger-ui/{file_path:path}"): (
+            "public",
+            req(lambda _: {"file_path": "swagger-ui.css"}),
+        )
+        for m in ("GET", "HEAD")
+    },
 }
 # Litestar generates an OPTIONS handler for every path: public (it names the allowed
 # methods; with CORS_ALLOW_ORIGINS a preflight is answered before routing).
