@@ -309,6 +309,9 @@ def create_app(
         openapi_config=openapi_config(title="Navi", version="0.1.0"),
         request_max_body_size=settings.max_request_body_mb * 1024 * 1024,
         debug=False,
+        # Litestar's default logging config puts its own format on the root logger;
+        # configure_logging's (structlog for every line) is the one.
+        logging_config=None,
     )
     document_errors(app)  # the spec lists each route's real error responses
     return app

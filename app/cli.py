@@ -50,6 +50,10 @@ def cmd_serve(args: argparse.Namespace) -> None:
     from app.db.engine import resolve_database_url
 
     settings = _settings_or_exit()
+    from app.lib.logging import configure_logging
+
+    # Before anything logs: the embedded server, Alembic and uvicorn speak structlog too.
+    configure_logging(settings.log_level, settings.log_json)
     url = resolve_database_url(settings)  # starts the embedded server when needed
     settings = _offline_fallback(settings, url)
     from app.asgi import create_app  # imports the models: after the fallback
@@ -67,6 +71,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "port": args.port or settings.port,
         "log_level": settings.log_level,
         "access_log": False,
+        # uvicorn's own logging config would give its lines a format of their own: they
+        # go to the root logger, which configure_logging points at structlog.
+        "log_config": None,
     }
     workers = args.workers or settings.web_concurrency
     if workers > 1:

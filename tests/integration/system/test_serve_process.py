@@ -1,0 +1,92 @@
+"""`navi serve` as an operator starts it, in its own processes: two uvicorn workers on an
+empty database. Every line it writes is one structlog JSON object (the embedded server,
+Alembic's migration, uvicorn's start and stop, ours), the start says it migrated and
+how long it took, and /metrics sums both workers (prometheus_client multiprocess mode)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.fakes.ollama_server import FakeOllama
+
+ROOT = Path(__file__).resolve().parents[3]
+HEALTH = 'navi_http_requests_total{app_name="navi",method="GET",path="/health",status_code="200"}'
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_ready(base: str, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        try:
+            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError("the service did not come up")
+
+
+def health_count(text: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(HEALTH + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_two_workers_one_log_format_and_summed_metrics(
+    empty_db_url: str, ollama: FakeOllama, tmp_path: Path
+) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": empty_db_url,
+        "NAVI_AUTH_ENABLED": "false",
+        "OLLAMA_HOST": ollama.url,
+        "EMBEDDING_PROVIDER": "ollama",
+        "NAVI_DATA_DIR": str(tmp_path / "data"),
+        "LOG_LEVEL": "info",
+        "LOG_JSON": "true",
+        "MEMORY_EXTRACTION_INTERVAL_SECONDS": "0",
+    }
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--workers", "2"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(base, proc)
+        for _ in range(20):
+            assert httpx.get(f"{base}/health", timeout=5).status_code == 200
+        # each scrape reaches one worker or the other: every one sees all 20 (+ the
+        # readiness probe's)
+        counts = {health_count(httpx.get(f"{base}/metrics", timeout=5).text) for _ in range(6)}
+        assert len(counts) == 1 and counts.pop() >= 21
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    lines = err.splitlines()
+    not_json = [line for line in lines if not line.startswith("{")]
+    assert not_json == [], not_json
+    records = [json.loads(line) for line in lines]  # every line: one JSON object
+    events = [r["event"] for r in records]
+    assert any(e.startswith("Running upgrade") for e in events)
+    (migrated,) = [r for r in records if r["event"] == "db.migrated"]
+    assert migrated["seconds"] > 0
+    uvicorn = [r for r in records if r.get("logger", "").startswith("uvicorn")]
+    assert any("Uvicorn running on" in r["event"] for r in uvicorn), events
+    assert events.count("app.started") == 2  # both workers
+    assert (tmp_path / "data" / "prometheus").is_dir()
