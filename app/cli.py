@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from typing import Any
 
@@ -43,6 +44,13 @@ def _offline_fallback(settings: Any, url: str) -> Any:
     return _settings_or_exit()
 
 
+def _exit_on_sigterm() -> None:
+    """uvicorn re-raises the signal it stopped on once it has shut down. SIGTERM's default
+    action (`kill`, `docker stop`) then ends the process before its exit hooks run, and
+    the embedded PostgreSQL stays up, still registered as in use. Exit normally instead."""
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+
+
 def cmd_serve(args: argparse.Namespace) -> None:
     import uvicorn
 
@@ -76,6 +84,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "log_config": None,
     }
     workers = args.workers or settings.web_concurrency
+    _exit_on_sigterm()
     if workers > 1:
         # Worker processes build their app from the environment: hand them the resolved
         # URL (the embedded server started here, by this process, stays up for them).

