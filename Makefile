@@ -10,10 +10,19 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
 
+# The first install (a minute or two) shows pip's own progress; a later one, after
+# pyproject.toml changed, is quiet. Either way it says how long it took.
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,local]'
+	@start=$$(date +%s); quiet=-q; \
+	if ls $(VENV)/.installed-* >/dev/null 2>&1; then \
+	  echo "make: pyproject.toml changed: updating $(VENV)"; \
+	else \
+	  quiet=; echo "make: first start: installing Navi and its dependencies into $(VENV) (a minute or two)"; \
+	fi; \
+	$(BIN)/python -m pip install $$quiet --upgrade pip && \
+	$(BIN)/python -m pip install $$quiet -e '.[dev,local,otel]' && \
+	echo "make: $(VENV) installed in $$(( $$(date +%s) - start )) s"
 	@rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 install: $(STAMP) ## Create .venv and install the service with its dev tools

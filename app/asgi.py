@@ -18,7 +18,6 @@ from litestar.di import Provide
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.handlers.base import BaseRouteHandler
 from litestar.middleware import ASGIMiddleware
-from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -27,6 +26,7 @@ from app.db.embedded import EmbeddedWatchdog
 from app.db.engine import (
     create_engine,
     embedded_server,
+    pool_stats,
     resolve_database_url,
     session_factory,
     transaction,
@@ -49,12 +49,16 @@ from app.domain.kernel.principal import Principal
 from app.domain.kernel.profiles import load_profiles
 from app.domain.raw_history.hooks import raw_history_hook
 from app.domain.sessions.hooks import SessionHooks
+from app.domain.system.metrics import PROMETHEUS
+from app.lib.docs_ui import openapi_config
 from app.lib.errors import AppError
 from app.lib.inputs import explain_pattern
 from app.lib.logging import configure_logging
+from app.lib.metrics import POOL
 from app.lib.openapi import document_errors
 from app.lib.request import NaviRequest, reject_nul_parameters
 from app.lib.runtime import freeze_startup_heap
+from app.lib.tracing import tracing_plugin
 from app.llm.deadline import llm_deadline
 from app.llm.factory import build_gateway
 from app.routes import BACKGROUND_JOBS, ROUTE_HANDLERS
@@ -156,11 +160,13 @@ class RequestContextMiddleware(ASGIMiddleware):
 async def authenticate(connection: ASGIConnection, _: BaseRouteHandler) -> None:
     """App-wide guard: resolve the caller before any parameter is parsed, so a request
     without a valid token is a 401 whatever else is wrong with it. Public routes opt out
-    with `opt={"public": True}` (and the OpenAPI pages under /schema); so does `OPTIONS`
-    (Litestar's generated handler: it names the allowed methods and reads nothing)."""
+    with `opt={"public": True}` (and the OpenAPI pages under /schema), a route with its
+    own guard with `opt={"own_auth": True}` (/metrics); so does `OPTIONS` (Litestar's
+    generated handler: it names the allowed methods and reads nothing)."""
     handler = connection.route_handler
     if (
         handler.opt.get("public")
+        or handler.opt.get("own_auth")
         or connection.scope["path"].startswith("/schema")
         or connection.scope.get("method") == "OPTIONS"
     ):
@@ -236,6 +242,7 @@ async def _start(
     and trigram indexes, the embedded server's watchdog, the periodic jobs."""
     factory = session_factory(eng)
     app.state.engine = eng
+    POOL.watch(lambda: pool_stats(eng))  # the pool gauges of /metrics, read at scrape
     app.state.session_factory = factory
     app.state.llm = build_gateway(settings)
     app.state.demotion_hooks = DemotionHooks()
@@ -275,6 +282,7 @@ def create_app(
     settings = settings or get_settings()
     configure_logging(settings.log_level, settings.log_json)
     profiles = load_profiles(settings)  # a bad NAVI_PROFILES_FILE fails here, by field
+    tracing = tracing_plugin(settings.otel_endpoint, service="navi")  # None when unset
 
     app = Litestar(
         route_handlers=ROUTE_HANDLERS,
@@ -293,15 +301,20 @@ def create_app(
             Exception: handle_internal,
         },
         guards=[authenticate, reject_nul_parameters],
-        middleware=[RequestContextMiddleware()],
+        middleware=[RequestContextMiddleware(), PROMETHEUS.middleware],
+        plugins=[tracing[0]] if tracing else [],
+        on_shutdown=[tracing[1]] if tracing else [],
         before_send=[security_headers],
         cors_config=cors_config(settings),
         lifespan=[_lifespan(settings, database_url, engine, background_jobs)],
         request_class=NaviRequest,
         state=State({"settings": settings, "profiles": profiles}),
-        openapi_config=OpenAPIConfig(title="Navi", version="0.1.0", path="/schema"),
+        openapi_config=openapi_config(title="Navi", version="0.1.0"),
         request_max_body_size=settings.max_request_body_mb * 1024 * 1024,
         debug=False,
+        # Litestar's default logging config puts its own format on the root logger;
+        # configure_logging's (structlog for every line) is the one.
+        logging_config=None,
     )
     document_errors(app)  # the spec lists each route's real error responses
     return app

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from typing import Any
 
@@ -43,6 +44,13 @@ def _offline_fallback(settings: Any, url: str) -> Any:
     return _settings_or_exit()
 
 
+def _exit_on_sigterm() -> None:
+    """uvicorn re-raises the signal it stopped on once it has shut down. SIGTERM's default
+    action (`kill`, `docker stop`) then ends the process before its exit hooks run, and
+    the embedded PostgreSQL stays up, still registered as in use. Exit normally instead."""
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+
+
 def cmd_serve(args: argparse.Namespace) -> None:
     import uvicorn
 
@@ -50,6 +58,10 @@ def cmd_serve(args: argparse.Namespace) -> None:
     from app.db.engine import resolve_database_url
 
     settings = _settings_or_exit()
+    from app.lib.logging import configure_logging
+
+    # Before anything logs: the embedded server, Alembic and uvicorn speak structlog too.
+    configure_logging(settings.log_level, settings.log_json)
     url = resolve_database_url(settings)  # starts the embedded server when needed
     settings = _offline_fallback(settings, url)
     from app.asgi import create_app  # imports the models: after the fallback
@@ -67,12 +79,23 @@ def cmd_serve(args: argparse.Namespace) -> None:
         "port": args.port or settings.port,
         "log_level": settings.log_level,
         "access_log": False,
+        # uvicorn's own logging config would give its lines a format of their own: they
+        # go to the root logger, which configure_logging points at structlog.
+        "log_config": None,
     }
     workers = args.workers or settings.web_concurrency
+    _exit_on_sigterm()
     if workers > 1:
         # Worker processes build their app from the environment: hand them the resolved
         # URL (the embedded server started here, by this process, stays up for them).
         os.environ["DATABASE_URL"] = url
+        # /metrics sums every worker's figures (prometheus_client's multiprocess mode):
+        # the workers must see the directory before they import prometheus_client.
+        if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+            from app.lib.metrics import fresh_multiprocess_dir
+
+            metrics_dir = fresh_multiprocess_dir(settings.data_path / "prometheus")
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
         uvicorn.run("app.asgi:create_app_from_env", factory=True, workers=workers, **options)
     else:
         uvicorn.run(create_app(settings, database_url=url), **options)

@@ -150,6 +150,24 @@ class Settings:
             "ensured; it is stored hashed only."
         ),
     )
+    metrics_token: str = setting(
+        "METRICS_TOKEN",
+        "",
+        secret=True,
+        doc=(
+            "Bearer token of `GET /metrics` for a Prometheus scraper (≥ 32 chars; it grants "
+            "nothing else). An admin's token is accepted too; empty = admins only. Local "
+            "mode (`NAVI_AUTH_ENABLED=false`) serves it to anyone."
+        ),
+    )
+    otel_endpoint: str = setting(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "",
+        doc=(
+            "OTLP/HTTP collector (`http://host:4318`): set, every request is traced "
+            "(OpenTelemetry; needs the `otel` extra). Empty = no tracing, nothing imported."
+        ),
+    )
     auth_cache_ttl_seconds: float = setting(
         "AUTH_CACHE_TTL_SECONDS",
         5.0,
@@ -515,6 +533,10 @@ def _check(s: Settings) -> None:
         raise SettingsError("DATABASE_URL: expected a postgresql+psycopg:// URL")
     if s.admin_token and len(s.admin_token) < 32:
         raise SettingsError("NAVI_ADMIN_TOKEN: must be at least 32 characters")
+    if s.metrics_token and len(s.metrics_token) < 32:
+        raise SettingsError("METRICS_TOKEN: must be at least 32 characters")
+    if s.otel_endpoint and not s.otel_endpoint.startswith(("http://", "https://")):
+        raise SettingsError("OTEL_EXPORTER_OTLP_ENDPOINT: expected an http(s):// URL")
     if s.context_compression_target >= s.context_compression_threshold:
         raise SettingsError(
             "CONTEXT_COMPRESSION_TARGET: must be below CONTEXT_COMPRESSION_THRESHOLD"

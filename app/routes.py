@@ -31,6 +31,8 @@ from app.domain.shares.controllers import (
 )
 from app.domain.sketches.controllers import ScratchpadController
 from app.domain.system.controllers import HealthController
+from app.domain.system.metrics import MetricsController
+from app.lib.docs_ui import swagger_static_router
 
 ROUTE_HANDLERS: list[Any] = [
     SessionFilesController,
@@ -38,6 +40,8 @@ ROUTE_HANDLERS: list[Any] = [
     SharedController,
     SharePageController,
     HealthController,
+    MetricsController,
+    swagger_static_router(),
     AdminUserController,
     MeController,
     SessionController,

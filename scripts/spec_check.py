@@ -57,6 +57,11 @@ NOT_IN_SPEC = {"/mcp": "MCP JSON-RPC over streamable HTTP, not an OpenAPI operat
 
 # Deleting users or tokens revokes what a run authenticates with: run last, apart.
 DESTRUCTIVE = r"^/(admin/users/\{[^}]+\}(/tokens/\{[^}]+\})?|me/tokens/\{[^}]+\})$"
+# /metrics answers the Prometheus text exposition (text/plain; version=0.0.4), which no
+# OpenAPI schema describes: schemathesis could judge nothing but its status. Its format and
+# its 401/403 are tested in tests/integration/system/test_metrics.py.
+NOT_JSON = r"^/metrics$"
+SKIPPED = f"{DESTRUCTIVE}|{NOT_JSON}"
 
 
 def free_port() -> int:
@@ -192,10 +197,8 @@ def main(argv: list[str] | None = None) -> int:
                 if path in paths:
                     print(f"{path} is in the spec but listed as not: {why}", flush=True)
                     failed += 1
-            failed += st_run(base, token, "user", args, "--exclude-path-regex", DESTRUCTIVE) != 0
-            failed += (
-                st_run(base, ADMIN_TOKEN, "admin", args, "--exclude-path-regex", DESTRUCTIVE) != 0
-            )
+            failed += st_run(base, token, "user", args, "--exclude-path-regex", SKIPPED) != 0
+            failed += st_run(base, ADMIN_TOKEN, "admin", args, "--exclude-path-regex", SKIPPED) != 0
             failed += (
                 st_run(
                     base, ADMIN_TOKEN, "admin-deletes", args, "--include-path-regex", DESTRUCTIVE

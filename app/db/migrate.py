@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
+import structlog
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from alembic import command
 
 ROOT = Path(__file__).resolve().parents[2]
+log = structlog.get_logger()
+
+#: Alembic's default version table (alembic/env.py does not rename it).
+VERSION_TABLE = "alembic_version"
 
 
 def alembic_config(url: str | None = None) -> Config:
@@ -41,7 +47,12 @@ def _in_thread(fn, *args) -> None:  # type: ignore[no-untyped-def]
 
 
 def upgrade(url: str, revision: str = "head") -> None:
+    """Migrate to `revision`, saying so, and how long it took (Alembic logs each
+    revision it applies: "Running upgrade a -> b")."""
+    log.info("db.migrating", target=revision)
+    started = time.perf_counter()
     _in_thread(command.upgrade, alembic_config(url), revision)
+    log.info("db.migrated", target=revision, seconds=round(time.perf_counter() - started, 2))
 
 
 def downgrade(url: str, revision: str = "base") -> None:
@@ -58,4 +69,12 @@ def head_revision() -> str | None:
 
 
 def current_revision(conn: Connection) -> str | None:
-    return MigrationContext.configure(conn).get_current_revision()
+    """The revision the database is at, read from Alembic's version table directly:
+    `MigrationContext.configure` logs two INFO lines ("Context impl PostgresqlImpl.",
+    "Will assume transactional DDL.") every time, which made every /health log them."""
+    if conn.execute(text("SELECT to_regclass(:t)"), {"t": VERSION_TABLE}).scalar() is None:
+        return None
+    heads = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
+    if len(heads) > 1:  # what MigrationContext.get_current_revision refuses too
+        raise RuntimeError(f"{VERSION_TABLE} holds several heads: {sorted(heads)}")
+    return heads[0] if heads else None

@@ -5,12 +5,14 @@ Every model call goes through :meth:`CallPolicy.call`: past the request's deadli
 as absent, it fails at once with :class:`LLMUnavailableError`; otherwise it is attempted
 up to ``max_attempts`` times with exponential backoff + jitter (retryable failures only,
 and only while the breaker stays closed), and whatever the client raised becomes an
-``LLMError`` (``app.llm.errors``).
+``LLMError`` (``app.llm.errors``). Every call is timed and every failure counted by its
+kind here (``navi_llm_call_seconds``, ``navi_llm_call_failures_total``: app/lib/metrics.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -24,11 +26,13 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from app.lib.metrics import LLM_CALL_FAILURES, LLM_CALL_SECONDS
 from app.llm.breaker import CLOSED, CircuitBreaker, is_connection_failure
 from app.llm.deadline import remaining as deadline_remaining
 from app.llm.errors import (
     MALFORMED_ERRORS,
     TRANSPORT_ERRORS,
+    LLMError,
     LLMUnavailableError,
     as_llm_error,
     describe,
@@ -63,15 +67,34 @@ class CallPolicy:
         self, operation: str, fn: Callable[[], Awaitable[T]], breaker: CircuitBreaker
     ) -> T:
         """`fn` with retries, within the request's deadline (``app.llm.deadline``) and
-        through `breaker`; every failure is an ``LLMError``."""
+        through `breaker`; every failure is an ``LLMError``. Timed and counted."""
+        started = time.perf_counter()
+        outcome = "cancelled"  # unless it returns or raises
+        try:
+            result = await self._call(operation, fn, breaker)
+            outcome = "ok"
+            return result
+        except Exception as exc:
+            outcome = "error"
+            LLM_CALL_FAILURES.labels(operation, failure_kind(exc)).inc()
+            raise
+        finally:
+            LLM_CALL_SECONDS.labels(operation, outcome).observe(time.perf_counter() - started)
+
+    async def _call(
+        self, operation: str, fn: Callable[[], Awaitable[T]], breaker: CircuitBreaker
+    ) -> T:
         left = deadline_remaining()
         if left is not None and left <= 0:
             raise self._out_of_time(operation)
         if not breaker.allow():
-            raise LLMUnavailableError(
-                f"{operation}: Ollama at {breaker.host} is taken as absent (circuit breaker "
-                f"open, next probe in {breaker.retry_in():.0f}s)",
-                operation=operation,
+            raise tagged(
+                LLMUnavailableError(
+                    f"{operation}: Ollama at {breaker.host} is taken as absent (circuit "
+                    f"breaker open, next probe in {breaker.retry_in():.0f}s)",
+                    operation=operation,
+                ),
+                "breaker_open",
             )
         try:
             async with asyncio.timeout(left) as scope:
@@ -114,10 +137,13 @@ class CallPolicy:
     @staticmethod
     def _out_of_time(operation: str) -> LLMUnavailableError:
         log.info("llm.deadline_passed", operation=operation)
-        return LLMUnavailableError(
-            f"{operation}: the request's deadline for model calls "
-            "(LLM_REQUEST_DEADLINE_SECONDS) has passed",
-            operation=operation,
+        return tagged(
+            LLMUnavailableError(
+                f"{operation}: the request's deadline for model calls "
+                "(LLM_REQUEST_DEADLINE_SECONDS) has passed",
+                operation=operation,
+            ),
+            "deadline",
         )
 
     async def _attempts(
@@ -151,4 +177,20 @@ class CallPolicy:
                     attempts=attempts,
                     error_kind=error_kind(exc),
                 )
-            raise error from exc
+            raise tagged(error, error_kind(exc)) from exc
+
+
+E = TypeVar("E", bound=LLMError)
+
+
+def tagged(error: E, kind: str) -> E:
+    """`error`, labelled with the kind of failure the metrics count it under."""
+    error.failure_kind = kind  # type: ignore[attr-defined]
+    return error
+
+
+def failure_kind(exc: BaseException) -> str:
+    """The metrics' label of a failed call: the kind the policy tagged (timeout, connect,
+    http503, breaker_open, deadline, ...), else the exception's type (a bounded set: the
+    classes of our code and the client's)."""
+    return getattr(exc, "failure_kind", None) or type(exc).__name__

@@ -26,6 +26,7 @@ from app.domain.kernel.layout import CONTEXT_HEAD
 from app.domain.kernel.messages import MessageIn
 from app.domain.sessions.repositories import SessionRepository
 from app.domain.sessions.services import SessionService
+from app.lib.metrics import COMPRESSIONS
 
 __all__ = [
     "BASELINE_KEY",
@@ -126,7 +127,9 @@ class CompressionWriter:
 
     async def record(self, method: str, stored: Stored) -> int:
         """Reset the token count, note the compression, drop the real-token baseline;
-        archive what is past the hot window. Returns the number of archived messages."""
+        archive what is past the hot window. Returns the number of archived messages.
+        Every compression (each trigger, each method) is counted here, once."""
+        COMPRESSIONS.labels(self.reason, method).inc()
         await ContextRepository(self.db).save_state(
             self.session_id,
             self.viewer,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -10,6 +11,7 @@ import structlog
 from litestar.datastructures import State
 
 from app.db.faults import job_budget
+from app.lib.metrics import JOB_FAILURES, JOB_LAG_SECONDS, JOB_RUNS, JOB_SECONDS
 from app.llm.deadline import no_deadline
 
 log = structlog.get_logger()
@@ -40,15 +42,24 @@ async def periodic(
     state: State, name: str, interval: float, fn: Callable[[State], Awaitable[Any]]
 ) -> None:
     """Call `fn(state)` every `interval` seconds until cancelled; a failure is logged and
-    the loop goes on."""
+    the loop goes on. Each run is counted and timed, with its lag: how late it started
+    against the previous start plus `interval` (app/lib/metrics.py)."""
+    due = time.monotonic() + interval
     while True:
         await asyncio.sleep(interval)
+        started = time.monotonic()
+        JOB_LAG_SECONDS.labels(name).set(max(0.0, started - due))
+        JOB_RUNS.labels(name).inc()
+        due = started + interval
         try:
             await fn(state)
         except asyncio.CancelledError:
             raise
         except Exception:
+            JOB_FAILURES.labels(name).inc()
             log.exception("job.failed", job=name)
+        finally:
+            JOB_SECONDS.labels(name).observe(time.monotonic() - started)
 
 
 T = TypeVar("T")

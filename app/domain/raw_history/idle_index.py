@@ -51,6 +51,7 @@ from app.domain.raw_history.indexer import (
 )
 from app.domain.raw_history.repositories import ChunkRepository
 from app.domain.raw_history.state_repository import RawIndexRepository
+from app.lib.metrics import RAW_CHUNKS_INDEXED
 from app.llm.errors import EmbeddingDisabledError, LLMError, LLMUnavailableError
 from app.llm.gateway import LLMGateway
 
@@ -151,6 +152,7 @@ async def index_batch(
         return BatchOutcome(failed=True, unavailable=isinstance(segments, LLMUnavailableError))
     written = await ChunkRepository(db).add_chunks(claim.user_id, session_id, chunks, segments)
     await state.cover_through(session_id, last)
+    RAW_CHUNKS_INDEXED.labels("idle").inc(written)
     bare = sum(not segs for segs in segments)
     log.info(
         "memory.idle_indexed",

@@ -23,6 +23,7 @@ from app.domain.raw_history.chunks import ChunkMessage, RawChunk, build_chunks
 from app.domain.raw_history.ranking import segment_spans
 from app.domain.raw_history.repositories import ChunkRepository
 from app.domain.raw_history.state_repository import RawIndexRepository
+from app.lib.metrics import RAW_CHUNKS_INDEXED
 from app.llm.gateway import LLMError, LLMGateway
 
 log = structlog.get_logger()
@@ -141,6 +142,7 @@ async def index_demoted(
         async with db.begin_nested():
             written = await ChunkRepository(db).add_chunks(user_id, session_id, fresh, segments)
             await state.cover(session_id, seqs)
+        RAW_CHUNKS_INDEXED.labels("demotion").inc(written)
         log.info(
             "memory.chunks_indexed",
             session_id=str(session_id),

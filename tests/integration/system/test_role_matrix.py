@@ -50,6 +50,7 @@ RULES: dict[str, tuple[str | int, ...]] = {
     "memory_read_all": (403, 403, 403, OK, OK, OK, 401),
     "fact_admin": (OK, 404, 404, 403, OK, OK, 401),  # PATCH /admin/memory/{id}
     "users_admin": (403, 403, 403, 403, OK, 403, 401),
+    "metrics": (403, 403, 403, 403, OK, OK, 401),  # or METRICS_TOKEN (test_metrics.py)
 }
 
 # Who may see what alice wrote (the leak check). Whoever calls /shared/{token} with the
@@ -303,10 +304,7 @@ ROUTES: dict[tuple[str, str], tuple[str, Build]] = {
             "/openapi.json",
             "/openapi.yaml",
             "/openapi.yml",
-            "/redoc",
             "/swagger",
-            "/rapidoc",
-            "/elements",
             "/oauth2-redirect.html",
         )
     },
@@ -328,6 +326,14 @@ ROUTES: dict[tuple[str, str], tuple[str, Build]] = {
             headers={"Accept": "application/json, text/event-stream"},
         ),
     ),
+    ("GET", "/metrics"): ("metrics", req()),
+    **{
+        (m, "/static/swagger-ui/{file_path:path}"): (
+            "public",
+            req(lambda _: {"file_path": "swagger-ui.css"}),
+        )
+        for m in ("GET", "HEAD")
+    },
 }
 # Litestar generates an OPTIONS handler for every path: public (it names the allowed
 # methods; with CORS_ALLOW_ORIGINS a preflight is answered before routing).
