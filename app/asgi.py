@@ -38,6 +38,7 @@ from app.db.faults import (
     statement_budget,
     unavailable_reason,
 )
+from app.domain.agents.mcp import NaviMCP
 from app.domain.auth.cache import PrincipalCache
 from app.domain.auth.services import bootstrap, resolve_cached
 from app.domain.context.lifecycle import ContextSessionHooks
@@ -213,8 +214,10 @@ def _lifespan(
         own_engine = engine is None
         eng = engine or create_engine(database_url or resolve_database_url(settings), settings)
         await _start(app, settings, eng, background_jobs)
+        app.state.mcp = NaviMCP(app.state)  # its session manager runs once: one per start
         try:
-            yield
+            async with app.state.mcp.manager.run():
+                yield
         finally:
             for task in list(app.state.tasks):
                 task.cancel()

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from app.domain.agents.mcp import mcp_endpoint
 from app.domain.auth.controllers import AdminUserController, MeController
 from app.domain.context.controllers import ContextController
 from app.domain.error_memory.controllers import ErrorMemoryController
@@ -48,6 +49,7 @@ ROUTE_HANDLERS: list[Any] = [
     MemoryToolController,
     ChatHistoryController,
     ErrorMemoryController,
+    mcp_endpoint,
 ]
 
 

@@ -8,25 +8,16 @@ from typing import Annotated
 from litestar import Controller, delete, get, put
 from litestar.params import Parameter
 
-from app.db.models import Sketch
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
 from app.domain.sketches.deps import DEPENDENCIES
 from app.domain.sketches.schemas import SketchIn, SketchOut
 from app.domain.sketches.services import SketchService, owner
-from app.lib.errors import PayloadTooLarge, Unprocessable
+from app.domain.sketches.tool import MAX_SECTION, sketch_out, write_scratchpad
 from app.lib.pagination import Limit, Offset, Page, page
 
-MAX_SECTION = 200
-MAX_SKETCH = 64 * 1024
-
-
 Section = Annotated[str, Parameter(min_length=1, max_length=MAX_SECTION)]
-
-
-def sketch_out(row: Sketch) -> SketchOut:
-    return SketchOut(section=row.key, value=row.value, updated_at=row.updated_at)
 
 
 class ScratchpadController(Controller):
@@ -58,12 +49,7 @@ class ScratchpadController(Controller):
         access: SessionAccess,
         sketches: SketchService,
     ) -> SketchOut:
-        if not section.strip() or len(section) > MAX_SECTION:
-            raise Unprocessable(f"section: 1-{MAX_SECTION} characters")
-        if len(data.value) > MAX_SKETCH:
-            raise PayloadTooLarge(f"value: at most {MAX_SKETCH} characters")
-        session = await access.get(session_id, Viewer.editor(principal))
-        row = await sketches.put(owner(session, principal), session_id, section, data.value)
+        row = await write_scratchpad(sketches, access, principal, session_id, section, data.value)
         return sketch_out(row)
 
     @get("/{section:str}")

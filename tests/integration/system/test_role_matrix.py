@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from litestar import Litestar
-from litestar.routes import HTTPRoute
+from litestar.routes import ASGIRoute, HTTPRoute
 from litestar.testing import AsyncTestClient
 
 from app.config import Settings
@@ -311,6 +311,23 @@ ROUTES: dict[tuple[str, str], tuple[str, Build]] = {
         )
     },
     ("GET", "/schema/{path:str}"): ("public_missing", req(lambda _: {"path": "nope"})),
+    # the MCP server (a mounted ASGI app): a tool error is a 200 JSON-RPC answer, so the
+    # status says only "authenticated"; the leak check says whose session it read
+    ("POST", "/mcp"): (
+        "own",
+        req(
+            json=lambda w: {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {
+                    "name": "chat_history",
+                    "arguments": {"query": SESSION_SECRET, "session_id": w.sid},
+                },
+            },
+            headers={"Accept": "application/json, text/event-stream"},
+        ),
+    ),
 }
 # Litestar generates an OPTIONS handler for every path: public (it names the allowed
 # methods; with CORS_ALLOW_ORIGINS a preflight is answered before routing).
@@ -323,9 +340,12 @@ async def _param(name: str, value: Awaitable[str]) -> dict[str, str]:
 
 
 def app_routes(app: Litestar) -> set[tuple[str, str]]:
-    """(method, path) of every route handler the app serves, OPTIONS included."""
+    """(method, path) of every route handler the app serves, OPTIONS included; a mounted
+    ASGI app (the MCP server) as POST, the method its clients call it with."""
     out = set()
     for route in app.routes:
+        if isinstance(route, ASGIRoute):
+            out.add(("POST", route.path))
         if isinstance(route, HTTPRoute):
             for handler in route.route_handlers:
                 for method in handler.http_methods:

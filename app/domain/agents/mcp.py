@@ -1,0 +1,184 @@
+"""The MCP server at `/mcp`: the built-in tools (agents/tools.py) over streamable HTTP,
+with the official `mcp` SDK's low-level server and session manager.
+
+- Authenticated by the REST API's bearer token, resolved here (Litestar's guards do not
+  run for a mounted ASGI app): no token or a bad one is a 401 before the SDK reads the
+  request. The tools act as that user only.
+- Stateless, JSON responses: every POST stands alone (no MCP session kept in memory), so
+  any replica or worker answers any request; the tools send no server-side requests or
+  notifications that would need a stream.
+- Each tool call runs in its own transaction, committed on success.
+- The current session: the `X-Navi-Session-Id` header or a `session_id` argument,
+  resolved for the caller (another user's is a tool error: "no session …").
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import mcp.types as mt
+import structlog
+from litestar import asgi
+from litestar.datastructures import State
+from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
+from mcp.server import Server, ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+from app.db.engine import transaction
+from app.domain.agents.tools import BUILTIN_TOOLS, ToolContext, ToolResult, run_tool
+from app.domain.auth.services import resolve_cached
+from app.domain.kernel.access import Viewer
+from app.domain.kernel.ownership import SessionAccess
+from app.domain.kernel.principal import Principal
+from app.lib.errors import AppError, Unprocessable
+
+log = structlog.get_logger()
+
+MCP_PATH = "/mcp"
+SESSION_HEADER = "x-navi-session-id"
+PRINCIPAL_KEY = "navi.principal"  # where the mount leaves the caller in the ASGI scope
+SESSION_ARGUMENT = {
+    "type": "string",
+    "format": "uuid",
+    "description": "the current session's id (else the X-Navi-Session-Id header)",
+}
+
+
+def tool_list() -> list[mt.Tool]:
+    """The registry's tools; a tool that reads the current session takes `session_id`."""
+    tools = []
+    for spec in BUILTIN_TOOLS.values():
+        schema = spec.parameters
+        if spec.uses_session:
+            schema = {
+                **schema,
+                "properties": {**schema["properties"], "session_id": SESSION_ARGUMENT},
+            }
+        tools.append(mt.Tool(name=spec.name, description=spec.description, input_schema=schema))
+    return tools
+
+
+def _answer(result: ToolResult) -> mt.CallToolResult:
+    return mt.CallToolResult(
+        content=[mt.TextContent(text=result.text)],
+        structured_content=result.data,
+        is_error=result.is_error,
+    )
+
+
+def _failed(text: str) -> mt.CallToolResult:
+    return mt.CallToolResult(content=[mt.TextContent(text=text)], is_error=True)
+
+
+def _session_id(raw: object) -> uuid.UUID | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        return uuid.UUID(str(raw))
+    except ValueError:
+        raise Unprocessable("session_id: not a session id") from None
+
+
+class NaviMCP:
+    """The SDK server and its session manager for one run of the app (the manager runs
+    once: the app's lifespan builds a new one each start)."""
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+        self.server: Server[Any] = Server(
+            "navi",
+            version="0.1.0",
+            instructions="Navi's memory: facts, history, error memory and the scratchpad.",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+        self.manager = StreamableHTTPSessionManager(
+            self.server,
+            json_response=True,
+            stateless=True,
+            max_request_body_size=state.settings.max_request_body_mb * 1024 * 1024,
+        )
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: mt.PaginatedRequestParams | None
+    ) -> mt.ListToolsResult:
+        return mt.ListToolsResult(tools=tool_list())
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: mt.CallToolRequestParams
+    ) -> mt.CallToolResult:
+        scope = ctx.request.scope if ctx.request is not None else {}
+        principal: Principal | None = scope.get(PRINCIPAL_KEY)
+        if principal is None:  # the mount always sets it; never run a tool as nobody
+            return _failed("not authenticated")
+        name = params.name
+        if name not in BUILTIN_TOOLS:
+            return _failed(f"unknown tool {name!r}; the tools are: {', '.join(BUILTIN_TOOLS)}")
+        arguments = dict(params.arguments or {})
+        headers = dict(scope.get("headers") or [])
+        raw_sid = arguments.pop("session_id", None) or headers.get(
+            SESSION_HEADER.encode(), b""
+        ).decode("latin-1")
+        log.info("mcp.tool_call", tool=name, user_id=principal.id)
+        try:
+            return await self._run(name, principal, _session_id(raw_sid), arguments)
+        except AppError as exc:
+            if exc.status_code >= 500:
+                raise
+            return _failed(exc.detail)
+
+    async def _run(
+        self, name: str, principal: Principal, sid: uuid.UUID | None, arguments: dict[str, Any]
+    ) -> mt.CallToolResult:
+        async with transaction(self.state.session_factory) as db:
+            if sid is not None:
+                await SessionAccess(db).get(sid, Viewer.of(principal))  # else NotFound
+            ctx = ToolContext(
+                db=db,
+                settings=self.state.settings,
+                state=self.state,
+                principal=principal,
+                session_id=sid,
+            )
+            return _answer(await run_tool(name, ctx, arguments))
+
+
+async def _unauthorized(send: Send, detail: str) -> None:
+    body = json.dumps({"error": "unauthorized", "detail": detail}).encode()
+    start: HTTPResponseStartEvent = {
+        "type": "http.response.start",
+        "status": 401,
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"www-authenticate", b'Bearer realm="navi"'),
+            (b"content-length", str(len(body)).encode()),
+        ],
+    }
+    await send(start)
+    chunk: HTTPResponseBodyEvent = {"type": "http.response.body", "body": body, "more_body": False}
+    await send(chunk)
+
+
+@asgi(MCP_PATH, is_mount=True, copy_scope=True, opt={"public": True})
+async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+    """`/mcp`: the bearer token resolved here (`public` only skips the app-wide guard,
+    which would answer in Litestar's error shape before this)."""
+    state: State = scope["litestar_app"].state
+    authorization = dict(scope.get("headers") or []).get(b"authorization")
+    try:
+        principal = await resolve_cached(
+            state.session_factory,
+            state.settings,
+            state.principal_cache,
+            authorization.decode("latin-1") if authorization else None,
+        )
+    except AppError as exc:
+        if exc.status_code != 401:
+            raise
+        log.info("mcp.unauthorized", reason=exc.detail)
+        await _unauthorized(send, exc.detail)
+        return
+    scope[PRINCIPAL_KEY] = principal  # type: ignore[literal-required]
+    await state.mcp.manager.handle_request(scope, receive, send)

@@ -1,0 +1,144 @@
+"""The built-in tools as a model sees them: a description written for the model and the
+JSON schema of its arguments (the limits are the ones the tools enforce)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.domain.error_memory.tool import MAX_QUERY as MAX_ERROR_QUERY
+from app.domain.error_memory.tool import MAX_TEXT, MAX_TOOL
+from app.domain.facts.schemas import (
+    MAX_CATEGORY,
+    MAX_EXPIRES_DAYS,
+    MAX_KEY,
+    MAX_QUERY,
+    MAX_SEARCH_LIMIT,
+    MAX_SOURCE_CONTEXT,
+    MAX_VALUE,
+    SOURCES,
+)
+from app.domain.history.tool import MAX_QUERY as MAX_HISTORY_QUERY
+from app.domain.kernel.terms import SCOPES
+from app.domain.search.tool import MAX_QUERY as MAX_SEARCH_QUERY
+from app.domain.sketches.tool import MAX_SECTION, MAX_SKETCH
+
+
+def _string(description: str, max_length: int) -> dict[str, Any]:
+    return {"type": "string", "description": description, "maxLength": max_length}
+
+
+def _k(description: str) -> dict[str, Any]:
+    return {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 20,
+        "default": 5,
+        "description": description,
+    }
+
+
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required}
+
+
+MEMORY_DESCRIPTION = (
+    "Long-term facts about the user, kept across sessions. action=save stores or updates "
+    "a fact (category, key, value; key is unique within its category); action=search finds "
+    "saved facts by a query; action=forget deletes a fact by key (only when the user asks, "
+    "or a fact is clearly wrong); action=list names the categories that hold facts. "
+    "Confidence 0-100: tool output 95, the user's own statement 80, the web 50, a guess 30."
+)
+MEMORY = _object(
+    {
+        "action": {"type": "string", "enum": ["save", "search", "forget", "list"]},
+        "category": _string("save/forget: e.g. preferences, projects, environment", MAX_CATEGORY),
+        "key": _string("save/forget: a short name for the fact, e.g. editor", MAX_KEY),
+        "value": _string("save: the fact itself", MAX_VALUE),
+        "source": {"type": "string", "enum": list(SOURCES), "description": "save: where from"},
+        "confidence": {"type": "integer", "minimum": 0, "maximum": 100},
+        "expires_days": {"type": "integer", "minimum": 1, "maximum": MAX_EXPIRES_DAYS},
+        "source_context": _string("save: the words the fact came from", MAX_SOURCE_CONTEXT),
+        "query": _string("search: what to look for", MAX_QUERY),
+        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT},
+    },
+    ["action"],
+)
+
+MEMORY_SEARCH_DESCRIPTION = (
+    "Search everything remembered — saved facts, earlier conversations (also the parts "
+    "compressed out of your context) and this session's scratchpad — in one query. Use it "
+    "when the user refers back to something you can no longer see ('as we discussed', "
+    "'the port we picked', a name, a file, a number, a decision) before saying you do not "
+    "remember. Every hit says where it came from; prefer a newer fact over an older excerpt."
+)
+MEMORY_SEARCH = _object(
+    {
+        "query": _string(
+            "what to look for: a name, file, command, value or topic", MAX_SEARCH_QUERY
+        ),
+        "scope": {"type": "string", "enum": list(SCOPES), "default": "all"},
+        "k": _k("results per store"),
+    },
+    ["query"],
+)
+
+CHAT_HISTORY_DESCRIPTION = (
+    "This session's own history, including messages no longer in your context. "
+    "mode=search finds messages matching a query (match=keyword for exact words, "
+    "match=semantic for meaning), each with its neighbours; mode=recent lists the latest "
+    "messages. Without a mode: search when there is a query, else recent."
+)
+CHAT_HISTORY = _object(
+    {
+        "mode": {"type": "string", "enum": ["search", "recent"]},
+        "query": _string("search: what to look for", MAX_HISTORY_QUERY),
+        "match": {"type": "string", "enum": ["keyword", "semantic"], "default": "keyword"},
+        "limit": _k("how many messages"),
+    },
+    [],
+)
+
+WRITE_ERROR_DESCRIPTION = (
+    "After you fixed a failing tool call, record the error and the fix, so the next time "
+    "(in any session) error_history finds it. Kept for a while, renewed each time it helps."
+)
+WRITE_ERROR = _object(
+    {
+        "tool": _string("the tool that failed", MAX_TOOL),
+        "error": _string("the error message, as the tool printed it", MAX_TEXT),
+        "fix": _string("what made it work", MAX_TEXT),
+        "context": _string("optional: what you were doing", MAX_TEXT),
+    },
+    ["tool", "error", "fix"],
+)
+
+ERROR_HISTORY_DESCRIPTION = (
+    "When a tool call fails, look up past errors like this one and how they were fixed "
+    "before trying something new. Give the error text as query, or a tool name, or both."
+)
+ERROR_HISTORY = _object(
+    {
+        "query": _string("the error text", MAX_ERROR_QUERY),
+        "tool": _string("only errors of this tool", MAX_TOOL),
+        "limit": _k("how many past errors"),
+    },
+    [],
+)
+
+SCRATCHPAD_READ_DESCRIPTION = (
+    "Read this session's scratchpad: your working notes for the task at hand. With a "
+    "section: that section in full; without: the sections there are, each with a preview."
+)
+SCRATCHPAD_READ = _object({"section": _string("the section to read", MAX_SECTION)}, [])
+
+SCRATCHPAD_WRITE_DESCRIPTION = (
+    "Write a section of this session's scratchpad (created, or replaced in full): a plan, "
+    "a checklist, intermediate results — notes you will want later in this task."
+)
+SCRATCHPAD_WRITE = _object(
+    {
+        "section": _string("the section's name, e.g. plan", MAX_SECTION),
+        "value": _string("the section's whole new text", MAX_SKETCH),
+    },
+    ["section", "value"],
+)

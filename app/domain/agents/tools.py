@@ -1,0 +1,220 @@
+"""The built-in tools, one registry for every way in: the turn loop runs them
+server-side, the MCP server lists and calls them. Each tool is the owning domain's own
+implementation (facts/tool.py, search/tool.py, …), the one `/tools/*` calls too: same
+checks, same limits, same text.
+
+Bad arguments from the model are an answer (`is_error`, the text names the problem),
+never an exception; the database failing still raises, so the caller's transaction
+rolls back."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+import msgspec
+import structlog
+from litestar.datastructures import State
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.domain.agents import tool_schemas as schemas
+from app.domain.error_memory.schemas import ErrorHistoryIn, WriteErrorIn
+from app.domain.error_memory.services import ErrorMemoryService
+from app.domain.error_memory.tool import run_error_history, run_write_error
+from app.domain.facts.schemas import MemoryToolCall
+from app.domain.facts.services import FactService
+from app.domain.facts.tool import run_memory_tool
+from app.domain.history.schemas import ChatHistoryIn
+from app.domain.history.services import HistorySearch
+from app.domain.history.tool import run_chat_history_tool
+from app.domain.kernel.ownership import SessionAccess
+from app.domain.kernel.principal import Principal
+from app.domain.search.deps import unified_search
+from app.domain.search.schemas import ToolMemorySearchIn
+from app.domain.search.tool import run_memory_search_tool
+from app.domain.sketches.services import SketchService
+from app.domain.sketches.tool import read_scratchpad, sketch_out, write_scratchpad
+from app.lib.errors import AppError
+from app.lib.inputs import explain_pattern
+
+log = structlog.get_logger()
+
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    db: AsyncSession  # the transaction the tool runs in (the caller owns commit/rollback)
+    settings: Settings
+    state: State  # state.llm is the LLMGateway, state.session_factory
+    principal: Principal
+    session_id: uuid.UUID | None  # the current session (ownership checked by the caller), or None
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    text: str  # what the model reads (the HTTP tool endpoint's `text`)
+    data: dict[str, Any] | None = None  # the structured result (the endpoint's JSON body)
+    is_error: bool = False  # bad arguments from the model: `text` names the problem
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str  # written for a model
+    parameters: dict[str, Any]  # JSON schema of the arguments
+    run: Callable[[ToolContext, dict[str, Any]], Awaitable[ToolResult]]
+    needs_session: bool = False  # answers is_error without a current session
+    uses_session: bool = False  # reads the current session (needed or optional)
+
+
+class BadArguments(Exception):
+    """The model's arguments do not fit the tool (the message names the field)."""
+
+
+def _args(arguments: dict[str, Any], struct: type[S]) -> S:
+    """The arguments as the HTTP endpoint's body type; a mismatch names the field, as
+    the endpoint's 422 does. `session_id` is not the model's to choose: the context's."""
+    fields = {k: v for k, v in arguments.items() if k != "session_id"}
+    try:
+        return msgspec.convert(fields, struct)
+    except msgspec.ValidationError as exc:
+        message, _, where = str(exc).partition(" - at `$.")
+        field = where.rstrip("`").split("[")[0] if where else "arguments"
+        raise BadArguments(f"{field}: {explain_pattern(message)}") from None
+
+
+def _result(out: msgspec.Struct) -> ToolResult:
+    data = msgspec.to_builtins(out)
+    return ToolResult(text=data["text"], data=data)
+
+
+def _session(ctx: ToolContext) -> uuid.UUID:
+    assert ctx.session_id is not None  # run_tool answers a missing session first
+    return ctx.session_id
+
+
+async def _memory(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
+    call = _args(arguments, MemoryToolCall)
+    facts = FactService(ctx.db, ctx.state.llm)
+    return _result(await run_memory_tool(facts, ctx.principal.id, call))
+
+
+async def _memory_search(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
+    call = _args(arguments, ToolMemorySearchIn)
+    search = unified_search(ctx.db, ctx.state.llm, ctx.settings, ctx.state.session_factory)
+    access = SessionAccess(ctx.db)
+    return _result(
+        await run_memory_search_tool(search, access, ctx.principal, call, ctx.session_id)
+    )
+
+
+async def _chat_history(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
+    call = _args(arguments, ChatHistoryIn)
+    history = HistorySearch(ctx.db, ctx.state.llm, ctx.settings)
+    out = await run_chat_history_tool(
+        history, SessionAccess(ctx.db), ctx.principal, call, _session(ctx)
+    )
+    return _result(out)
+
+
+async def _write_error(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
+    errors = ErrorMemoryService(ctx.db, ctx.state.llm, ctx.settings)
+    call = _args(arguments, WriteErrorIn)
+    return _result(await run_write_error(errors, ctx.settings, ctx.principal.id, call))
+
+
+async def _error_history(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
+    errors = ErrorMemoryService(ctx.db, ctx.state.llm, ctx.settings)
+    call = _args(arguments, ErrorHistoryIn)
+    return _result(await run_error_history(errors, ctx.principal.id, call))
+
+
+def _pad(ctx: ToolContext) -> tuple[SketchService, SessionAccess, Principal, uuid.UUID]:
+    """What both scratchpad tools take: the service, the ownership check, who, which session."""
+    return SketchService(ctx.db), SessionAccess(ctx.db), ctx.principal, _session(ctx)
+
+
+async def _scratchpad_read(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
+    read = await read_scratchpad(*_pad(ctx), arguments.get("section"))
+    sections = [msgspec.to_builtins(sketch_out(r)) for r in read.sections]
+    return ToolResult(read.text, {"total": read.total, "sections": sections, "text": read.text})
+
+
+async def _scratchpad_write(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
+    row = await write_scratchpad(*_pad(ctx), arguments.get("section"), arguments.get("value"))
+    text = f"Saved scratchpad section [{row.key}] ({len(row.value)} characters)."
+    return ToolResult(text, {**msgspec.to_builtins(sketch_out(row)), "text": text})
+
+
+def _spec(
+    name: str,
+    run: Callable[[ToolContext, dict[str, Any]], Awaitable[ToolResult]],
+    *,
+    needs_session: bool = False,
+    uses_session: bool = False,
+) -> ToolSpec:
+    upper = name.upper()
+    return ToolSpec(
+        name=name,
+        description=getattr(schemas, f"{upper}_DESCRIPTION"),
+        parameters=getattr(schemas, upper),
+        run=run,
+        needs_session=needs_session,
+        uses_session=uses_session or needs_session,
+    )
+
+
+BUILTIN_TOOLS: Mapping[str, ToolSpec] = MappingProxyType(
+    {
+        spec.name: spec
+        for spec in (
+            _spec("memory", _memory),
+            _spec("memory_search", _memory_search, uses_session=True),
+            _spec("chat_history", _chat_history, needs_session=True),
+            _spec("write_error", _write_error),
+            _spec("error_history", _error_history),
+            _spec("scratchpad_read", _scratchpad_read, needs_session=True),
+            _spec("scratchpad_write", _scratchpad_write, needs_session=True),
+        )
+    }
+)
+
+
+def ollama_tool_defs(names: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """The `tools=` argument of ollama chat; `names` picks (and orders) the tools, an
+    unknown name is a KeyError."""
+    picked = [BUILTIN_TOOLS[n] for n in names] if names is not None else BUILTIN_TOOLS.values()
+    return [
+        {
+            "type": "function",
+            "function": {"name": s.name, "description": s.description, "parameters": s.parameters},
+        }
+        for s in picked
+    ]
+
+
+async def run_tool(name: str, ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
+    """Run a built-in tool; an unknown `name` is a KeyError (the caller's to hand back)."""
+    spec = BUILTIN_TOOLS[name]
+    if not isinstance(arguments, dict):
+        return _refused(name, "arguments: expected an object of named arguments")
+    if spec.needs_session and ctx.session_id is None:
+        return _refused(name, f"{name}: needs the current session, and this call has none")
+    try:
+        return await spec.run(ctx, arguments)
+    except BadArguments as exc:
+        return _refused(name, str(exc))
+    except AppError as exc:
+        if exc.status_code >= 500:
+            raise
+        return _refused(name, exc.detail)
+
+
+def _refused(name: str, text: str) -> ToolResult:
+    log.info("tool.refused", tool=name, reason=text[:200])
+    return ToolResult(text=text, is_error=True)

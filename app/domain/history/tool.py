@@ -1,0 +1,90 @@
+"""The `chat_history` tool: argument checks, the search of one session's history and the
+text the model reads — one implementation for `POST /tools/chat_history` and the agents'
+tool registry."""
+
+from __future__ import annotations
+
+import uuid
+
+from app.domain.history.schemas import (
+    ChatHistoryIn,
+    ChatHistoryOut,
+    HistoryHitOut,
+    HistoryMessageOut,
+)
+from app.domain.history.search import (
+    HistoryResult,
+    HistoryRow,
+    clip_json,
+    normalize_call,
+    render,
+    utc,
+)
+from app.domain.history.services import HistorySearch
+from app.domain.kernel.access import Viewer
+from app.domain.kernel.ownership import SessionAccess
+from app.domain.kernel.principal import Principal
+from app.lib.errors import Unprocessable
+
+MAX_QUERY = 2000
+
+
+def _message(row: HistoryRow) -> HistoryMessageOut:
+    content, truncated = clip_json(row.content)
+    return HistoryMessageOut(
+        sequence_number=row.sequence_number,
+        role=row.role,
+        content=content,
+        created_at=utc(row.created_at),
+        archived=row.archived,
+        name=row.name,
+        truncated=truncated,
+    )
+
+
+def result_out(session_id: uuid.UUID, result: HistoryResult) -> ChatHistoryOut:
+    hits = []
+    for h in result.hits:
+        content, truncated = clip_json(h.row.content)
+        hits.append(
+            HistoryHitOut(
+                sequence_number=h.row.sequence_number,
+                role=h.row.role,
+                content=content,
+                created_at=utc(h.row.created_at),
+                archived=h.row.archived,
+                kind=h.kind,
+                score=h.score,
+                before=[_message(r) for r in h.before],
+                after=[_message(r) for r in h.after],
+                name=h.row.name,
+                truncated=truncated,
+            )
+        )
+    return ChatHistoryOut(
+        session_id=str(session_id),
+        mode=result.mode,
+        match=result.match,
+        query=result.query,
+        limit=result.limit,
+        fallback=result.fallback,
+        hits=hits,
+        text=render(result),
+    )
+
+
+async def run_chat_history_tool(
+    history: HistorySearch,
+    access: SessionAccess,
+    principal: Principal,
+    call: ChatHistoryIn,
+    session_id: uuid.UUID,
+) -> ChatHistoryOut:
+    """Search or list one session's own history (hot and archived); the session is
+    resolved for the caller first (another user's answers 404)."""
+    normalized = normalize_call(call.mode, call.match, call.query, call.limit)
+    if len(normalized.query) > MAX_QUERY:
+        raise Unprocessable(f"query: at most {MAX_QUERY} characters")
+    await access.get(session_id, Viewer.of(principal))
+    result = await history.run(session_id, normalized)
+    return result_out(session_id, result)
