@@ -60,7 +60,7 @@ index-sessions: install ## Index every idle session's messages the raw index lac
 backfill: install ## Embed the facts stored without an embedding (ARGS="--batch-size 8 --pause 2.0 --limit N")
 	$(BIN)/python -m app.cli backfill $(ARGS)
 
-bench-facts: install ## search_facts p50/p95 at 100k facts over 1k users vs an ILIKE scan (DATABASE_URL=… or embedded)
+bench-facts: install ## search_facts p50/p95 at 100k facts over 1k users vs an ILIKE scan (DATABASE_URL=… or embedded; ARGS="--users 100")
 	$(BIN)/python bench/bench_facts.py $(ARGS)
 
 bench-context-modes: install ## compress vs rolling context on LoCoMo dev: LLM calls and prompt size per turn (ARGS="--conversations 2")
@@ -69,7 +69,7 @@ bench-context-modes: install ## compress vs rolling context on LoCoMo dev: LLM c
 bench-locomo: install ## LoCoMo dev evidence recall@1500/@4000 of memory_search vs BM25, best window on/off (ARGS="--conversations 2 --embedder fake")
 	$(BIN)/python bench/bench_locomo.py $(ARGS)
 
-bench-locomo-replay: install ## Replay raw ranking + rendering offline over the last bench-locomo ingest, in seconds (ARGS="--k 10")
+bench-locomo-replay: install ## Replay raw ranking + rendering offline over the last bench-locomo ingest, in seconds (ARGS="--k 10 --conversations 1")
 	$(BIN)/python bench/locomo_replay.py $(ARGS)
 
 bench-breadcrumbs: install ## Share of a compressed agent session's literals memory_search top-5 shows (ARGS="--episodes 60")
@@ -81,7 +81,7 @@ bench-search: install ## memory_search p50/p95 at 100k then 300k chunks + 100k f
 bench-search-ab: install ## A/B of memory_search between two checkouts, taking turns (ARGS="/tmp/base . --queries 300")
 	$(BIN)/python bench/ab_search.py $(ARGS)
 
-bench-history-bytes: install ## Cost of the hot-history size check (SESSION_MAX_HISTORY_BYTES) at 500/2k/10k messages
+bench-history-bytes: install ## Cost of the hot-history size check (SESSION_MAX_HISTORY_BYTES) at 500/2k/10k messages (ARGS="--sizes 500,2000")
 	$(BIN)/python bench/bench_history_bytes.py $(ARGS)
 
 clean: ## Remove caches (keeps .venv and .navi data)

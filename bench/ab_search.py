@@ -37,38 +37,32 @@ def worker(size: int, queries: int, fresh: bool) -> None:
     """One checkout's side (run with that checkout first on sys.path): answers
     `start end` lines on stdin with a JSON list of [history size, unified ms, CPU ms,
     raw ms, text] per query."""
+    # Everything of the checkout's own (its app, its harness) through its bench_search,
+    # which imports these names in every version: this file may be newer than the checkout.
     import bench_search as bs
-    from _common import provision
-
-    from app.config import get_settings
-    from app.db.engine import create_engine, session_factory, transaction
-    from app.domain.raw_history.search import search_raw
-    from app.domain.search.deps import unified_search
-    from app.lib.logging import configure_logging
-    from app.lib.runtime import freeze_startup_heap
 
     async def run() -> None:
-        configure_logging("warning", False)
-        target = provision("navi_bench_search", suffix=f"_{size // 1000}k")
+        bs.configure_logging("warning", False)
+        target = bs.provision("navi_bench_search", suffix=f"_{size // 1000}k")
         p = bs.Params(chunks=size)
         qs = bs.make_queries(target, p, queries)
         sizes = bs.user_sizes(p.chunks, p.users)
-        settings = get_settings()
-        engine = create_engine(target.url, settings)
-        factory = session_factory(engine)
+        settings = bs.get_settings()
+        engine = bs.create_engine(target.url, settings)
+        factory = bs.session_factory(engine)
         llm = bs.StubLLM()
-        freeze_startup_heap()
+        bs.freeze_startup_heap()
 
         async def unified(q: Any) -> str:
             llm.vector = q.vector
-            async with transaction(factory) as db:
-                search = unified_search(db, llm, settings, factory)  # type: ignore[arg-type]
+            async with bs.transaction(factory) as db:
+                search = bs.unified_search(db, llm, settings, factory)
                 return (await search.search(q.text, user_id=q.user_id, scope="all", k=5)).text
 
         async def raw(q: Any) -> None:
             llm.vector = q.vector
-            async with transaction(factory) as db:
-                await search_raw(db, llm, q.user_id, q.text, 5, side_sessions=factory)  # type: ignore[arg-type]
+            async with bs.transaction(factory) as db:
+                await bs.search_raw(db, llm, q.user_id, q.text, 5, side_sessions=factory)
 
         # warm-up: the same queries, or (`--fresh`) as many others, so that what the
         # search remembers between searches is not what the measured queries ask
@@ -112,8 +106,14 @@ def main() -> None:
         sys.path[:0] = [str(root), str(root / "bench")]
         worker(args.size, args.queries, args.fresh)
         return
-    from _common import percentile  # here: a worker imports its own checkout's _common
+    # here: a worker imports its own checkout's _common
+    from _common import percentile, server_url
 
+    env = {**os.environ, "PYTHONPATH": ""}
+    if not env.get("DATABASE_URL", "").strip():
+        # both sides on one server: this checkout's embedded one (each checkout's own
+        # bench/.cache/pg would hold a dataset of its own, or none)
+        env["DATABASE_URL"] = server_url()
     roots = [str(Path(c).resolve()) for c in args.checkouts]
     cmd = [sys.executable, __file__, *args.checkouts, "--size", str(args.size)]
     cmd += ["--fresh"] if args.fresh else []
@@ -123,7 +123,7 @@ def main() -> None:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            env={**os.environ, "PYTHONPATH": ""},
+            env=env,
         )
         for r in roots
     }

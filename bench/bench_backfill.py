@@ -14,22 +14,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
-from pathlib import Path
 
 import psycopg
-
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
-from _common import print_table, provision  # noqa: E402
-
-from app.asgi import build_gateway  # noqa: E402
-from app.config import Settings  # noqa: E402
-from app.db.engine import create_engine, session_factory  # noqa: E402
-from app.domain.facts.backfill import backfill_embeddings  # noqa: E402
-from app.lib.logging import configure_logging  # noqa: E402
-from tests.fakes.ollama_server import FakeOllama  # noqa: E402
+from _app import (
+    FakeOllama,
+    Settings,
+    backfill_embeddings,
+    build_gateway,
+    configure_logging,
+    create_engine,
+    session_factory,
+)
+from _common import print_table, provision
 
 USER = "bench-backfill-user"
 

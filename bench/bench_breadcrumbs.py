@@ -23,31 +23,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import json
 import random
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 
 from _embedder import select_embedder  # noqa: E402
 
 select_embedder(sys.argv[1:])  # before any app import
 
 import psycopg  # noqa: E402
-from _common import CACHE, libpq_url, print_table, provision, with_database  # noqa: E402
+from _agent import agent_api, compressions, ok, prepare  # noqa: E402
+from _common import fresh_database, print_table, write_results  # noqa: E402
 
-from app.config import get_settings  # noqa: E402
-from tests.fakes.ollama_server import FakeOllama  # noqa: E402
-
-ADMIN_TOKEN = "bench-admin-token-0123456789abcdef0123456789"
 DB_NAME = "navi_bench_breadcrumbs"
 WINDOW = 4096
 T0 = datetime(2026, 10, 1, 9, 0)
@@ -194,21 +184,10 @@ def make_session(n: int, seed: int = 11) -> list[Episode]:
 
 
 # ------------------------------------------------------------------ replay
-async def _ok(r: Any, what: str, status: int = 200) -> dict[str, Any]:
-    if r.status_code != status:
-        raise RuntimeError(f"{what}: {r.status_code} {r.text[:400]}")
-    return dict(r.json())
-
-
 async def replay(client: Any, episodes: list[Episode]) -> tuple[str, int]:
-    sid = str(
-        (
-            await _ok(
-                await client.post("/sessions", json={"profile_id": "bench-bc"}), "session", 201
-            )
-        )["id"]
-    )
-    compressions = 0
+    body = ok(await client.post("/sessions", json={"profile_id": "bench-bc"}), "session", 201)
+    sid = str(body["id"])
+    compressed = 0
     minute = 0
     closing = [
         {"role": "user", "content": "Thanks, that is all for today."},
@@ -220,114 +199,64 @@ async def replay(client: Any, episodes: list[Episode]) -> tuple[str, int]:
         for m in msgs:
             stamped.append({**m, "created_at": (T0 + timedelta(minutes=minute)).isoformat() + "Z"})
             minute += 1
-        prepare = {"message": {"role": "user", "content": msgs[0]["content"]}}
-        r = await client.post(f"/sessions/{sid}/prepare", json=prepare)
-        if r.status_code == 422 and "context_too_large" in r.text:
-            await client.post(f"/sessions/{sid}/compact", json={})
-            r = await client.post(f"/sessions/{sid}/prepare", json=prepare)
-        body = await _ok(r, "prepare")
-        compressions += sum(e["type"] == "ContextCompressed" for e in body["events"])
+        r, _ = await prepare(
+            client, sid, {"message": {"role": "user", "content": msgs[0]["content"]}}
+        )
+        body = ok(r, "prepare")
+        compressed += compressions(body)
         usage = {"model": "fake-chat:latest", "prompt_eval_count": int(body["tokens"])}
         r = await client.post(
             f"/sessions/{sid}/messages", json={"messages": stamped, "usage": usage}
         )
-        body = await _ok(r, "append", 201)
-        compressions += sum(e["type"] == "ContextCompressed" for e in body.get("events", []))
-    await _ok(await client.post(f"/sessions/{sid}/compact", json={}), "compact")
-    return sid, compressions + 1
+        compressed += compressions(ok(r, "append", 201))
+    ok(await client.post(f"/sessions/{sid}/compact", json={}), "compact")
+    return sid, compressed + 1
 
 
 async def run(args: argparse.Namespace) -> None:
-    from litestar.testing import AsyncTestClient
-
-    from app.asgi import create_app
-    from app.db.engine import create_engine
-
     episodes = make_session(args.episodes)
-    suffix = f"_{args.embedder}"
-    target = provision(DB_NAME, suffix=suffix, migrate=False)
-    with psycopg.connect(libpq_url(with_database(target.url, "postgres")), autocommit=True) as c:
-        c.execute(f'DROP DATABASE IF EXISTS "{DB_NAME + suffix}" WITH (FORCE)')
-    target = provision(DB_NAME, suffix=suffix)
-    engine = create_engine(target.url)
-    fake = FakeOllama(dim=get_settings().vector_dim)
-    fake.start()
-    tmp = Path(tempfile.mkdtemp(prefix="navi-bench-bc-"))
-    profiles = tmp / "profiles.json"
-    profiles.write_text(json.dumps({"bench-bc": {"context_window": WINDOW}}))
-    settings = dataclasses.replace(
-        get_settings(),
-        auth_enabled=True,
-        admin_token=ADMIN_TOKEN,
-        ollama_host=fake.url,
-        ollama_model="fake-chat:latest",
-        embedding_provider="local" if args.embedder == "local" else "ollama",
-        data_dir=str(tmp / "data"),
-        profiles_file=str(profiles),
-        log_level="warning",
-        log_json=False,
-        extraction_interval_seconds=0,
-        ollama_timeout=30.0,
-        memory_recall_enabled=False,
-    )
+    target = fresh_database(DB_NAME, suffix=f"_{args.embedder}")
+    profiles = {"bench-bc": {"context_window": WINDOW}}
     found: dict[bool, dict[str, list[bool]]] = {True: defaultdict(list), False: defaultdict(list)}
     misses: list[dict[str, Any]] = []
-    try:
-        app = create_app(settings, engine=engine, background_jobs=False)
-        async with AsyncTestClient(app, raise_server_exceptions=True, timeout=120) as client:
-            client.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
-            t0 = time.perf_counter()
-            _, compressions = await replay(client, episodes)
-            ingest = time.perf_counter() - t0
-            with psycopg.connect(target.conninfo) as c:
-                n_chunks = c.execute("SELECT count(*) FROM memory_chunks").fetchone()[0]  # type: ignore[index]
-            for ep in episodes:
-                for window in (True, False):
-                    r = await client.post(
-                        "/memory/search",
-                        json={"query": ep.question, "scope": "raw", "k": 5, "best_window": window},
-                    )
-                    text = (await _ok(r, "search"))["text"]
-                    ok = ep.literal in text
-                    found[window][ep.kind].append(ok)
-                    if window and not ok:
-                        misses.append(
-                            {"question": ep.question, "literal": ep.literal, "text": text}
-                        )
-    finally:
-        fake.stop()
-        await engine.dispose()
-    (CACHE / "breadcrumbs-misses.json").write_text(json.dumps(misses, indent=1))
+    async with agent_api(target, profiles, args.embedder) as api:
+        client = api.client
+        t0 = time.perf_counter()
+        _, n_compressions = await replay(client, episodes)
+        ingest = time.perf_counter() - t0
+        with psycopg.connect(target.conninfo) as c:
+            n_chunks = c.execute("SELECT count(*) FROM memory_chunks").fetchone()[0]  # type: ignore[index]
+        for ep in episodes:
+            for window in (True, False):
+                r = await client.post(
+                    "/memory/search",
+                    json={"query": ep.question, "scope": "raw", "k": 5, "best_window": window},
+                )
+                text = ok(r, "search")["text"]
+                found_it = ep.literal in text
+                found[window][ep.kind].append(found_it)
+                if window and not found_it:
+                    misses.append({"question": ep.question, "literal": ep.literal, "text": text})
     n_msgs = sum(len(e.messages) for e in episodes)
     print(
         f"\nsynthetic ops session: {len(episodes)} episodes, {n_msgs} messages, window "
-        f"{WINDOW:,} tokens; {compressions} compressions → {n_chunks} raw chunks; "
+        f"{WINDOW:,} tokens; {n_compressions} compressions → {n_chunks} raw chunks; "
         f"ingest {ingest:.1f} s; embedder {args.embedder}"
     )
     rows = []
     for kind in KINDS:
         on, off = found[True][kind], found[False][kind]
         if on:
-            rows.append(
-                [
-                    kind,
-                    len(on),
-                    f"{100 * sum(on) / len(on):.1f}%",
-                    f"{100 * sum(off) / len(off):.1f}%",
-                ]
-            )
+            rows.append([kind, len(on), _share(on), _share(off)])
     all_on = [x for v in found[True].values() for x in v]
     all_off = [x for v in found[False].values() for x in v]
-    rows.append(
-        [
-            "all",
-            len(all_on),
-            f"{100 * sum(all_on) / len(all_on):.1f}%",
-            f"{100 * sum(all_off) / len(all_off):.1f}%",
-        ]
-    )
+    rows.append(["all", len(all_on), _share(all_on), _share(all_off)])
     print_table(["literal", "n", "found, best window ON", "OFF"], rows)
-    print(f"(misses in {CACHE / 'breadcrumbs-misses.json'})")
+    write_results("breadcrumbs-misses.json", misses, label="misses")
+
+
+def _share(found: list[bool]) -> str:
+    return f"{100 * sum(found) / len(found):.1f}%"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -335,7 +264,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--episodes", type=int, default=160, help="literals in the session")
     parser.add_argument("--embedder", choices=("local", "fake"), default="local")
     args = parser.parse_args(argv)
-    CACHE.mkdir(parents=True, exist_ok=True)
     asyncio.run(run(args))
 
 

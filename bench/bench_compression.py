@@ -21,26 +21,26 @@ import argparse
 import asyncio
 import random
 import sys
-import time
 from collections.abc import Sequence
 
-from _common import Stats, fmt_ms, print_table, provision, timed_sync
-from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
-
-from app.config import Settings
-from app.domain.compression import (
+from _app import (
+    MessageIn,
     Msg,
+    Profile,
+    SessionService,
+    Settings,
+    Summary,
+    Viewer,
     calibration_for,
+    compress_and_save_session,
     estimate_tokens,
+    estimator_for,
+    load_profiles,
     plan_compression,
     reset_registry,
 )
-from app.domain.context.compressor import compress_and_save_session, estimator_for
-from app.domain.context.summarizer import Summary
-from app.domain.kernel.access import Viewer
-from app.domain.kernel.messages import MessageIn
-from app.domain.kernel.profiles import Profile, load_profiles
-from app.domain.sessions.services import SessionService
+from _common import Clock, Stats, fmt_ms, print_table, provision, timed_sync
+from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
 SETTINGS = Settings(log_level="warning")
 MODEL = "bench-model"
@@ -111,7 +111,8 @@ async def bench_compress(runs: int) -> list[list[object]]:
     msgs = conversation(MESSAGES, random.Random(2))
     async with factory() as db:
         service = SessionService(db, SETTINGS)
-        row = await service.create("bench-compression", None, "bench")
+        # the profile the session names needs no definition: compression gets `profile`
+        row = await service.create("bench-compression", None, "bench", {"bench-compression"})
         sid = row.id
         for start in range(0, len(msgs), 500):
             batch = [
@@ -125,20 +126,20 @@ async def bench_compress(runs: int) -> list[list[object]]:
     try:
         for _ in range(runs):
             async with factory() as db:
-                t0 = time.perf_counter()
-                result = await compress_and_save_session(
-                    db,
-                    SETTINGS,
-                    session_id=sid,
-                    viewer=viewer,
-                    profile=profile,
-                    model=MODEL,
-                    window=WINDOW,
-                    reason="forced",
-                    summarize=_stub_summary,
-                )
-                await db.flush()
-                samples.append((time.perf_counter() - t0) * 1000)
+                with Clock() as c:
+                    result = await compress_and_save_session(
+                        db,
+                        SETTINGS,
+                        session_id=sid,
+                        viewer=viewer,
+                        profile=profile,
+                        model=MODEL,
+                        window=WINDOW,
+                        reason="forced",
+                        summarize=_stub_summary,
+                    )
+                    await db.flush()
+                samples.append(c.ms)
                 assert result is not None
                 summarized = len(result.demoted)
                 await db.rollback()  # the next run compresses the same 2,000 messages

@@ -30,22 +30,14 @@ import dataclasses
 import json
 import re
 import sys
-import tempfile
 import time
-from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from _common import CACHE, Stats, print_table, provision  # noqa: E402
-from locomo_data import Conversation, load  # noqa: E402
-
-from app.asgi import create_app  # noqa: E402
-from app.config import Settings  # noqa: E402
-from app.db.engine import create_engine  # noqa: E402
-from app.domain.rolling.services import run_rolling_summaries  # noqa: E402
-from tests.fakes.ollama_server import FakeOllama  # noqa: E402
+from _agent import QUIET, app_files, in_process_api, prepare
+from _app import FakeOllama, Settings, run_rolling_summaries
+from _common import Stats, print_table, provision, write_results
+from locomo_data import Conversation, Message, load
+from locomo_data import messages_of as locomo_messages
 
 WINDOW = 8192
 MODES = ("compress", "rolling")
@@ -108,34 +100,14 @@ def chat_chars(fake: FakeOllama, start: int) -> tuple[int, int]:
 
 
 # ------------------------------------------------------------------ replay
-@dataclasses.dataclass
-class Message:
-    role: str
-    content: str
-    created_at: datetime
-    session_no: int
-
-
-def _date(text: str) -> datetime:
-    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=None)
-
-
 def messages_of(conv: Conversation) -> list[Message]:
     """Runs of one speaker merged: speaker A = user, speaker B = assistant."""
-    first = conv.turns[0].speaker
     out: list[Message] = []
-    minute = 0
-    last_session = -1
-    for t in conv.turns:
-        if t.session_no != last_session:
-            base, minute, last_session = _date(t.date), 0, t.session_no
-        role = "user" if t.speaker == first else "assistant"
-        at = base + timedelta(minutes=minute)
-        minute += 1
-        if out and out[-1].role == role and out[-1].session_no == t.session_no:
-            out[-1].content += "\n" + t.line
+    for m in locomo_messages(conv):
+        if out and out[-1].role == m.role and out[-1].session_no == m.session_no:
+            out[-1].content += "\n" + m.content
         else:
-            out.append(Message(role, t.line, at, t.session_no))
+            out.append(m)
     return out
 
 
@@ -169,13 +141,8 @@ async def replay(
         m = msgs[i]
         batch = [m]
         if m.role == "user":
-            prepare = {"message": {"content": m.content}}
-            r = await client.post(f"/sessions/{sid}/prepare", json=prepare)
-            if r.status_code == 422 and "context_too_large" in r.text:
-                # what an agent runtime does: force a compaction, then try again
-                result.forced += 1
-                await client.post(f"/sessions/{sid}/compact", json={})
-                r = await client.post(f"/sessions/{sid}/prepare", json=prepare)
+            r, forced = await prepare(client, sid, {"message": {"content": m.content}})
+            result.forced += forced
             if r.status_code != 200:
                 raise RuntimeError(f"{mode} prepare: {r.status_code} {r.text[:300]}")
             ctx = r.json()["context"]
@@ -226,23 +193,17 @@ def _row(r: ModeResult) -> list[object]:
 
 async def run(conversations: list[Conversation], settings: Settings) -> dict[str, ModeResult]:
     target = provision("navi_bench_context_modes")
-    engine = create_engine(target.url)
     results = {m: ModeResult(m) for m in MODES}
-    from litestar.testing import AsyncTestClient
-
-    fake = BenchOllama(dim=settings.vector_dim)
-    fake.start()
-    try:
-        s = dataclasses.replace(settings, ollama_host=fake.url)
-        app = create_app(s, engine=engine, background_jobs=False)
-        async with AsyncTestClient(app, raise_server_exceptions=True) as client:
-            for conv in conversations:
-                for mode in MODES:
-                    await replay(client, fake, conv, mode, results[mode])
-                    print(f"  {conv.sample_id} {mode}: done", file=sys.stderr)
-    finally:
-        fake.stop()
-        await engine.dispose()
+    async with in_process_api(
+        target,
+        lambda url: dataclasses.replace(settings, ollama_host=url),
+        BenchOllama(dim=settings.vector_dim),
+        token=None,
+    ) as api:
+        for conv in conversations:
+            for mode in MODES:
+                await replay(api.client, api.fake, conv, mode, results[mode])
+                print(f"  {conv.sample_id} {mode}: done", file=sys.stderr)
     return results
 
 
@@ -251,24 +212,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--conversations", type=int, default=5, help="how many (1-5)")
     args = parser.parse_args(argv)
     conversations = load()[: args.conversations]
-    tmp = Path(tempfile.mkdtemp(prefix="navi-bench-modes-"))
-    profiles = tmp / "profiles.json"
-    profiles.write_text(
-        json.dumps(
-            {
-                "bench-compress": {"context_window": WINDOW},
-                "bench-rolling": {"context_window": WINDOW, "context_mode": "rolling"},
-            }
-        )
-    )
+    profiles = {
+        "bench-compress": {"context_window": WINDOW},
+        "bench-rolling": {"context_window": WINDOW, "context_mode": "rolling"},
+    }
     settings = Settings(
         auth_enabled=False,
-        data_dir=str(tmp / "data"),
-        profiles_file=str(profiles),
-        log_level="warning",
-        log_json=False,
-        extraction_interval_seconds=0,
         ollama_timeout=10.0,
+        **app_files(profiles, prefix="navi-bench-modes-"),
+        **QUIET,
     )
     results = asyncio.run(run(conversations, settings))
     headers = [
@@ -291,29 +243,26 @@ def main(argv: list[str] | None = None) -> None:
         f"{sum(len(c.turns) for c in conversations):,} LoCoMo turns), window {WINDOW:,} tokens"
     )
     print_table(headers, [_row(results[m]) for m in MODES], title=title)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    out = CACHE / "context-modes.json"
-    out.write_text(
-        json.dumps(
-            {
-                m: {
-                    "turns": r.turns,
-                    "navi_calls": r.navi_calls,
-                    "navi_prompt_chars": r.navi_prompt_chars,
-                    "agent_prompt_tokens": dataclasses.asdict(Stats.of(r.main_prompt)),
-                    "prepare_tokens": dataclasses.asdict(Stats.of(r.navi_estimate)),
-                    "context_messages_mean": sum(r.context_messages)
-                    / max(len(r.context_messages), 1),
-                    "embeds": r.embeds,
-                    "forced_compactions": r.forced,
-                    "seconds": r.seconds,
-                }
-                for m, r in results.items()
-            },
-            indent=1,
-        )
+    print()
+    write_results(
+        "context-modes.json",
+        {
+            m: {
+                "turns": r.turns,
+                "navi_calls": r.navi_calls,
+                "navi_prompt_chars": r.navi_prompt_chars,
+                "agent_prompt_tokens": dataclasses.asdict(Stats.of(r.main_prompt)),
+                "prepare_tokens": dataclasses.asdict(Stats.of(r.navi_estimate)),
+                "context_messages_mean": sum(r.context_messages) / max(len(r.context_messages), 1),
+                "embeds": r.embeds,
+                "forced_compactions": r.forced,
+                "seconds": r.seconds,
+            }
+            for m, r in results.items()
+        },
+        label="figures also in",
     )
-    print(f"\n(figures also in {out}; LoCoMo data CC BY-NC 4.0)")
+    print("(LoCoMo data CC BY-NC 4.0)")
 
 
 if __name__ == "__main__":

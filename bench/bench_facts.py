@@ -24,30 +24,50 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import struct
-import sys
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Stats, Target, fmt_ms, print_table, provision  # noqa: E402
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker  # noqa: E402
-
-from app.config import get_settings  # noqa: E402
-from app.db.engine import create_engine, session_factory  # noqa: E402
-from app.db.extensions import TRIGRAM_INDEXES  # noqa: E402
-from app.domain.facts.search_repository import FactSearchRepository  # noqa: E402
-from app.domain.facts.services import FactService, query_words  # noqa: E402
-from app.lib.logging import configure_logging  # noqa: E402
+from _app import (
+    TRIGRAM_INDEXES,
+    FactSearchRepository,
+    FactService,
+    configure_logging,
+    create_engine,
+    get_settings,
+    query_words,
+    session_factory,
+)
+from _common import (
+    Clock,
+    Stats,
+    Target,
+    build_indexes,
+    cached_dataset,
+    drop_indexes,
+    fmt_ms,
+    fmt_ratio,
+    print_table,
+    provision,
+    speedup,
+    step,
+)
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 GEN_VERSION = 1
 HNSW_INDEX = "ix_memory_facts_embedding_hnsw"
+HNSW_DDL = (
+    f"CREATE INDEX {HNSW_INDEX} ON memory_facts USING hnsw (embedding vector_cosine_ops)"
+    " WITH (m = 16, ef_construction = 64)"
+)
+TRGM_DDL = {
+    name: f"CREATE INDEX IF NOT EXISTS {name} ON {table} USING gin ({column} gin_trgm_ops)"
+    for name, table, column in TRIGRAM_INDEXES
+    if table == "memory_facts"
+}
 CATEGORIES = {
     "preferences": ["editor", "shell", "theme", "language", "font", "browser", "keyboard"],
     "location": ["home_city", "work_city", "timezone", "country", "neighbourhood"],
@@ -67,10 +87,6 @@ class Params:
     dim: int
     seed: int = 7
     version: int = GEN_VERSION
-
-
-def step(msg: str) -> None:
-    print(f"· {msg}", file=sys.stderr, flush=True)
 
 
 def make_vocabulary(rng: random.Random, n: int = 3000) -> list[str]:
@@ -96,13 +112,9 @@ def generate(target: Target, p: Params) -> dict[str, Any]:
     vocab = make_vocabulary(rng)
     started = time.perf_counter()
     with psycopg.connect(target.conninfo, autocommit=True) as conn:
-        conn.execute("DELETE FROM bench_facts_dataset")
         conn.execute("DELETE FROM memory_facts")
         conn.execute("DELETE FROM navi_users WHERE id LIKE 'bench-fact-user-%%'")
-        conn.execute(f"DROP INDEX IF EXISTS {HNSW_INDEX}")
-        for name, _, _ in TRIGRAM_INDEXES:
-            if name.startswith("ix_trgm_memory_facts"):
-                conn.execute(f"DROP INDEX IF EXISTS {name}")
+        drop_indexes(conn, [HNSW_INDEX, *TRGM_DDL])
         with conn.cursor().copy("COPY navi_users (id, name) FROM STDIN") as copy:
             for u in range(p.users):
                 copy.write_row((f"bench-fact-user-{u:05d}", f"bench-fact-user-{u:05d}"))
@@ -141,54 +153,19 @@ def generate(target: Target, p: Params) -> dict[str, Any]:
             copy.write(struct.pack(">h", -1))
         load_s = time.perf_counter() - started
         step(f"loaded in {load_s:.1f}s; building the HNSW index")
-        conn.execute("SET maintenance_work_mem = '1GB'")
-        conn.execute("SET max_parallel_maintenance_workers = 2")
-        t0 = time.perf_counter()
-        conn.execute(
-            f"CREATE INDEX {HNSW_INDEX} ON memory_facts USING hnsw (embedding vector_cosine_ops)"
-            " WITH (m = 16, ef_construction = 64)"
-        )
-        hnsw_s = time.perf_counter() - t0
-        trgm_s = 0.0
-        if target.pg_trgm:
-            t0 = time.perf_counter()
-            for name, table, column in TRIGRAM_INDEXES:
-                if table == "memory_facts":
-                    conn.execute(
-                        f"CREATE INDEX IF NOT EXISTS {name} ON {table} USING gin ({column} gin_trgm_ops)"
-                    )
-            trgm_s = time.perf_counter() - t0
+        hnsw_s = build_indexes(conn, {HNSW_INDEX: HNSW_DDL})[HNSW_INDEX]
+        trgm_s = sum(build_indexes(conn, TRGM_DDL).values()) if target.pg_trgm else 0.0
         conn.execute("VACUUM ANALYZE memory_facts")
         size = conn.execute(
             "SELECT pg_size_pretty(pg_total_relation_size('memory_facts'))"
         ).fetchone()
-        stats = {
+        return {
             "facts": p.users * p.per_user,
             "load_s": round(load_s, 1),
             "hnsw_build_s": round(hnsw_s, 1),
             "trgm_build_s": round(trgm_s, 1),
             "table_size": size[0] if size else "?",
         }
-        conn.execute(
-            "INSERT INTO bench_facts_dataset (params, stats) VALUES (%s, %s)",
-            (json.dumps(asdict(p)), json.dumps(stats)),
-        )
-    return stats
-
-
-def ensure_dataset(target: Target, p: Params, regenerate: bool) -> tuple[dict[str, Any], bool]:
-    with psycopg.connect(target.conninfo, autocommit=True) as conn:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS bench_facts_dataset (params jsonb NOT NULL,"
-            " stats jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now())"
-        )
-        row = conn.execute(
-            "SELECT stats FROM bench_facts_dataset WHERE params = %s::jsonb",
-            (json.dumps(asdict(p)),),
-        ).fetchone()
-    if row and not regenerate:
-        return row[0], True
-    return generate(target, p), False
 
 
 def _parse_vector(raw: str) -> list[float]:
@@ -242,9 +219,9 @@ async def measure(
 
     async def timed(name: str, coro_fn: Any) -> None:
         async with factory() as db:
-            t0 = time.perf_counter()
-            n, mode = await coro_fn(db)
-            results[name].append((time.perf_counter() - t0) * 1000)
+            with Clock() as c:
+                n, mode = await coro_fn(db)
+            results[name].append(c.ms)
             found[name].append(n)
             if name in modes:
                 modes[name].append(mode)
@@ -305,7 +282,9 @@ def main() -> None:
     configure_logging("warning", False)
     target = provision("navi_bench_facts", suffix=suffix)
     step(f"server {target.label} ({target.version}), pg_trgm={'yes' if target.pg_trgm else 'no'}")
-    stats, reused = ensure_dataset(target, p, args.regenerate)
+    stats, reused = cached_dataset(
+        target, "bench_facts_dataset", asdict(p), lambda: generate(target, p), args.regenerate
+    )
     step(("reusing" if reused else "generated") + f" dataset: {stats}")
     hits, misses = workload(target, p, args.queries)
 
@@ -328,7 +307,7 @@ def main() -> None:
     }
     for name in ("vector", "fallback", "all_users", "ilike_indexed", "naive"):
         s: Stats = res[name]["stats"]
-        ratio = naive.p50 / s.p50 if name != "naive" and s.p50 > 0 else 1.0
+        ratio = speedup(naive, s) if name != "naive" else 1.0
         rows.append(
             [
                 labels[name],
@@ -336,7 +315,7 @@ def main() -> None:
                 fmt_ms(s.p50),
                 fmt_ms(s.p95),
                 f"{res[name]['avg_hits']:.1f}",
-                f"{ratio:.1f}x",
+                fmt_ratio(ratio, 1, "x"),
             ]
         )
     print()

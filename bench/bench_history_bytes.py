@@ -14,20 +14,15 @@ results that PostgreSQL TOASTs), measures in one run:
 
 from __future__ import annotations
 
+import argparse
 import random
 import string
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from _common import Stats, fmt_ms, print_table, provision, timed_sync  # noqa: E402
-
-from app.domain.sessions.compaction_repository import _SIZE  # noqa: E402
+from _app import HISTORY_SIZE_SQL as _SIZE
+from _common import Stats, fmt_ms, fmt_ratio, print_table, provision, speedup, timed_sync
 
 SIZES = (500, 2000, 10_000)
 REPEAT = 50
@@ -61,14 +56,21 @@ def seed(conn: psycopg.Connection, n: int, rng: random.Random) -> uuid.UUID:
     return sid
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--sizes", default=",".join(map(str, SIZES)), help="hot messages per session, comma list"
+    )
+    parser.add_argument("--repeat", type=int, default=REPEAT, help="timed runs per measurement")
+    args = parser.parse_args(argv)
+    sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     target = provision("navi_bench_history_bytes")
     rng = random.Random(8)
     rows = []
     with psycopg.connect(target.conninfo) as conn:
         conn.execute("DELETE FROM sessions WHERE profile_id = 'bench'")
         conn.commit()
-        for n in SIZES:
+        for n in sizes:
             sid = seed(conn, n, rng)
             mib = conn.execute(
                 f"SELECT sum({_SIZE}) / 1048576.0 FROM session_messages WHERE session_id = %s",
@@ -104,10 +106,10 @@ def main() -> None:
                     check(sid)
                 conn.commit()
 
-            t_check = Stats.of(timed_sync(check, REPEAT, warmup=3))
-            t_naive = Stats.of(timed_sync(naive, REPEAT, warmup=3))
-            t_plain = Stats.of(timed_sync(append, REPEAT, warmup=3))
-            t_with = Stats.of(timed_sync(lambda: append(with_check=True), REPEAT, warmup=3))
+            t_check = Stats.of(timed_sync(check, args.repeat, warmup=3))
+            t_naive = Stats.of(timed_sync(naive, args.repeat, warmup=3))
+            t_plain = Stats.of(timed_sync(append, args.repeat, warmup=3))
+            t_with = Stats.of(timed_sync(lambda: append(with_check=True), args.repeat, warmup=3))
             rows.append(
                 (
                     f"{n:,}",
@@ -115,7 +117,7 @@ def main() -> None:
                     fmt_ms(t_check.p50),
                     fmt_ms(t_check.p95),
                     fmt_ms(t_naive.p50),
-                    f"{t_naive.p50 / t_check.p50:.1f}x",
+                    fmt_ratio(speedup(t_naive, t_check), 1, "x"),
                     fmt_ms(t_plain.p50),
                     fmt_ms(t_with.p50),
                 )

@@ -55,36 +55,31 @@ import asyncio
 import dataclasses
 import json
 import sys
-import tempfile
 import time
 from collections import defaultdict
-from datetime import datetime, timedelta
-from pathlib import Path
+from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 
 from _embedder import select_embedder  # noqa: E402
 
 select_embedder(sys.argv[1:])  # before any app import
 
 import psycopg  # noqa: E402
-from _common import CACHE, libpq_url, print_table, provision, with_database  # noqa: E402
+from _agent import agent_api, compressions, ok, prepare  # noqa: E402
+from _app import IndexPassResult, index_idle_sessions  # noqa: E402
+from _common import CACHE, Clock, fresh_database, print_table, provision, write_results  # noqa: E402
 from locomo_data import (  # noqa: E402
     BUDGETS,
     Conversation,
+    Message,
     _norm,
     bm25_recall,
     evidence_recall,
     load,
+    messages_of,
 )
 
-from app.config import get_settings  # noqa: E402
-from tests.fakes.ollama_server import FakeOllama  # noqa: E402
-
-ADMIN_TOKEN = "bench-admin-token-0123456789abcdef0123456789"
 DB_NAME = "navi_bench_locomo"
 STATE_FILE = CACHE / "locomo-ingest.json"
 SITTINGS_STATE_FILE = CACHE / "locomo-sittings-ingest.json"
@@ -99,52 +94,25 @@ SITTINGS_WINDOW = 32768  # … and a chat app's, one session per sitting (--sitt
 
 
 # ------------------------------------------------------------------ replay
-@dataclasses.dataclass
-class Message:
-    role: str
-    content: str
-    created_at: datetime
-    session_no: int
-
-
-def _date(text: str) -> datetime:
-    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
-
-
-def messages_of(conv: Conversation) -> list[Message]:
-    """One message per turn: speaker A = user, speaker B = assistant; line verbatim."""
-    first = conv.turns[0].speaker
-    out: list[Message] = []
-    last_session, base, minute = -1, datetime(2000, 1, 1), 0
-    for t in conv.turns:
-        if t.session_no != last_session:
-            base, minute, last_session = _date(t.date), 0, t.session_no
-        role = "user" if t.speaker == first else "assistant"
-        out.append(Message(role, t.line, base + timedelta(minutes=minute), t.session_no))
-        minute += 1
+def _runs(msgs: list[Message], starts: Callable[[Message, Message], bool]) -> list[list[Message]]:
+    """`msgs` cut where starts(previous, message) says a new run begins."""
+    out: list[list[Message]] = []
+    for m in msgs:
+        if out and not starts(out[-1][-1], m):
+            out[-1].append(m)
+        else:
+            out.append([m])
     return out
 
 
 def rounds(msgs: list[Message]) -> list[list[Message]]:
     """Runs of user turns followed by the assistant turns that answer them."""
-    out: list[list[Message]] = []
-    for m in msgs:
-        if out and not (m.role == "user" and out[-1][-1].role == "assistant"):
-            out[-1].append(m)
-        else:
-            out.append([m])
-    return out
+    return _runs(msgs, lambda last, m: m.role == "user" and last.role == "assistant")
 
 
 def sittings(msgs: list[Message]) -> list[list[Message]]:
     """The messages of each sitting (LoCoMo's `session_no`), in order."""
-    out: list[list[Message]] = []
-    for m in msgs:
-        if out and out[-1][-1].session_no == m.session_no:
-            out[-1].append(m)
-        else:
-            out.append([m])
-    return out
+    return _runs(msgs, lambda last, m: last.session_no != m.session_no)
 
 
 @dataclasses.dataclass
@@ -161,18 +129,12 @@ def _payload(m: Message) -> dict[str, Any]:
     return {"role": m.role, "content": m.content, "created_at": m.created_at.isoformat() + "Z"}
 
 
-async def _check(r: Any, what: str, status: int = 200) -> dict[str, Any]:
-    if r.status_code != status:
-        raise RuntimeError(f"{what}: {r.status_code} {r.text[:400]}")
-    return dict(r.json())
-
-
 async def new_session(client: Any, headers: dict[str, str], name: str, st: IngestStats) -> str:
     r = await client.post(
         "/sessions", json={"profile_id": "bench-locomo", "name": name}, headers=headers
     )
     st.sessions += 1
-    return str((await _check(r, "create session", 201))["id"])
+    return str((ok(r, "create session", 201))["id"])
 
 
 async def send(
@@ -185,23 +147,20 @@ async def send(
         usage = None
         if group[0].role == "user":
             users = [m for m in group if m.role == "user"]
-            prepare = {"message": {"role": "user", "content": users[-1].content}}
-            r = await client.post(f"/sessions/{sid}/prepare", json=prepare, headers=headers)
-            if r.status_code == 422 and "context_too_large" in r.text:
-                st.forced += 1
-                await client.post(f"/sessions/{sid}/compact", json={}, headers=headers)
-                r = await client.post(f"/sessions/{sid}/prepare", json=prepare, headers=headers)
-            body = await _check(r, "prepare")
+            message = {"message": {"role": "user", "content": users[-1].content}}
+            r, forced = await prepare(client, sid, message, headers)
+            body = ok(r, "prepare")
+            st.forced += forced
             st.prepares += 1
-            st.compressions += sum(e["type"] == "ContextCompressed" for e in body["events"])
+            st.compressions += compressions(body)
             if group[-1].role == "assistant":
                 usage = {"model": "fake-chat:latest", "prompt_eval_count": int(body["tokens"])}
         payload: dict[str, Any] = {"messages": [_payload(m) for m in group]}
         if usage:
             payload["usage"] = usage
         r = await client.post(f"/sessions/{sid}/messages", json=payload, headers=headers)
-        body = await _check(r, "append", 201)
-        st.compressions += sum(e["type"] == "ContextCompressed" for e in body.get("events", []))
+        body = ok(r, "append", 201)
+        st.compressions += compressions(body)
         st.messages += len(group)
 
 
@@ -217,7 +176,7 @@ async def replay(client: Any, headers: dict[str, str], conv: Conversation, st: I
             msgs.append(Message(role, text, at, -1))
     await send(client, headers, sid, msgs, st)
     r = await client.post(f"/sessions/{sid}/compact", json={}, headers=headers)
-    await _check(r, "compact")
+    ok(r, "compact")
     st.compressions += 1
     return sid
 
@@ -237,7 +196,6 @@ async def replay_sittings(
 
 async def run_indexer(app: Any, settings: Any) -> dict[str, Any]:
     """The idle-session indexer, once, in-process, over every session (idle for 0 min)."""
-    from app.domain.raw_history.idle_index import IndexPassResult, index_idle_sessions
 
     def progress(r: IndexPassResult) -> None:
         if r.batches % 20 == 0:
@@ -297,15 +255,14 @@ async def ask_all(
         headers = {"Authorization": f"Bearer {user['token']}"}
         for q in conv.questions:
             for window in (True, False):
-                t0 = time.perf_counter()
-                r = await client.post(
-                    "/memory/search",
-                    json={"query": q.question, "scope": scope, "k": k, "best_window": window},
-                    headers=headers,
-                )
-                elapsed = (time.perf_counter() - t0) * 1000
-                body = await _check(r, "memory_search")
-                scores[window].latencies.append(elapsed)
+                with Clock() as c:
+                    r = await client.post(
+                        "/memory/search",
+                        json={"query": q.question, "scope": scope, "k": k, "best_window": window},
+                        headers=headers,
+                    )
+                body = ok(r, "memory_search")
+                scores[window].latencies.append(c.ms)
                 scores[window].add(body["text"], q.evidence_lines, q.category)
                 if dump is not None and window:
                     dump.append(
@@ -336,43 +293,8 @@ async def ask_all(
     return scores
 
 
-# ------------------------------------------------------------------ setup
-def settings_for(tmp: Path, fake_url: str, window: int, embedder: str) -> Any:
-    profiles = tmp / "profiles.json"
-    profiles.write_text(json.dumps({"bench-locomo": {"context_window": window}}))
-    base = get_settings()
-    return dataclasses.replace(
-        base,
-        auth_enabled=True,
-        admin_token=ADMIN_TOKEN,
-        ollama_host=fake_url,
-        ollama_model="fake-chat:latest",
-        embedding_provider="local" if embedder == "local" else "ollama",
-        data_dir=str(tmp / "data"),
-        profiles_file=str(profiles),
-        log_level="warning",
-        log_json=False,
-        extraction_interval_seconds=0,
-        ollama_timeout=30.0,
-        memory_recall_enabled=False,  # prepare's recall is not what is measured here
-    )
-
-
-def fresh_database(suffix: str) -> Any:
-    target = provision(DB_NAME, suffix=suffix, migrate=False)
-    admin = libpq_url(with_database(target.url, "postgres"))
-    name = DB_NAME + suffix
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    return provision(DB_NAME, suffix=suffix)
-
-
+# ------------------------------------------------------------------ run
 async def run(args: argparse.Namespace) -> None:
-    from litestar.testing import AsyncTestClient
-
-    from app.asgi import create_app
-    from app.db.engine import create_engine
-
     convs = load()[: args.conversations]
     suffix = f"_{args.embedder}" + ("_sittings" if args.sittings else "")
     state_file = SITTINGS_STATE_FILE if args.sittings else STATE_FILE
@@ -389,60 +311,49 @@ async def run(args: argparse.Namespace) -> None:
         if state.get("params") != params:
             print("· the cached ingest has other parameters: ingesting again", file=sys.stderr)
             state = {}
-    target = provision(DB_NAME, suffix=suffix) if state else fresh_database(suffix)
-    engine = create_engine(target.url)
-    fake = FakeOllama(dim=get_settings().vector_dim)
-    fake.start()
-    tmp = Path(tempfile.mkdtemp(prefix="navi-bench-locomo-"))
-    settings = settings_for(tmp, fake.url, args.window, args.embedder)
-    app = create_app(settings, engine=engine, background_jobs=False)
+    target = provision(DB_NAME, suffix=suffix) if state else fresh_database(DB_NAME, suffix)
+    profiles = {"bench-locomo": {"context_window": args.window}}
     stats = IngestStats()
-    try:
-        async with AsyncTestClient(app, raise_server_exceptions=True, timeout=120) as client:
-            client.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
-            if not state:
-                users = []
-                started = time.perf_counter()
-                for conv in convs:
-                    r = await client.post("/admin/users", json={"name": f"locomo-{conv.sample_id}"})
-                    uid = (await _check(r, "user", 201))["id"]
-                    r = await client.post(f"/admin/users/{uid}/tokens", json={"name": "bench"})
-                    token = (await _check(r, "token", 201))["token"]
-                    t0 = time.perf_counter()
-                    auth = {"Authorization": f"Bearer {token}"}
-                    if args.sittings:
-                        sids = await replay_sittings(client, auth, conv, stats)
-                        users.append({"id": uid, "token": token, "sessions": sids})
-                    else:
-                        sid = await replay(client, auth, conv, stats)
-                        users.append({"id": uid, "token": token, "session": sid})
-                    print(
-                        f"· {conv.sample_id}: {len(conv.turns)} turns ingested in "
-                        f"{time.perf_counter() - t0:.1f} s",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                stats.seconds = time.perf_counter() - started
-                state = {"params": params, "users": users, "ingest": dataclasses.asdict(stats)}
-                if args.sittings:  # what compression indexed, then the idle indexer
-                    state["before_index"] = chunk_stats(target.conninfo)
-                    state["index"] = await run_indexer(app, settings)
-                state_file.write_text(json.dumps(state, indent=1))
-            else:
-                stats = IngestStats(**state["ingest"])
-            chunks = chunk_stats(target.conninfo)
-            dump: list[dict[str, Any]] | None = [] if args.dump else None
-            del client.headers["Authorization"]
-            t0 = time.perf_counter()
-            scores = await ask_all(client, state["users"], convs, args.k, args.scope, dump)
-            ask_seconds = time.perf_counter() - t0
-    finally:
-        fake.stop()
-        await engine.dispose()
+    async with agent_api(target, profiles, args.embedder) as api:
+        client = api.client
+        if not state:
+            users = []
+            started = time.perf_counter()
+            for conv in convs:
+                r = await client.post("/admin/users", json={"name": f"locomo-{conv.sample_id}"})
+                uid = (ok(r, "user", 201))["id"]
+                r = await client.post(f"/admin/users/{uid}/tokens", json={"name": "bench"})
+                token = (ok(r, "token", 201))["token"]
+                t0 = time.perf_counter()
+                auth = {"Authorization": f"Bearer {token}"}
+                if args.sittings:
+                    sids = await replay_sittings(client, auth, conv, stats)
+                    users.append({"id": uid, "token": token, "sessions": sids})
+                else:
+                    sid = await replay(client, auth, conv, stats)
+                    users.append({"id": uid, "token": token, "session": sid})
+                print(
+                    f"· {conv.sample_id}: {len(conv.turns)} turns ingested in "
+                    f"{time.perf_counter() - t0:.1f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            stats.seconds = time.perf_counter() - started
+            state = {"params": params, "users": users, "ingest": dataclasses.asdict(stats)}
+            if args.sittings:  # what compression indexed, then the idle indexer
+                state["before_index"] = chunk_stats(target.conninfo)
+                state["index"] = await run_indexer(api.app, api.settings)
+            state_file.write_text(json.dumps(state, indent=1))
+        else:
+            stats = IngestStats(**state["ingest"])
+        chunks = chunk_stats(target.conninfo)
+        dump: list[dict[str, Any]] | None = [] if args.dump else None
+        del client.headers["Authorization"]
+        t0 = time.perf_counter()
+        scores = await ask_all(client, state["users"], convs, args.k, args.scope, dump)
+        ask_seconds = time.perf_counter() - t0
     if dump is not None:
-        out = CACHE / f"locomo-{'sittings-' if args.sittings else ''}answers.json"
-        out.write_text(json.dumps(dump, indent=1))
-        print(f"· answers written to {out}", file=sys.stderr)
+        write_results(f"locomo-{'sittings-' if args.sittings else ''}answers.json", dump, "answers")
     report(convs, scores, stats, chunks, args, ask_seconds, state)
 
 
@@ -526,23 +437,20 @@ def report(
         f"{2 * n_q} searches in {ask_seconds:.1f} s (query embedding included)"
     )
     print("LoCoMo (snap-research/LoCoMo, ACL 2024) dev split, CC BY-NC 4.0 — benchmark use only.")
-    out = CACHE / f"locomo-{'sittings-' if args.sittings else ''}results.json"
-    out.write_text(
-        json.dumps(
-            {
-                "params": vars(args),
-                "bm25": bm25,
-                "on": {b: scores[True].mean(b) for b in BUDGETS},
-                "off": {b: scores[False].mean(b) for b in BUDGETS},
-                "categories": {
-                    cat: {b: scores[True].mean(b, cat) for b in BUDGETS} for cat in CATEGORIES
-                },
-                "ingest": dataclasses.asdict(stats),
-                "chunks": chunks,
-                "index": index,
+    write_results(
+        f"locomo-{'sittings-' if args.sittings else ''}results.json",
+        {
+            "params": vars(args),
+            "bm25": bm25,
+            "on": {b: scores[True].mean(b) for b in BUDGETS},
+            "off": {b: scores[False].mean(b) for b in BUDGETS},
+            "categories": {
+                cat: {b: scores[True].mean(b, cat) for b in BUDGETS} for cat in CATEGORIES
             },
-            indent=1,
-        )
+            "ingest": dataclasses.asdict(stats),
+            "chunks": chunks,
+            "index": index,
+        },
     )
 
 
@@ -571,7 +479,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.window is None:
         args.window = SITTINGS_WINDOW if args.sittings else WINDOW
-    CACHE.mkdir(parents=True, exist_ok=True)
     asyncio.run(run(args))
 
 

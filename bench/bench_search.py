@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import json
 import os
 import random
 import sys
@@ -57,19 +56,38 @@ os.environ.pop("EMBEDDING_DIM", None)
 
 import numpy as np  # noqa: E402
 import psycopg  # noqa: E402
-from _common import Stats, Target, fmt_ms, loadavg, print_table, provision  # noqa: E402
-from pgvector.psycopg import register_vector  # noqa: E402
 
-from app.config import get_settings  # noqa: E402
-from app.db.engine import create_engine, session_factory, transaction  # noqa: E402
-from app.db.models.memory import SEGMENT_BUCKETS  # noqa: E402
-from app.domain.kernel.terms import query_terms  # noqa: E402
-from app.domain.raw_history.ranking import segment_spans  # noqa: E402
-from app.domain.raw_history.search import search_raw  # noqa: E402
-from app.domain.search.deps import unified_search  # noqa: E402
-from app.lib.logging import configure_logging  # noqa: E402
-from app.lib.runtime import freeze_startup_heap  # noqa: E402
-from app.lib.sql import contains_pattern  # noqa: E402
+# ab_search.py takes these names from this module (of each checkout it compares): keep them
+from _app import (  # noqa: E402
+    SEGMENT_BUCKETS,
+    configure_logging,
+    contains_pattern,
+    create_engine,
+    freeze_startup_heap,
+    get_settings,
+    query_terms,
+    search_raw,
+    segment_spans,
+    session_factory,
+    transaction,
+    unified_search,
+)
+from _common import (  # noqa: E402
+    Clock,
+    Stats,
+    Target,
+    build_indexes,
+    cached_dataset,
+    drop_indexes,
+    fmt_ms,
+    fmt_ratio,
+    loadavg,
+    print_table,
+    provision,
+    speedup,
+    step,
+)
+from pgvector.psycopg import register_vector  # noqa: E402
 
 GEN_VERSION = 1
 DIM = 384
@@ -105,10 +123,6 @@ class Params:
     dim: int = DIM
     seed: int = 5
     version: int = GEN_VERSION
-
-
-def step(msg: str) -> None:
-    print(f"· {msg}", file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------ generation
@@ -176,9 +190,7 @@ def generate(target: Target, p: Params) -> dict[str, Any]:
     started = time.perf_counter()
     with psycopg.connect(target.conninfo, autocommit=True) as conn:
         register_vector(conn)
-        conn.execute("DELETE FROM bench_search_dataset")
-        for name in INDEXES:
-            conn.execute(f"DROP INDEX IF EXISTS {name}")
+        drop_indexes(conn, INDEXES)
         conn.execute("TRUNCATE memory_chunk_vectors, memory_chunks, memory_facts CASCADE")
         conn.execute("DELETE FROM navi_users WHERE id LIKE 'bench-search-user-%%'")
         with conn.cursor().copy("COPY navi_users (id, name) FROM STDIN") as copy:
@@ -267,14 +279,7 @@ def generate(target: Target, p: Params) -> dict[str, Any]:
         step(
             f"loaded in {load_s:.0f} s; building indexes (maintenance_work_mem {MAINTENANCE_WORK_MEM})"
         )
-        conn.execute(f"SET maintenance_work_mem = '{MAINTENANCE_WORK_MEM}'")
-        conn.execute("SET max_parallel_maintenance_workers = 2")
-        builds: dict[str, float] = {}
-        for name, ddl in INDEXES.items():
-            t0 = time.perf_counter()
-            conn.execute(ddl)
-            builds[name] = round(time.perf_counter() - t0, 1)
-            step(f"  {name}: {builds[name]:.0f} s")
+        builds = build_indexes(conn, INDEXES, MAINTENANCE_WORK_MEM)
         conn.execute("VACUUM ANALYZE memory_chunks")
         conn.execute("VACUUM ANALYZE memory_chunk_vectors")
         conn.execute("VACUUM ANALYZE memory_facts")
@@ -284,7 +289,7 @@ def generate(target: Target, p: Params) -> dict[str, Any]:
             " pg_size_pretty(pg_total_relation_size('memory_facts'))"
         ).fetchone()
         assert sizes_row is not None
-        stats = {
+        return {
             "chunks": p.chunks,
             "segments": n_segments,
             "text_mb": round(text_bytes / 1e6),
@@ -298,11 +303,6 @@ def generate(target: Target, p: Params) -> dict[str, Any]:
                 "memory_facts": sizes_row[2],
             },
         }
-        conn.execute(
-            "INSERT INTO bench_search_dataset (params, stats) VALUES (%s, %s)",
-            (json.dumps(asdict(p)), json.dumps(stats)),
-        )
-    return stats
 
 
 def _copy_segments(cur: Any, cols: str, rows: list[tuple[Any, ...]]) -> None:
@@ -315,18 +315,9 @@ def _copy_segments(cur: Any, cols: str, rows: list[tuple[Any, ...]]) -> None:
 
 
 def ensure_dataset(target: Target, p: Params, regenerate: bool) -> tuple[dict[str, Any], bool]:
-    with psycopg.connect(target.conninfo, autocommit=True) as conn:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS bench_search_dataset (params jsonb NOT NULL,"
-            " stats jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now())"
-        )
-        row = conn.execute(
-            "SELECT stats FROM bench_search_dataset WHERE params = %s::jsonb",
-            (json.dumps(asdict(p)),),
-        ).fetchone()
-    if row and not regenerate:
-        return row[0], True
-    return generate(target, p), False
+    """(stats, reused)."""
+    build = lambda: generate(target, p)  # noqa: E731
+    return cached_dataset(target, "bench_search_dataset", asdict(p), build, regenerate)
 
 
 # ------------------------------------------------------------------ queries
@@ -430,22 +421,20 @@ async def measure(target: Target, queries: list[Query], naive_n: int) -> dict[st
         for rnd in range(2):  # a warm-up pass, then the measured one
             for q in queries:
                 llm.vector = q.vector
-                t0 = time.perf_counter()
-                async with transaction(factory) as db:
-                    res = await unified_search(db, llm, settings, factory).search(  # type: ignore[arg-type]
-                        q.text, user_id=q.user_id, scope="all", k=5
-                    )
-                ms = (time.perf_counter() - t0) * 1000
-                t0 = time.perf_counter()
-                async with transaction(factory) as db:  # every store on the one connection
-                    await unified_search(db, llm, settings).search(  # type: ignore[arg-type]
-                        q.text, user_id=q.user_id, scope="all", k=5
-                    )
-                one_ms = (time.perf_counter() - t0) * 1000
-                t0 = time.perf_counter()
-                async with transaction(factory) as db:
-                    await search_raw(db, llm, q.user_id, q.text, 5, side_sessions=factory)  # type: ignore[arg-type]
-                raw_ms = (time.perf_counter() - t0) * 1000
+                with Clock() as uni:
+                    async with transaction(factory) as db:
+                        res = await unified_search(db, llm, settings, factory).search(  # type: ignore[arg-type]
+                            q.text, user_id=q.user_id, scope="all", k=5
+                        )
+                with Clock() as one:
+                    async with transaction(factory) as db:  # every store on the one connection
+                        await unified_search(db, llm, settings).search(  # type: ignore[arg-type]
+                            q.text, user_id=q.user_id, scope="all", k=5
+                        )
+                with Clock() as raw:
+                    async with transaction(factory) as db:
+                        await search_raw(db, llm, q.user_id, q.text, 5, side_sessions=factory)  # type: ignore[arg-type]
+                ms, one_ms, raw_ms = uni.ms, one.ms, raw.ms
                 if rnd == 1:
                     out["unified"].append(ms)
                     out["unified_1conn"].append(one_ms)
@@ -468,14 +457,13 @@ def naive(target: Target, queries: list[Query]) -> list[float]:
         for q in queries:
             pats = [contains_pattern(t) for t in query_terms(q.text)]
             vec = "[" + ",".join(f"{x:.6f}" for x in q.vector) + "]"
-            t0 = time.perf_counter()
-            with conn.transaction():
+            with Clock() as c, conn.transaction():
                 conn.execute("SET LOCAL enable_indexscan = off")
                 conn.execute("SET LOCAL enable_bitmapscan = off")
                 conn.execute("SET LOCAL enable_indexonlyscan = off")
                 conn.execute(NAIVE_VECTOR, (q.user_id, vec)).fetchall()
                 conn.execute(NAIVE_TEXT, (q.user_id, pats, pats)).fetchall()
-            times.append((time.perf_counter() - t0) * 1000)
+            times.append(c.ms)
     return times
 
 
@@ -537,7 +525,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"{fmt_ms(heavy.p95)} (n={heavy.n})",
                 fmt_ms(nv.p50),
                 fmt_ms(nv.p95),
-                f"{nv.p50 / uni.p50:.0f}×" if uni.p50 > 0 else "-",
+                fmt_ratio(speedup(nv, uni), 0),
             ]
         )
         builds = stats["index_build_s"]

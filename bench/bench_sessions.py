@@ -30,50 +30,62 @@ import math
 import os
 import random
 import sys
-import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import psycopg
+from _app import (
+    DEFAULT_POSITIONS,
+    MAX_POSITIONS,
+    MessageIn,
+    Session,
+    SessionRepository,
+    SessionService,
+    Settings,
+    Viewer,
+    contains_pattern,
+    create_app,
+    display_prefix,
+    hash_token,
+)
 from _common import (
-    CACHE,
     BackendCpu,
+    Measured,
     RunningServer,
+    SqlFn,
     Stats,
     Target,
+    Throughput,
+    auth,
+    cached_dataset,
+    concurrently,
     fmt_ms,
+    fmt_pair,
+    fmt_ratio,
     loadavg,
+    measure_api,
+    measure_sql,
+    park_secondary_indexes,
     print_table,
     provision,
+    rebuild_parked_indexes,
     serve,
     serve_workers,
-    server_cpu_ms,
     server_ms,
+    speedup,
+    step,
+    thread_cpu_ms,
+    write_plans,
+    write_results,
 )
-from sqlalchemy import event, select, text
-from sqlalchemy.ext.asyncio import (
-    AsyncEngine,
-    AsyncSession,
-    async_sessionmaker,
-    create_async_engine,
-)
-
-from app.asgi import create_app
-from app.config import Settings
-from app.db.models import Session
-from app.domain.auth.tokens import display_prefix, hash_token
-from app.domain.kernel.access import Viewer
-from app.domain.kernel.messages import MessageIn
-from app.domain.sessions.controllers import DEFAULT_POSITIONS, MAX_POSITIONS
-from app.domain.sessions.repositories import SessionRepository
-from app.domain.sessions.services import SessionService
-from app.lib.sql import contains_pattern
+from sqlalchemy import select, text
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 
 GEN_VERSION = 1
 COMMON_TERM = "deploy"  # inserted into ~22 % of messages
@@ -85,17 +97,11 @@ BIG_LEN = 6000
 APPEND_PROFILE = "bench-append"  # sessions the append benchmark creates (and deletes)
 TARGETS = {"list": 10.0, "search": 25.0, "matches": 40.0, "append": 1000.0}
 
+MESSAGE_TABLES = ("session_messages", "session_messages_archive")
 MSG_COLUMNS = (
     "session_id, sequence_number, display_index, role, content, is_context, is_display, "
     "is_summary, created_at, token_count"
 )
-
-
-_STARTED = time.perf_counter()
-
-
-def step(msg: str) -> None:
-    print(f"[{time.perf_counter() - _STARTED:7.1f} s] {msg}", flush=True)
 
 
 def user_id(i: int) -> str:
@@ -318,82 +324,13 @@ def _set_replica_role(conn: psycopg.Connection) -> None:
         conn.rollback()
 
 
-SECONDARY_INDEXES = """
-SELECT ic.relname, pg_get_indexdef(i.indexrelid), pg_relation_size(i.indexrelid)
-FROM pg_index i
-JOIN pg_class c ON c.oid = i.indrelid
-JOIN pg_class ic ON ic.oid = i.indexrelid
-WHERE c.relname IN ('session_messages', 'session_messages_archive')
-  AND c.relnamespace = 'public'::regnamespace
-  AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)
-"""
-
-
-def drop_secondary_indexes(conn: psycopg.Connection) -> None:
-    """Drop the message tables' indexes that back no constraint (GIN trigram/FTS, the
-    covering btrees): building them after the COPY is far faster than maintaining them
-    row by row. Their definitions go to bench_pending_indexes first, so an interrupted
-    load cannot lose them: `rebuild_secondary_indexes` restores whatever is listed there."""
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS bench_pending_indexes (name text PRIMARY KEY, def text "
-        "NOT NULL, size bigint NOT NULL DEFAULT 0)"
-    )
-    for name, definition, size in conn.execute(SECONDARY_INDEXES).fetchall():
-        conn.execute(
-            "INSERT INTO bench_pending_indexes VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-            (name, definition, size),
-        )
-        conn.execute(f'DROP INDEX IF EXISTS "{name}"')
-
-
-def rebuild_secondary_indexes(target: Target) -> list[str]:
-    """Recreate the dropped indexes, two at a time (2 cores), largest first."""
-    with psycopg.connect(target.conninfo, autocommit=True) as conn:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS bench_pending_indexes (name text PRIMARY KEY, def text "
-            "NOT NULL, size bigint NOT NULL DEFAULT 0)"
-        )
-        pending = deque(
-            conn.execute(
-                "SELECT name, def FROM bench_pending_indexes ORDER BY size DESC"
-            ).fetchall()
-        )
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-
-    def worker() -> None:
-        try:
-            with psycopg.connect(target.conninfo, autocommit=True) as c:
-                c.execute("SET maintenance_work_mem = '1GB'")
-                while True:
-                    with lock:
-                        if not pending or errors:
-                            return
-                        name, definition = pending.popleft()
-                    c.execute(definition.replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ", 1))
-                    c.execute("DELETE FROM bench_pending_indexes WHERE name = %s", (name,))
-        except BaseException as exc:
-            errors.append(exc)
-
-    names = [n for n, _ in pending]
-    threads = [threading.Thread(target=worker) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return names
-
-
 def generate(target: Target, p: Params) -> dict[str, Any]:
     t_start = time.perf_counter()
     rng = random.Random(p.seed)
     with psycopg.connect(target.conninfo, autocommit=True) as conn:
-        conn.execute("DELETE FROM bench_dataset")
         conn.execute("TRUNCATE sessions CASCADE")
         conn.execute("DELETE FROM navi_users WHERE id LIKE 'bench-user-%%'")
-        drop_secondary_indexes(conn)
+        park_secondary_indexes(conn, MESSAGE_TABLES)
 
     vocab = make_vocabulary(rng)
     corpus = make_corpus(rng, vocab, 8_000_000)
@@ -460,13 +397,13 @@ def generate(target: Target, p: Params) -> dict[str, Any]:
         conn.commit()
 
     t_idx = time.perf_counter()
-    rebuilt = rebuild_secondary_indexes(target)
+    rebuilt = rebuild_parked_indexes(target)
     t_vac = time.perf_counter()
     with psycopg.connect(target.conninfo, autocommit=True) as conn:
         for table in ("sessions", "session_messages", "session_messages_archive"):
             conn.execute(f"VACUUM (ANALYZE) {table}")
     t_end = time.perf_counter()
-    stats = {
+    return {
         "messages": counters["messages"],
         "archived_messages": sum(len(v) for v in archive.values()),
         "content_chars": counters["chars"],
@@ -480,53 +417,23 @@ def generate(target: Target, p: Params) -> dict[str, Any]:
             "vacuum_analyze": round(t_end - t_vac, 1),
         },
     }
-    with psycopg.connect(target.conninfo, autocommit=True) as conn:
-        conn.execute(
-            "INSERT INTO bench_dataset (params, stats) VALUES (%s, %s)",
-            (json.dumps(p.as_dict()), json.dumps(stats)),
-        )
-    return stats
 
 
 def ensure_dataset(target: Target, p: Params, regenerate: bool) -> tuple[dict[str, Any], bool]:
+    """(stats, generated this run)."""
     with psycopg.connect(target.conninfo, autocommit=True) as conn:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS bench_dataset (params jsonb NOT NULL, stats jsonb NOT NULL,"
-            " created_at timestamptz NOT NULL DEFAULT now())"
-        )
-        row = conn.execute("SELECT params, stats FROM bench_dataset").fetchone()
         # left over from an interrupted run of the append benchmark
         conn.execute("DELETE FROM sessions WHERE profile_id = %s", (APPEND_PROFILE,))
-    if row and row[0] == p.as_dict() and not regenerate:
-        return dict(row[1]), False
-    print(f"generating the dataset ({p.as_dict()}) …", flush=True)
-    return generate(target, p), True
+
+    def build() -> dict[str, Any]:
+        print(f"generating the dataset ({p.as_dict()}) …", flush=True)
+        return generate(target, p)
+
+    stats, reused = cached_dataset(target, "bench_dataset", p.as_dict(), build, regenerate)
+    return stats, not reused
 
 
-# =================================================================== measurement helpers
-@dataclass
-class Measured:
-    """One block of measured operations: wall ms per operation, and CPU ms per operation
-    (Python: the thread that ran it; PostgreSQL: all backends of the database, a mean)."""
-
-    wall: Stats
-    py_cpu: float  # mean ms per operation
-    pg_cpu: float  # mean ms per operation
-    load: str
-
-    @property
-    def cpu(self) -> float:
-        return self.py_cpu + self.pg_cpu
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            **{k: round(v, 3) for k, v in self.wall.__dict__.items()},
-            "py_cpu_ms": round(self.py_cpu, 3),
-            "pg_cpu_ms": round(self.pg_cpu, 3),
-            "loadavg": self.load,
-        }
-
-
+# =================================================================== measurement
 @dataclass
 class Result:
     key: str
@@ -548,9 +455,7 @@ class Result:
             if self.sql_rate and self.naive_rate:
                 return self.sql_rate / self.naive_rate
             return None
-        if self.sql and self.naive and self.sql.wall.p50 > 0:
-            return self.naive.wall.p50 / self.sql.wall.p50
-        return None
+        return speedup(self.naive.wall, self.sql.wall) if self.sql and self.naive else None
 
     @property
     def cpu_ratio(self) -> float | None:
@@ -597,61 +502,6 @@ class Result:
             "passed_cpu": self.passed_cpu(),
             "note": self.note,
         }
-
-
-SqlFn = Callable[[AsyncSession, int], Awaitable[Any]]
-
-
-async def time_sql(
-    factory: async_sessionmaker[AsyncSession], pg: BackendCpu, fn: SqlFn, n: int, warmup: int
-) -> Measured:
-    """fn(session, i) on an open transaction (rolled back after each call)."""
-    wall: list[float] = []
-    py: list[float] = []
-    for i in range(warmup):
-        async with factory() as s:
-            await fn(s, i)
-            await s.rollback()
-    before = pg.snapshot()
-    for i in range(warmup, warmup + n):
-        async with factory() as s:
-            await s.connection()
-            c0, t0 = time.thread_time(), time.perf_counter()
-            await fn(s, i)
-            wall.append((time.perf_counter() - t0) * 1000)
-            py.append((time.thread_time() - c0) * 1000)
-            await s.rollback()
-    pg_cpu = pg.delta(before, pg.snapshot()) / n
-    return Measured(Stats.of(wall), sum(py) / n, pg_cpu, loadavg())
-
-
-async def time_api(
-    client: httpx.AsyncClient,
-    pg: BackendCpu,
-    make: Callable[[int], tuple[str, dict[str, str]]],
-    n: int,
-    warmup: int,
-) -> Measured:
-    """Server-side latency and CPU of GET requests built by make(i) -> (url, headers)."""
-    wall: list[float] = []
-    py: list[float] = []
-    before: dict[int, float] = {}
-    for i in range(warmup + n):
-        if i == warmup:
-            before = pg.snapshot()
-        url, headers = make(i)
-        r = await client.get(url, headers=headers)
-        if r.status_code != 200:
-            raise RuntimeError(f"GET {url}: {r.status_code} {r.text[:300]}")
-        if i >= warmup:
-            wall.append(server_ms(r))
-            py.append(server_cpu_ms(r))
-    pg_cpu = pg.delta(before, pg.snapshot()) / n
-    return Measured(Stats.of(wall), sum(py) / n, pg_cpu, loadavg())
-
-
-def auth(token: str) -> dict[str, str]:
-    return {"authorization": f"Bearer {token}"}
 
 
 # =================================================================== naive versions
@@ -719,70 +569,6 @@ async def naive_list(s: AsyncSession, uid: str) -> list[tuple[Any, int, str | No
     return out
 
 
-# =================================================================== EXPLAIN capture
-class Capture:
-    """Records the SQL a repository call sends (statement + driver parameters)."""
-
-    def __init__(self, engine: AsyncEngine) -> None:
-        self.on = False
-        self.statements: list[tuple[str, Any]] = []
-        event.listen(engine.sync_engine, "before_cursor_execute", self._hook)
-
-    def _hook(self, conn: Any, cursor: Any, statement: str, params: Any, ctx: Any, many: bool):  # type: ignore[no-untyped-def]
-        if self.on and not many:
-            self.statements.append((statement, params))
-
-
-async def explain(
-    factory: async_sessionmaker[AsyncSession],
-    cap: Capture,
-    title: str,
-    fn: SqlFn,
-    *,
-    setup: str | None = None,
-) -> str:
-    """EXPLAIN (ANALYZE, BUFFERS) every statement fn sends, in a rolled-back transaction."""
-    async with factory() as s:
-        if setup:
-            await s.execute(text(setup))
-        cap.statements = []
-        cap.on = True
-        try:
-            await fn(s, 0)
-        finally:
-            cap.on = False
-        await s.rollback()
-    parts = [f"=== {title}"]
-    async with factory() as s:
-        conn = await s.connection()
-        if setup:
-            await s.execute(text(setup))
-        for stmt, params in cap.statements:
-            if stmt.lstrip().upper().startswith("SET "):  # the naive search's planner setting
-                await conn.exec_driver_sql(stmt, params)
-                parts.append(stmt.strip())
-                continue
-            if stmt.lstrip().upper().startswith("EXPLAIN"):  # the rare-term estimate: as is
-                rows = await conn.exec_driver_sql(stmt, params)
-                parts.append(stmt.strip())
-                parts.append(f"-- params: {_short(params)}")
-                parts.append(json.dumps(rows.scalar_one()[0]["Plan"])[:400])
-                parts.append("")
-                continue
-            rows = await conn.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS) " + stmt, params)
-            parts.append(stmt.strip())
-            parts.append(f"-- params: {_short(params)}")
-            parts.extend(r[0] for r in rows)
-            parts.append("")
-        await s.rollback()
-    return "\n".join(parts)
-
-
-def _short(params: Any) -> str:
-    text_ = repr(params)
-    return text_ if len(text_) < 400 else text_[:400] + " …"
-
-
 # =================================================================== the benchmark
 @dataclass
 class Facts:
@@ -842,33 +628,6 @@ def turn_payload(rng: random.Random, words: list[str], n: int) -> bytes:
     return json.dumps({"messages": msgs}).encode()
 
 
-@dataclass
-class Throughput:
-    msgs_per_s: float
-    py_cpu_per_msg: float  # ms, the server thread (API) or this thread (SQL)
-    pg_cpu_per_msg: float  # ms, all backends of the database
-    latency: Stats | None = None  # server-side ms per request (API)
-
-    def idle_estimate(self, cores: int = 2) -> float:
-        """msgs/s an idle machine could sustain: the Python side is bound to one core (GIL),
-        PostgreSQL shares the rest."""
-        if math.isnan(self.py_cpu_per_msg) or math.isnan(self.pg_cpu_per_msg):
-            return math.nan
-        total = self.py_cpu_per_msg + self.pg_cpu_per_msg
-        return min(1000.0 / max(self.py_cpu_per_msg, 1e-9), cores * 1000.0 / max(total, 1e-9))
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "msgs_per_s": round(self.msgs_per_s),
-            "py_cpu_ms_per_msg": round(self.py_cpu_per_msg, 3),
-            "pg_cpu_ms_per_msg": round(self.pg_cpu_per_msg, 3),
-            "idle_estimate_msgs_per_s": round(self.idle_estimate())
-            if not math.isnan(self.idle_estimate())
-            else None,
-            "latency": None if self.latency is None else self.latency.__dict__,
-        }
-
-
 async def bench_append(
     target: Target,
     client: httpx.AsyncClient,
@@ -913,17 +672,14 @@ async def bench_append(
 
         await asyncio.gather(*(worker(c, bodies[c][:2]) for c in range(clients)))  # warm-up
         samples.clear()
-        before, cpu0 = pg.snapshot(), server.thread_cpu_ms()
-        t0 = time.perf_counter()
-        await asyncio.gather(*(worker(c, bodies[c][2:]) for c in range(clients)))
-        wall = time.perf_counter() - t0
-        msgs = clients * (per_client - 2) * batch
-        return Throughput(
-            msgs / wall,
-            (server.thread_cpu_ms() - cpu0) / msgs,
-            pg.delta(before, pg.snapshot()) / msgs,
-            Stats.of(samples),
+        t = await concurrently(
+            pg,
+            server.thread_cpu_ms,
+            clients * (per_client - 2) * batch,
+            [worker(c, bodies[c][2:]) for c in range(clients)],
         )
+        t.latency = Stats.of(samples)
+        return t
 
     async def sql_run() -> Throughput:
         """The service's append (reserve + one multi-row INSERT) + commit, no HTTP."""
@@ -943,15 +699,8 @@ async def bench_append(
                     await SessionService(s, settings).append(ids[c], viewer, msgs)
                     await s.commit()
 
-        before, cpu0 = pg.snapshot(), time.thread_time()
-        t0 = time.perf_counter()
-        await asyncio.gather(*(worker(c) for c in range(clients)))
-        wall = time.perf_counter() - t0
-        msgs = clients * per_client * 4
-        return Throughput(
-            msgs / wall,
-            (time.thread_time() - cpu0) * 1000 / msgs,
-            pg.delta(before, pg.snapshot()) / msgs,
+        return await concurrently(
+            pg, thread_cpu_ms, clients * per_client * 4, [worker(c) for c in range(clients)]
         )
 
     async def naive_run() -> Throughput:
@@ -986,15 +735,8 @@ async def bench_append(
                     )
 
         try:
-            before, cpu0 = pg.snapshot(), time.thread_time()
-            t0 = time.perf_counter()
-            await asyncio.gather(*(worker(c) for c in range(clients)))
-            wall = time.perf_counter() - t0
-            msgs = clients * len(contents)
-            return Throughput(
-                msgs / wall,
-                (time.thread_time() - cpu0) * 1000 / msgs,
-                pg.delta(before, pg.snapshot()) / msgs,
+            return await concurrently(
+                pg, thread_cpu_ms, clients * len(contents), [worker(c) for c in range(clients)]
             )
         finally:
             for conn in conns:
@@ -1064,7 +806,6 @@ async def run_bench(
     n, ns, nn, warm = args.requests, args.sql_requests, args.naive_requests, args.warmup
     engine = create_async_engine(target.url, pool_size=10, max_overflow=10)
     factory = async_sessionmaker(engine, expire_on_commit=False)
-    cap = Capture(engine)
     pg = BackendCpu(target.conninfo)
     rng = random.Random(3)
     admin_viewer = Viewer(user_id="admin", all_users=True)
@@ -1210,11 +951,11 @@ async def run_bench(
 
     for sp in [] if args.plans_only else specs:
         step(f"· SQL   {sp.label} …")
-        sql = await time_sql(factory, pg, sp.ours, ns, warm)
+        sql = await measure_sql(factory, pg, sp.ours, ns, warm)
         naive = None
         if sp.naive is not None:
             step(f"· naive {sp.label} …")
-            naive = await time_sql(factory, pg, sp.naive, nn, min(warm, 2))
+            naive = await measure_sql(factory, pg, sp.naive, nn, min(warm, 2))
         results.append(
             Result(sp.key, sp.label, sp.target, sql=sql, naive=naive, naive_label=sp.naive_label)
         )
@@ -1229,7 +970,7 @@ async def run_bench(
                 if sp.request is None or server is None:
                     continue
                 step(f"· API   {sp.label} …")
-                by_key[sp.key].api = await time_api(client, pg, sp.request, n, warm)
+                by_key[sp.key].api = await measure_api(client, pg, sp.request, n, warm)
             if server is not None and (only is None or "append" in only):
                 appended, throughput = await bench_append(
                     target, client, server, factory, pg, facts, args
@@ -1237,11 +978,6 @@ async def run_bench(
                 results.extend(appended)
 
     step("· EXPLAIN (ANALYZE, BUFFERS) …")
-    plans = [
-        f"-- {target.label}: PostgreSQL {target.version}, pg_trgm="
-        f"{'yes' if target.pg_trgm else 'no'}; load average {loadavg()} on "
-        f"{os.cpu_count()} cores (timings below are wall-clock on a shared machine)"
-    ]
     explained: list[tuple[str, SqlFn]] = [
         ("list page (list_page: page + total in one statement)", sql_list),
         (f"list + common term {COMMON_TERM!r}", sql_search),
@@ -1257,13 +993,9 @@ async def run_bench(
     ]
     if only is not None:
         explained = [e for e in explained if any(k in e[0].lower() for k in only)] or explained
-    for title, fn in explained:
-        plans.append(await explain(factory, cap, title, fn))
+    await write_plans(target, engine, explained, f"plans-{target.label}{_partial(args)}.txt")
     pg.close()
     await engine.dispose()
-    plan_file = CACHE / f"plans-{target.label}{_partial(args)}.txt"
-    plan_file.write_text("\n\n".join(plans) + "\n")
-    print(f"plans: {plan_file.relative_to(CACHE.parents[1])}")
     return results, throughput
 
 
@@ -1284,7 +1016,7 @@ def _partial(args: argparse.Namespace) -> str:
 
 
 def _ms(m: Measured | None) -> str:
-    return "-" if m is None else f"{fmt_ms(m.wall.p50)} / {fmt_ms(m.wall.p95)}"
+    return "-" if m is None else fmt_pair(m.wall.p50, m.wall.p95)
 
 
 def _cpu(m: Measured | None) -> str:
@@ -1307,16 +1039,7 @@ def report(
     for r in results:
         if r.rate is not None:
             continue
-        ratio = (
-            f"{r.ratio:.0f}×"
-            if r.ratio and r.ratio >= 10
-            else (f"{r.ratio:.1f}×" if r.ratio else "-")
-        )
-        cpu_ratio = (
-            f"{r.cpu_ratio:.0f}×"
-            if r.cpu_ratio and r.cpu_ratio >= 10
-            else (f"{r.cpu_ratio:.1f}×" if r.cpu_ratio else "-")
-        )
+        ratio, cpu_ratio = fmt_ratio(r.ratio), fmt_ratio(r.cpu_ratio)
         rows.append(
             [
                 r.label,
@@ -1388,9 +1111,7 @@ def report(
                     f"{t.msgs_per_s:.0f}",
                     f"{fmt_ms(t.py_cpu_per_msg)} + {fmt_ms(t.pg_cpu_per_msg)}",
                     "-" if math.isnan(est) else f"{est:.0f}",
-                    "-"
-                    if t.latency is None
-                    else f"{fmt_ms(t.latency.p50)} / {fmt_ms(t.latency.p95)}",
+                    "-" if t.latency is None else fmt_pair(t.latency.p50, t.latency.p95),
                 ]
             )
         sql_x4, naive_x1 = throughput.get("sql_x4"), throughput.get("naive_x1")
@@ -1414,9 +1135,7 @@ def report(
         "append": {k: v.as_dict() for k, v in throughput.items()},
         "at": datetime.now(UTC).isoformat(),
     }
-    path = CACHE / f"results-{target.label}{_partial(args)}.json"
-    path.write_text(json.dumps(out, indent=2, default=str))
-    print(f"results: {path.relative_to(CACHE.parents[1])}")
+    write_results(f"results-{target.label}{_partial(args)}.json", out)
 
 
 def main(argv: list[str] | None = None) -> int:

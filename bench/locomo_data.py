@@ -12,14 +12,30 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 
-from app.domain.kernel.stopwords import STOPWORDS
+from _app import STOPWORDS
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo" / "locomo_dev.json"
 BUDGETS = (1500, 4000)
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
+
+
+@dataclass
+class Message:
+    """One message the benches replay from a LoCoMo conversation."""
+
+    role: str
+    content: str
+    created_at: datetime
+    session_no: int
+
+
+def sitting_time(text: str) -> datetime:
+    """A LoCoMo session's date ("1:56 pm on 8 May, 2023"), naive."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
 
 
 @dataclass(frozen=True)
@@ -140,3 +156,18 @@ if __name__ == "__main__":
     convs = load()
     print(sum(len(c.questions) for c in convs), "questions")
     print("BM25 over single turns:", {b: round(v, 3) for b, v in bm25_recall(convs).items()})
+
+
+def messages_of(conv: Conversation) -> list[Message]:
+    """One message per turn: speaker A = user, speaker B = assistant; line verbatim;
+    timed from its sitting's date, a minute per turn."""
+    first = conv.turns[0].speaker
+    out: list[Message] = []
+    last_session, minute = -1, 0
+    for t in conv.turns:
+        if t.session_no != last_session:
+            base, minute, last_session = sitting_time(t.date), 0, t.session_no
+        role = "user" if t.speaker == first else "assistant"
+        out.append(Message(role, t.line, base + timedelta(minutes=minute), t.session_no))
+        minute += 1
+    return out

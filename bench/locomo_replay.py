@@ -19,6 +19,7 @@ Data: LoCoMo (snap-research/LoCoMo, ACL 2024) dev split, CC BY-NC 4.0 — benchm
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -27,31 +28,35 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-os.environ["EMBEDDING_PROVIDER"] = "local"  # the ingest's vectors are the local model's
-os.environ.pop("EMBEDDING_DIM", None)
+
+STATE_FILE = Path(__file__).resolve().parent / ".cache" / "locomo-ingest.json"
+STATE: dict[str, Any] = json.loads(STATE_FILE.read_text()) if STATE_FILE.exists() else {}
+EMBEDDER = STATE.get("params", {}).get("embedder", "local")
+if EMBEDDER == "local":  # the ingest's vectors are the local model's: before app imports
+    os.environ["EMBEDDING_PROVIDER"] = "local"
+    os.environ.pop("EMBEDDING_DIM", None)
 
 import numpy as np  # noqa: E402
 import psycopg  # noqa: E402
-from _common import CACHE, libpq_url, with_database  # noqa: E402
+from _app import (  # noqa: E402
+    TEXT_CANDIDATES,
+    VECTOR_CANDIDATES,
+    LocalEmbedder,
+    Segment,
+    fake_embedding,
+    format_hits,
+    idf,
+    rank_candidates,
+    search_terms,
+    term_pattern,
+    text_candidates,
+)
+from _common import libpq_url, server_url, with_database  # noqa: E402
 from locomo_data import BUDGETS, evidence_recall, load  # noqa: E402
 from psycopg.rows import namedtuple_row  # noqa: E402
 
-from app.db.engine import normalize_url, start_embedded  # noqa: E402
-from app.domain.raw_history.ranking import idf, term_pattern  # noqa: E402
-from app.domain.raw_history.repositories import Segment  # noqa: E402
-from app.domain.raw_history.search import (
-    TEXT_CANDIDATES,
-    VECTOR_CANDIDATES,
-    rank_candidates,
-    search_terms,
-    text_candidates,
-)
-from app.domain.search.render import format_hits  # noqa: E402
-from app.llm.local_embedder import LocalEmbedder  # noqa: E402
-
-DB = "navi_bench_locomo_local"
+DB = f"navi_bench_locomo_{EMBEDDER}"  # bench_locomo's database of that ingest
 
 
 class User:
@@ -104,24 +109,38 @@ class User:
         return format_hits(query, "raw", rank_candidates(loaded, weights, k))
 
 
+@functools.cache
+def _local_embedder() -> LocalEmbedder:
+    return LocalEmbedder()
+
+
+def embed(texts: list[str], user: User) -> list[Any]:
+    """The questions' vectors, by the ingest's embedder (the fake's hashed word features
+    at the stored vectors' dimension)."""
+    if EMBEDDER == "local":
+        return list(_local_embedder().encode(texts))
+    dim = next((len(e) for segs in user.segments.values() for _, _, e in segs), 768)
+    return [fake_embedding(t, dim) for t in texts]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--k", type=int, default=5)
+    parser.add_argument(
+        "--conversations", type=int, default=None, help="replay the first N (default: all)"
+    )
     args = parser.parse_args(argv)
-    state_file = CACHE / "locomo-ingest.json"
-    if not state_file.exists():
+    if not STATE:
         sys.exit("no ingest yet: run `make bench-locomo` first")
-    state = json.loads(state_file.read_text())
-    raw = os.environ.get("DATABASE_URL", "").strip()
-    server = normalize_url(raw) if raw else start_embedded(CACHE)
-    embedder = LocalEmbedder()
+    users = STATE["users"][: args.conversations]
+    server = server_url()
     totals = dict.fromkeys(BUDGETS, 0.0)
     by_cat: dict[int, dict[int, float]] = defaultdict(lambda: dict.fromkeys(BUDGETS, 0.0))
     n_cat: dict[int, int] = defaultdict(int)
     with psycopg.connect(libpq_url(with_database(server, DB))) as conn:
-        for conv, user in zip(load(), state["users"], strict=False):
+        for conv, user in zip(load(), users, strict=False):
             u = User(conn, user["id"])
-            vectors = embedder.encode([q.question.strip() for q in conv.questions])
+            vectors = embed([q.question.strip() for q in conv.questions], u)
             for q, qv in zip(conv.questions, vectors, strict=True):
                 text = u.search(q.question, np.asarray(qv, dtype=np.float32), args.k)
                 n_cat[q.category] += 1

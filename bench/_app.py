@@ -1,0 +1,133 @@
+# ruff: noqa: E402 (sys.path first: tests.fakes is imported from the project root)
+"""Every `app.*` (and `tests.*`) name the benchmarks use, imported in this one place, so
+a module of the app that moves is renamed here only.
+
+Import it after the environment is settled: `_embedder.select_embedder` (and
+bench_search) set `EMBEDDING_PROVIDER` first, as the vector columns follow the embedder.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if str(Path(__file__).resolve().parents[1]) not in sys.path:  # for tests.fakes
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+
+from app.asgi import create_app
+from app.config import Settings, get_settings
+from app.db import migrate as migrations
+from app.db.engine import (
+    create_engine,
+    normalize_url,
+    session_factory,
+    start_embedded,
+    transaction,
+)
+from app.db.extensions import TRIGRAM_INDEXES
+from app.db.models import Session
+from app.db.models.memory import SEGMENT_BUCKETS
+from app.domain.auth.tokens import display_prefix, hash_token
+from app.domain.compression import (
+    Msg,
+    calibration_for,
+    estimate_tokens,
+    plan_compression,
+    reset_registry,
+)
+from app.domain.context.compressor import compress_and_save_session, estimator_for
+from app.domain.context.summarizer import Summary
+from app.domain.facts.backfill import backfill_embeddings
+from app.domain.facts.search_repository import FactSearchRepository
+from app.domain.facts.services import FactService, query_words
+from app.domain.kernel.access import Viewer
+from app.domain.kernel.messages import MessageIn
+from app.domain.kernel.profiles import Profile, load_profiles
+from app.domain.kernel.stopwords import STOPWORDS
+from app.domain.kernel.terms import query_terms
+from app.domain.raw_history.idle_index import IndexPassResult, index_idle_sessions
+from app.domain.raw_history.ranking import idf, segment_spans, term_pattern
+from app.domain.raw_history.repositories import Segment
+from app.domain.raw_history.search import (
+    TEXT_CANDIDATES,
+    VECTOR_CANDIDATES,
+    rank_candidates,
+    search_raw,
+    search_terms,
+    text_candidates,
+)
+from app.domain.rolling.services import run_rolling_summaries
+from app.domain.search.deps import unified_search
+from app.domain.search.render import format_hits
+from app.domain.sessions.compaction_repository import _SIZE as HISTORY_SIZE_SQL
+from app.domain.sessions.controllers import DEFAULT_POSITIONS, MAX_POSITIONS
+from app.domain.sessions.repositories import SessionRepository
+from app.domain.sessions.services import SessionService
+from app.lib.logging import configure_logging
+from app.lib.runtime import freeze_startup_heap
+from app.lib.sql import contains_pattern
+from app.llm.factory import build_gateway
+from app.llm.local_embedder import LocalEmbedder
+from tests.fakes.ollama_server import FakeOllama, fake_embedding
+
+__all__ = [
+    "DEFAULT_POSITIONS",
+    "HISTORY_SIZE_SQL",
+    "MAX_POSITIONS",
+    "SEGMENT_BUCKETS",
+    "STOPWORDS",
+    "TEXT_CANDIDATES",
+    "TRIGRAM_INDEXES",
+    "VECTOR_CANDIDATES",
+    "FactSearchRepository",
+    "FactService",
+    "FakeOllama",
+    "IndexPassResult",
+    "LocalEmbedder",
+    "MessageIn",
+    "Msg",
+    "Profile",
+    "Segment",
+    "Session",
+    "SessionRepository",
+    "SessionService",
+    "Settings",
+    "Summary",
+    "Viewer",
+    "backfill_embeddings",
+    "build_gateway",
+    "calibration_for",
+    "compress_and_save_session",
+    "configure_logging",
+    "contains_pattern",
+    "create_app",
+    "create_engine",
+    "display_prefix",
+    "estimate_tokens",
+    "estimator_for",
+    "fake_embedding",
+    "format_hits",
+    "freeze_startup_heap",
+    "get_settings",
+    "hash_token",
+    "idf",
+    "index_idle_sessions",
+    "load_profiles",
+    "migrations",
+    "normalize_url",
+    "plan_compression",
+    "query_terms",
+    "query_words",
+    "rank_candidates",
+    "reset_registry",
+    "run_rolling_summaries",
+    "search_raw",
+    "search_terms",
+    "segment_spans",
+    "session_factory",
+    "start_embedded",
+    "term_pattern",
+    "text_candidates",
+    "transaction",
+    "unified_search",
+]
