@@ -185,6 +185,8 @@ class FakeOllama:
         self.requests: list[tuple[str, Any]] = []
         self.request_headers: list[tuple[str, dict[str, str]]] = []
         self.counts: Counter[str] = Counter()
+        #: per /api/chat call: (received, first byte sent, last byte sent), perf_counter
+        self.chat_times: list[tuple[float, float, float]] = []
 
         self._lock = threading.RLock()
         self._mode: str | None = None
@@ -296,6 +298,7 @@ class FakeOllama:
             self.request_headers.clear()
             self.counts.clear()
             self.chat_replies.clear()
+            self.chat_times.clear()
         self.recover()
 
     def count(self, path: str) -> int:
@@ -431,6 +434,13 @@ class FakeOllama:
         return ScriptedReply(reply(body) if callable(reply) else reply)
 
     def _chat(self, h: _Handler, body: dict[str, Any]) -> None:
+        started = time.perf_counter()
+        first = self._chat_reply(h, body)
+        with self._lock:
+            self.chat_times.append((started, first or time.perf_counter(), time.perf_counter()))
+
+    def _chat_reply(self, h: _Handler, body: dict[str, Any]) -> float | None:
+        """Answer a chat call; when it streamed, the time its first byte went out."""
         model = str(body.get("model") or "")
         if not model:
             return self._send_json(h, 400, {"error": "model is required"})
@@ -468,8 +478,10 @@ class FakeOllama:
         h.send_response(200)
         h.send_header("Content-Type", "application/x-ndjson")
         h.end_headers()
+        first = time.perf_counter()
         if not write_stream(h.wfile, reply, model, _now(), final):
             h.close_connection = True  # the script broke the stream: drop it
+        return first
 
     # ------------------------------------------------------------------ low-level
     @staticmethod
