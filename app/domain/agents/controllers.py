@@ -15,7 +15,7 @@ from litestar.response import Stream
 
 from app.domain.agents.deps import DEPENDENCIES, TurnLoopFactory
 from app.domain.agents.run import TurnRun
-from app.domain.agents.schemas import TurnFailed, TurnOut, TurnRequest
+from app.domain.agents.schemas import TurnOut, TurnRequest
 from app.domain.compression import ContextTooLargeError
 from app.domain.context.controllers import too_large
 from app.domain.kernel.principal import Principal
@@ -35,16 +35,17 @@ class TurnController(Controller):
             200: ResponseSpec(
                 TurnOut,
                 description="The turn (with `Accept: text/event-stream`: its events, as SSE)",
+                generate_examples=False,  # polyfactory's Structs are not JSON in the spec
             ),
-            502: ResponseSpec(TurnFailed, description="The model rejected the request"),
-            503: ResponseSpec(TurnFailed, description="The model or the database is unavailable"),
         },
         summary="Run one turn: the model with memory, built-in tools and compression",
         description=(
             "With `Accept: text/event-stream` the answer is a stream of Server-Sent Events "
             "(token, thinking, tool_call, tool_result, compression, recall, usage, done, "
-            "error: docs/agents.md); otherwise one JSON answer. 502/503 when the model "
-            "fails (the user's message is kept)."
+            "error: docs/agents.md); otherwise one JSON answer. A model failure during the "
+            "turn answers 502 `llm_rejected` (the model server refused the request) or "
+            "503 `llm_unavailable`, in the error body; the user's message and every "
+            "complete round are kept."
         ),
     )
     async def turn(
@@ -68,6 +69,7 @@ class TurnController(Controller):
             )
         out, error = await run.answer()
         if error is not None:
-            failed = TurnFailed(error=error.error, detail=error.detail, turn=out)
-            return Response(failed, status_code=error.status)
+            # the house error body; the turn so far is stored (GET /sessions/{id}/messages)
+            body = {"error": error.error, "detail": error.detail}
+            return Response(body, status_code=error.status)
         return Response(out, status_code=200)

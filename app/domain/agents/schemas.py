@@ -12,7 +12,6 @@ from app.lib.inputs import NUL_PATTERN
 
 __all__ = [
     "PendingCall",
-    "TurnFailed",
     "ToolResultIn",
     "TurnMessage",
     "TurnOut",
@@ -77,12 +76,3 @@ class TurnOut(msgspec.Struct):
     elapsed_seconds: float
     pending: list[PendingCall]
     events: list[TurnEvent]
-
-
-class TurnFailed(msgspec.Struct):
-    """A turn the model (or the database) failed: the error, and the turn so far (the
-    user's message and every complete round are stored)."""
-
-    error: str
-    detail: str
-    turn: TurnOut | None = None  # none when the database failed
