@@ -57,6 +57,9 @@ reembed: install ## Align vector columns to the embedder and embed rows without 
 typecheck: install ## mypy over app/
 	$(BIN)/mypy
 
+bench-turns: install ## POST /sessions/{id}/turns: overhead over the (fake) model, TTFT, turns/s, with and without compression (ARGS="--turns 150")
+	$(BIN)/python bench/bench_turns.py $(ARGS)
+
 bench-compression: install ## Plan/compress a 2,000-message session; compressions per 1,000 turns (ARGS="--no-db")
 	$(BIN)/python bench/bench_compression.py $(ARGS)
 
@@ -96,4 +99,4 @@ bench-history-bytes: install ## Cost of the hot-history size check (SESSION_MAX_
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-locomo bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab
+.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-locomo bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab

@@ -265,6 +265,26 @@ class Settings:
             "`OLLAMA_TIMEOUT` per call only. 0 = no deadline."
         ),
     )
+    turn_max_rounds: int = setting(
+        "TURN_MAX_ROUNDS",
+        8,
+        ge=1,
+        le=100,
+        doc=(
+            "Model calls in one turn of `POST /sessions/{id}/turns` (each round may run "
+            "tools); past it the turn ends with the last reply and `status: max_rounds`."
+        ),
+    )
+    turn_deadline_seconds: float = setting(
+        "TURN_DEADLINE_SECONDS",
+        300.0,
+        ge=1,
+        le=3600,
+        doc=(
+            "One budget for all the model calls of one turn (`POST /sessions/{id}/turns`), "
+            "streaming included, in place of `LLM_REQUEST_DEADLINE_SECONDS`."
+        ),
+    )
     llm_breaker_failures: int = setting(
         "LLM_BREAKER_FAILURES",
         3,

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from app.domain.agents.controllers import TurnController
 from app.domain.agents.mcp import mcp_endpoint
 from app.domain.auth.controllers import AdminUserController, MeController
 from app.domain.context.controllers import ContextController
@@ -46,6 +47,7 @@ ROUTE_HANDLERS: list[Any] = [
     MeController,
     SessionController,
     ContextController,
+    TurnController,
     MemorySearchController,
     ScratchpadController,
     MemoryController,

@@ -57,3 +57,35 @@ def chat_result(resp: ollama.ChatResponse, model: str) -> ChatResult:
         done_reason=resp.done_reason,
         thinking=resp.message.thinking,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ChatChunk:
+    """One piece of a streamed reply: text and thinking deltas, the tool calls the model
+    asked for (each ``{"name", "arguments"}``), the prompt size on the last piece."""
+
+    content: str = ""
+    thinking: str = ""
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    done: bool = False
+    prompt_eval_count: int = 0
+    eval_count: int = 0
+    model: str = ""
+    done_reason: str | None = None
+
+
+def chat_chunk(resp: ollama.ChatResponse, model: str) -> ChatChunk:
+    calls = tuple(
+        {"name": c.function.name, "arguments": dict(c.function.arguments or {})}
+        for c in resp.message.tool_calls or ()
+    )
+    return ChatChunk(
+        content=resp.message.content or "",
+        thinking=resp.message.thinking or "",
+        tool_calls=calls,
+        done=bool(resp.done),
+        prompt_eval_count=resp.prompt_eval_count or 0,
+        eval_count=resp.eval_count or 0,
+        model=resp.model or model,
+        done_reason=resp.done_reason,
+    )

@@ -23,14 +23,22 @@ import asyncio
 import functools
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import httpx
 import ollama
 
 from app.llm.breaker import CircuitBreaker
-from app.llm.chat import ChatResult, chat_options, chat_result, validate_messages
+from app.llm.chat import (
+    ChatChunk,
+    ChatResult,
+    chat_chunk,
+    chat_options,
+    chat_result,
+    validate_messages,
+)
+from app.llm.deadline import remaining as deadline_remaining
 from app.llm.embedders import Embedder, OllamaEmbedder
 from app.llm.errors import (
     EmbeddingDimensionError,
@@ -38,11 +46,13 @@ from app.llm.errors import (
     LLMError,
     LLMRequestError,
     LLMUnavailableError,
+    as_llm_error,
 )
-from app.llm.policy import CallPolicy
+from app.llm.policy import CLIENT_ERRORS, CallPolicy
 from app.llm.probe import EmbedHealth, embed_health
 
 __all__ = [
+    "ChatChunk",
     "ChatResult",
     "EmbedHealth",
     "EmbeddingDimensionError",
@@ -227,6 +237,74 @@ class LLMGateway:
             )
 
         return chat_result(await self._call("chat", do), use_model)
+
+    async def chat_stream(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str | None = None,
+        think: bool | None = None,
+        options: Mapping[str, Any] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> AsyncIterator[ChatChunk]:
+        """Streaming chat completion, piece by piece.
+
+        The connection phase (up to the first piece) runs under the call policy —
+        retries, the request's deadline, the breaker — like :meth:`chat`; after it, each
+        piece is awaited within what is left of the deadline (and ``OLLAMA_TIMEOUT``
+        between reads), and a failure is an ``LLMError`` with no retry: pieces already
+        handed out cannot be taken back."""
+        validate_messages(messages)
+        use_model = model or self.chat_model
+        msgs, tool_defs = list(messages), list(tools) if tools else None
+
+        async def connect() -> tuple[AsyncIterator[ollama.ChatResponse], ollama.ChatResponse]:
+            stream = await self._chat_client.chat(
+                model=use_model,
+                messages=msgs,
+                tools=tool_defs,
+                stream=True,
+                think=think,
+                options=dict(options) if options else None,
+            )
+            try:
+                return stream, await anext(stream)  # the request is sent here
+            except StopAsyncIteration:
+                raise ValueError("chat: the stream ended before its first piece") from None
+
+        stream, first = await self._call("chat", connect)
+        piece = chat_chunk(first, use_model)
+        try:
+            while True:
+                yield piece
+                if piece.done:
+                    return
+                piece = chat_chunk(await self._next_piece(stream), use_model)
+        finally:  # a reader that stops early must not leave the HTTP response open
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    @staticmethod
+    async def _next_piece(stream: AsyncIterator[ollama.ChatResponse]) -> ollama.ChatResponse:
+        left = deadline_remaining()
+        if left is not None and left <= 0:
+            raise LLMUnavailableError(
+                "chat: the deadline for model calls passed mid-stream", operation="chat"
+            )
+        try:
+            async with asyncio.timeout(left):
+                return await anext(stream)
+        except StopAsyncIteration:
+            raise LLMUnavailableError(
+                "chat: the stream ended without its final piece", operation="chat"
+            ) from None
+        except TimeoutError:
+            raise LLMUnavailableError(
+                "chat: the deadline for model calls passed mid-stream", operation="chat"
+            ) from None
+        except CLIENT_ERRORS as exc:
+            raise as_llm_error("chat", 1, exc) from exc
 
     # ------------------------------------------------------------------ health
     # ASYNC109: a caller-side asyncio.timeout() would raise; health probes must instead

@@ -48,6 +48,8 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.fakes.chat_script import ScriptedReply, write_stream
+
 __all__ = [
     "DEFAULT_CHAT_REPLY",
     "FAILURE_MODES",
@@ -64,7 +66,7 @@ DEFAULT_CHAT_REPLY = (
     "- The user and the assistant discussed the topic.\n- No decisions were recorded.\nKEYS: NONE"
 )
 
-ChatReply = str | Callable[[dict[str, Any]], str]
+ChatReply = str | ScriptedReply | Callable[[dict[str, Any]], str]
 
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
 _WORD_WEIGHT = 1.0
@@ -183,6 +185,8 @@ class FakeOllama:
         self.requests: list[tuple[str, Any]] = []
         self.request_headers: list[tuple[str, dict[str, str]]] = []
         self.counts: Counter[str] = Counter()
+        #: per /api/chat call: (received, first byte sent, last byte sent), perf_counter
+        self.chat_times: list[tuple[float, float, float]] = []
 
         self._lock = threading.RLock()
         self._mode: str | None = None
@@ -294,6 +298,7 @@ class FakeOllama:
             self.request_headers.clear()
             self.counts.clear()
             self.chat_replies.clear()
+            self.chat_times.clear()
         self.recover()
 
     def count(self, path: str) -> int:
@@ -421,12 +426,21 @@ class FakeOllama:
             },
         )
 
-    def _next_reply(self, body: dict[str, Any]) -> str:
+    def _next_reply(self, body: dict[str, Any]) -> ScriptedReply:
         with self._lock:
             reply = self.chat_replies.pop(0) if self.chat_replies else self.default_reply
-        return reply(body) if callable(reply) else reply
+        if isinstance(reply, ScriptedReply):
+            return reply
+        return ScriptedReply(reply(body) if callable(reply) else reply)
 
     def _chat(self, h: _Handler, body: dict[str, Any]) -> None:
+        started = time.perf_counter()
+        first = self._chat_reply(h, body)
+        with self._lock:
+            self.chat_times.append((started, first or time.perf_counter(), time.perf_counter()))
+
+    def _chat_reply(self, h: _Handler, body: dict[str, Any]) -> float | None:
+        """Answer a chat call; when it streamed, the time its first byte went out."""
         model = str(body.get("model") or "")
         if not model:
             return self._send_json(h, 400, {"error": "model is required"})
@@ -436,21 +450,26 @@ class FakeOllama:
         prompt_tokens = sum(
             _count_tokens(str(m.get("content") or "")) for m in messages if isinstance(m, dict)
         )
-        content = self._next_reply(body)
+        reply = self._next_reply(body)
+        if reply.status is not None:
+            return self._send_json(h, reply.status, {"error": f"fake ollama: HTTP {reply.status}"})
+        content = reply.content
         final: dict[str, Any] = {
             "model": model,
             "created_at": _now(),
-            "message": {"role": "assistant", "content": content},
+            "message": reply.message(),
             "done": True,
             "done_reason": "stop",
             "total_duration": 2_000_000,
             "load_duration": 100_000,
-            "prompt_eval_count": prompt_tokens,
+            "prompt_eval_count": (
+                prompt_tokens if reply.prompt_eval_count is None else reply.prompt_eval_count
+            ),
             "prompt_eval_duration": 500_000,
             "eval_count": _count_tokens(content),
             "eval_duration": 1_000_000,
         }
-        if body.get("think") is True:
+        if body.get("think") is True and not reply.thinking:
             final["message"]["thinking"] = "fake reasoning"
         if body.get("stream", True) is False:
             return self._send_json(h, 200, final)
@@ -459,18 +478,10 @@ class FakeOllama:
         h.send_response(200)
         h.send_header("Content-Type", "application/x-ndjson")
         h.end_headers()
-        for piece in re.findall(r"\S+\s*|\s+", content):
-            chunk = {
-                "model": model,
-                "created_at": _now(),
-                "message": {"role": "assistant", "content": piece},
-                "done": False,
-            }
-            h.wfile.write(json.dumps(chunk).encode() + b"\n")
-            h.wfile.flush()
-        final["message"] = {"role": "assistant", "content": ""}
-        h.wfile.write(json.dumps(final).encode() + b"\n")
-        h.wfile.flush()
+        first = time.perf_counter()
+        if not write_stream(h.wfile, reply, model, _now(), final):
+            h.close_connection = True  # the script broke the stream: drop it
+        return first
 
     # ------------------------------------------------------------------ low-level
     @staticmethod

@@ -18,7 +18,12 @@ A session names its profile (``sessions.profile_id``). Each profile may set
   rolling summary kept by a periodic job; see docs/context-modes.md);
 * ``max_history_messages`` — messages sent verbatim in ``rolling`` mode (default 16);
 * ``reply_lang`` — language of the rolling summary's text, ``auto`` (default) = the
-  conversation's.
+  conversation's;
+* ``tools`` — the built-in tools the turn endpoint (``POST /sessions/{id}/turns``) offers
+  the model, by name (default: all of them; ``[]`` = none);
+* ``options`` — Ollama ``options`` of the turn's model calls (``temperature``, ``top_p``…;
+  ``num_ctx`` defaults to ``context_window``);
+* ``think`` — ask the turn's model for its reasoning (default: the model's own default).
 
 Built in are ``default`` (all defaults) and ``code`` (``compression_keep_recent=12``).
 ``NAVI_PROFILES_FILE`` points at a JSON object mapping profile ids to such objects; a
@@ -59,6 +64,9 @@ class ProfilesError(SettingsError):
     """The profiles file cannot be used; the message names the field at fault."""
 
 
+ToolName = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+
+
 class ProfileSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """One profile as written in the file: every field optional."""
 
@@ -72,6 +80,9 @@ class ProfileSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     context_mode: Literal["compress", "rolling"] | None = None
     max_history_messages: Annotated[int, msgspec.Meta(ge=1, le=1000)] | None = None
     reply_lang: Annotated[str, msgspec.Meta(min_length=1, max_length=40)] | None = None
+    tools: Annotated[list[ToolName], msgspec.Meta(max_length=100)] | None = None
+    options: Annotated[dict[str, Any], msgspec.Meta(max_length=50)] | None = None
+    think: bool | None = None
 
 
 BUILTIN_PROFILES: dict[str, ProfileSpec] = {
@@ -95,6 +106,13 @@ class Profile:
     context_mode: str = "compress"
     max_history_messages: int = 16
     reply_lang: str = "auto"
+    tools: tuple[str, ...] | None = None  # None: every built-in tool
+    options: dict[str, Any] | None = None
+    think: bool | None = None
+
+    def model_options(self) -> dict[str, Any]:
+        """The turn's Ollama options: the profile's, ``num_ctx`` = the window by default."""
+        return {"num_ctx": self.context_window, **(self.options or {})}
 
     def mid_turn_keep_messages(self) -> int:
         """Messages kept verbatim by the intra-turn partition (mid-turn, post-turn)."""
@@ -171,6 +189,9 @@ def _resolve(
         context_mode=spec.context_mode or "compress",
         max_history_messages=spec.max_history_messages or 16,
         reply_lang=spec.reply_lang or "auto",
+        tools=tuple(spec.tools) if spec.tools is not None else None,
+        options=dict(spec.options) if spec.options else None,
+        think=spec.think,
     )
 
 

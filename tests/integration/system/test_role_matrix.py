@@ -255,6 +255,11 @@ ROUTES: dict[tuple[str, str], tuple[str, Build]] = {
         "session_write",
         on_session(json={"message": {"content": "next"}}),
     ),
+    # a turn runs the (fake) model: a write, refused before any model call
+    ("POST", "/sessions/{session_id:uuid}/turns"): (
+        "session_write",
+        on_session(json={"message": {"content": "next"}}),
+    ),
     ("PUT", "/sessions/{session_id:uuid}/scratchpad/{section:str}"): (
         "session_write",
         req(lambda w: {"session_id": w.sid, "section": "notes"}, json={"value": "v"}),

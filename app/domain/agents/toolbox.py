@@ -1,0 +1,111 @@
+"""The tools of one turn: the profile's built-in tools (the registry, ``tools.py``), run
+server-side, and the client's own tools, handed back to it (``requires_action``)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import structlog
+from litestar.datastructures import State
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.domain.agents.stream import ToolCall, ToolResult, TurnEvent
+from app.domain.agents.tools import BUILTIN_TOOLS, ToolContext, ollama_tool_defs, run_tool
+from app.domain.kernel.messages import MessageIn
+from app.domain.kernel.principal import Principal
+from app.domain.kernel.profiles import Profile
+from app.lib.errors import Unprocessable
+
+log = structlog.get_logger("app.agents.turns")
+
+__all__ = ["Toolbox", "client_tool_names"]
+
+
+def client_tool_names(defs: Sequence[dict[str, Any]]) -> list[str]:
+    """The names of the client's tool definitions (Ollama's / OpenAI's shape); 422 for a
+    definition without one."""
+    names = []
+    for i, d in enumerate(defs):
+        fn = d.get("function") if isinstance(d.get("function"), dict) else None
+        name = fn.get("name") if fn else None
+        if not isinstance(name, str) or not name.strip() or len(name) > 100:
+            raise Unprocessable(f"tools[{i}].function.name: a name of 1-100 characters")
+        names.append(name)
+    return names
+
+
+class Toolbox:
+    def __init__(
+        self,
+        state: State,
+        settings: Settings,
+        profile_tools: Sequence[str] | None,
+        client_tools: Sequence[dict[str, Any]],
+    ) -> None:
+        self.state, self.settings = state, settings
+        known = set(BUILTIN_TOOLS)
+        wanted = list(known) if profile_tools is None else list(profile_tools)
+        unknown = [n for n in wanted if n not in known]
+        if unknown:
+            log.warning("turn.profile_tools_unknown", tools=unknown)
+        self.builtin = sorted(n for n in wanted if n in known)
+        clash = set(client_tool_names(client_tools)) & set(self.builtin)
+        if clash:
+            raise Unprocessable(f"tools: {sorted(clash)} are built-in tools of this profile")
+        self.client_tools = list(client_tools)
+
+    @classmethod
+    def for_profile(
+        cls, state: State, settings: Settings, profile: Profile, client: Sequence[dict[str, Any]]
+    ) -> Toolbox:
+        return cls(state, settings, profile.tools, client)
+
+    def definitions(self) -> list[dict[str, Any]]:
+        return [*ollama_tool_defs(self.builtin), *self.client_tools]
+
+    async def run_calls(
+        self,
+        db: AsyncSession,
+        principal: Principal,
+        session_id: uuid.UUID,
+        calls: Sequence[tuple[str, str, dict[str, Any]]],
+        emit: Callable[[TurnEvent], None],
+    ) -> list[MessageIn]:
+        """Run the built-in calls (each in a savepoint: a failing one cannot spoil the
+        round's transaction); the results as tool messages."""
+        ctx = ToolContext(db, self.settings, self.state, principal, session_id)
+        out = []
+        for cid, name, args in calls:
+            builtin = name in self.builtin
+            emit(ToolCall(id=cid, name=name, arguments=args, builtin=builtin))
+            if not builtin:
+                continue
+            text, is_error = await self._run_one(db, ctx, name, args)
+            emit(ToolResult(id=cid, name=name, content=text, is_error=is_error))
+            out.append(
+                MessageIn(
+                    role="tool",
+                    content=text[: self.settings.message_max_chars],
+                    tool_call_id=cid,
+                    name=name,
+                    metadata={"is_error": True} if is_error else {},
+                )
+            )
+        return out
+
+    async def _run_one(
+        self, db: AsyncSession, ctx: ToolContext, name: str, args: dict[str, Any]
+    ) -> tuple[str, bool]:
+        try:
+            async with db.begin_nested():
+                result = await run_tool(name, ctx, args)
+        except SQLAlchemyError:
+            raise  # the database failing ends the round (its transaction rolls back)
+        except Exception as exc:  # the model sees the failure and may try otherwise
+            log.warning("turn.tool_failed", tool=name, error=type(exc).__name__)
+            return f"error: the tool {name} failed ({type(exc).__name__})", True
+        return result.text, result.is_error

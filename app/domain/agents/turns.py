@@ -1,0 +1,342 @@
+"""The turn loop of ``POST /sessions/{id}/turns``, as named steps.
+
+:meth:`TurnLoop.begin` (awaited by the handler, so bad input is a 4xx): the pre-turn
+prepare (compression, memory notes, recall) and the user's message — or, on a resume,
+the client's tool results — stored in one transaction. :meth:`TurnLoop.run` (a task of
+its own, see ``run.py``): rounds of *model call* (streamed) → *tools* (the round's
+assistant message, the built-in calls run and their results, one transaction) →
+*mid-turn* prepare; a reply without tool calls *finishes* the turn (the assistant
+message with thinking, tool-call count and elapsed seconds, then the post-turn check
+from the real ``prompt_eval_count``). Calls the service does not know end the turn with
+``requires_action``. Every step commits on its own, so a client that goes away, or a
+model that fails, loses only what was never produced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from litestar.datastructures import State
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.db.engine import transaction
+from app.domain.agents.prompt import (
+    INTERRUPTED_KEY,
+    Prompt,
+    call_id,
+    pending_calls,
+    stored_calls,
+)
+from app.domain.agents.schemas import TurnRequest
+from app.domain.agents.stream import (
+    Done,
+    Recall,
+    Thinking,
+    Token,
+    TurnEvent,
+    Usage,
+    compression_events,
+)
+from app.domain.agents.toolbox import Toolbox
+from app.domain.compression import ContextTooLargeError
+from app.domain.context.schemas import IncomingMessage, PrepareOut
+from app.domain.context.services import ContextService, context_service
+from app.domain.kernel.access import Viewer
+from app.domain.kernel.events import UsageIn
+from app.domain.kernel.messages import MessageIn
+from app.domain.kernel.ownership import SessionAccess
+from app.domain.kernel.principal import Principal
+from app.domain.kernel.profiles import Profile, load_profiles
+from app.domain.sessions.services import SessionService
+from app.lib.errors import Conflict, Unprocessable
+from app.llm.deadline import llm_deadline
+
+log = structlog.get_logger("app.agents.turns")
+
+Emit = Callable[[TurnEvent], None]
+
+
+@dataclass
+class Reply:
+    """What one model call produced."""
+
+    content: str = ""
+    thinking: str = ""
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    model: str = ""
+    prompt_eval_count: int = 0
+    eval_count: int = 0
+
+
+class TurnLoop:
+    def __init__(
+        self,
+        state: State,
+        settings: Settings,
+        principal: Principal,
+        session_id: uuid.UUID,
+        client_tools: list[dict[str, Any]],
+    ) -> None:
+        self.state, self.settings, self.session_id = state, settings, session_id
+        self.principal = principal
+        self.viewer = Viewer.editor(principal)  # a turn writes
+        self.client_tools = client_tools
+        self.toolbox: Toolbox | None = None
+        self.profile: Profile | None = None
+        self.prompt = Prompt()
+        self.rounds = self.tool_call_count = 0
+        self.started = time.monotonic()
+        self.content = ""
+        self.thinking = ""
+        self.interrupted = False
+        self.streaming = False
+
+    @asynccontextmanager
+    async def _step(self) -> AsyncIterator[tuple[AsyncSession, ContextService]]:
+        """One step's transaction, committed when the step ends."""
+        async with transaction(self.state.session_factory) as db:
+            yield db, context_service(db, self.settings, self.state)
+
+    @property
+    def tools(self) -> Toolbox:
+        assert self.toolbox is not None, "begin() first"
+        return self.toolbox
+
+    @property
+    def model(self) -> str:
+        assert self.profile is not None
+        return self.profile.model
+
+    # ------------------------------------------------------------------ begin
+    async def begin(self, req: TurnRequest) -> list[TurnEvent] | ContextTooLargeError:
+        """Pre-turn: prepare and store the user's message (or the client's tool results)."""
+        if (req.message is None) == (req.tool_results is None):
+            raise Unprocessable("give either message (a new turn) or tool_results (a resume)")
+        too_large: ContextTooLargeError | None = None
+        async with self._step() as (db, ctx):
+            session = await SessionAccess(db).get(self.session_id, self.viewer)
+            profiles = getattr(self.state, "profiles", None) or load_profiles(self.settings)
+            self.profile = profiles.get(session.profile_id)
+            self.toolbox = Toolbox.for_profile(
+                self.state, self.settings, self.profile, self.client_tools
+            )
+            try:
+                if req.message is not None:
+                    out = await self._begin_turn(db, ctx, session, req)
+                else:
+                    out = await self._begin_resume(db, ctx, session, req)
+            except ContextTooLargeError as exc:  # a compression that ran stays committed
+                too_large = exc
+        if too_large is not None:
+            return too_large
+        events: list[TurnEvent] = []
+        events.extend(compression_events(out.events, "preturn" if req.message else "midturn"))
+        if self.prompt.recall_ids:
+            chars = sum(len(m["content"]) for m in self.prompt.recall)
+            events.append(Recall(chunk_ids=self.prompt.recall_ids, chars=chars))
+        return events
+
+    async def _begin_turn(
+        self, db: AsyncSession, ctx: ContextService, session: Any, req: TurnRequest
+    ) -> PrepareOut:
+        assert req.message is not None
+        msg = req.message
+        incoming = IncomingMessage(role="user", content=msg.content, images=msg.images)
+        out = await ctx.prepare(session, self.viewer, incoming, model=self.model)
+        user = MessageIn(role="user", content=msg.content, images=msg.images)
+        await SessionService(db, self.settings).append(self.session_id, self.viewer, [user])
+        self.prompt = Prompt.of(out.context)
+        self.prompt.stored.append({"role": "user", "content": msg.content, "images": msg.images})
+        if not msg.images:
+            self.prompt.stored[-1].pop("images")
+        return out
+
+    async def _begin_resume(
+        self, db: AsyncSession, ctx: ContextService, session: Any, req: TurnRequest
+    ) -> PrepareOut:
+        assert req.tool_results is not None
+        sessions = SessionService(db, self.settings)
+        _, context = await sessions.context(self.session_id, self.viewer)
+        pending = pending_calls(context)
+        if not pending:
+            raise Conflict("tool_results: this session waits for no tool call")
+        given = [r.tool_call_id for r in req.tool_results]
+        if sorted(given) != sorted(pending) or len(set(given)) != len(given):
+            raise Unprocessable(
+                f"tool_results: expected one result for each of {sorted(pending)}, got {given}"
+            )
+        results = [
+            MessageIn(
+                role="tool",
+                content=r.content,
+                tool_call_id=r.tool_call_id,
+                name=pending[r.tool_call_id][0],
+                metadata={"is_error": True} if r.is_error else {},
+            )
+            for r in req.tool_results
+        ]
+        await sessions.append(self.session_id, self.viewer, results)
+        out = await ctx.prepare(session, self.viewer, None, mid_turn=True, model=self.model)
+        self.prompt = Prompt.of(out.context)
+        return out
+
+    # ------------------------------------------------------------------ run
+    def interrupt(self, task: asyncio.Task[Any]) -> None:
+        """The client went away: stop at the next step; a model call is cut now (what it
+        produced so far is saved, marked interrupted)."""
+        self.interrupted = True
+        if self.streaming:
+            task.cancel()
+
+    async def run(self, emit: Emit) -> Done:
+        """The rounds, until a reply without tool calls, a call for the client's tools,
+        or ``TURN_MAX_ROUNDS``."""
+        with llm_deadline(self.settings.turn_deadline_seconds):
+            while not self.interrupted:
+                self.rounds += 1
+                reply = await self._model_round(emit)
+                emit(Usage(self.rounds, reply.model, reply.prompt_eval_count, reply.eval_count))
+                if not reply.calls:
+                    await self._finish(reply, emit)
+                    return self._done("completed")
+                pending = await self._tools_round(reply, emit)
+                if pending:
+                    return self._done("requires_action", pending)
+                if self.rounds >= self.settings.turn_max_rounds:
+                    return self._done("max_rounds")
+                await self._mid_turn(emit)
+        return self._done("interrupted")
+
+    def _done(self, status: str, pending: list[dict[str, Any]] | None = None) -> Done:
+        log.info(
+            "turn.done",
+            session_id=str(self.session_id),
+            status=status,
+            rounds=self.rounds,
+            tool_calls=self.tool_call_count,
+            elapsed=round(time.monotonic() - self.started, 3),
+        )
+        return Done(
+            status=status,
+            content=self.content,
+            rounds=self.rounds,
+            tool_call_count=self.tool_call_count,
+            elapsed_seconds=round(time.monotonic() - self.started, 3),
+            pending=pending or [],
+        )
+
+    async def _model_round(self, emit: Emit) -> Reply:
+        """One streamed model call; cut by an interrupt, what came so far is saved."""
+        assert self.profile is not None
+        reply = Reply(model=self.model)
+        stream = self.state.llm.chat_stream(
+            self.prompt.messages(),
+            model=self.model,
+            think=self.profile.think,
+            options=self.profile.model_options(),
+            tools=self.tools.definitions(),
+        )
+        self.streaming = True
+        try:
+            async for piece in stream:
+                if piece.thinking:
+                    reply.thinking += piece.thinking
+                    emit(Thinking(piece.thinking))
+                if piece.content:
+                    reply.content += piece.content
+                    emit(Token(piece.content))
+                reply.calls.extend(piece.tool_calls)
+                if piece.done:
+                    reply.model = piece.model or reply.model
+                    reply.prompt_eval_count = piece.prompt_eval_count
+                    reply.eval_count = piece.eval_count
+        except asyncio.CancelledError:
+            await self._save_interrupted(reply)
+            raise
+        finally:
+            self.streaming = False
+        return reply
+
+    def _assistant(self, reply: Reply, **extra: Any) -> MessageIn:
+        limit = self.settings.message_max_chars
+        meta: dict[str, Any] = {"model": reply.model, "round": self.rounds}
+        if len(reply.content) > limit or len(reply.thinking) > limit:
+            meta["truncated"] = True
+        return MessageIn(
+            role="assistant",
+            content=reply.content[:limit],
+            thinking=reply.thinking[:limit] or None,
+            metadata={**meta, **extra.pop("metadata", {})},
+            **extra,
+        )
+
+    async def _save_interrupted(self, reply: Reply) -> None:
+        if not (reply.content or reply.thinking):
+            return
+        message = self._assistant(
+            reply,
+            metadata={INTERRUPTED_KEY: True},
+            elapsed_seconds=round(time.monotonic() - self.started, 3),
+        )
+        async with self._step() as (db, _):
+            await SessionService(db, self.settings).append(self.session_id, self.viewer, [message])
+        log.info("turn.interrupted", session_id=str(self.session_id), chars=len(reply.content))
+
+    async def _tools_round(self, reply: Reply, emit: Emit) -> list[dict[str, Any]]:
+        """The assistant message with its calls and the built-in calls' results, in one
+        transaction; the calls left for the client."""
+        calls = [(call_id(), str(c["name"]), dict(c["arguments"])) for c in reply.calls]
+        self.tool_call_count += len(calls)
+        self.content = reply.content
+        async with self._step() as (db, _):
+            results = await self.tools.run_calls(db, self.principal, self.session_id, calls, emit)
+            message = self._assistant(reply, tool_calls=stored_calls(calls))
+            await SessionService(db, self.settings).append(
+                self.session_id, self.viewer, [message, *results]
+            )
+        done = {m.tool_call_id for m in results}
+        return [
+            {"id": cid, "name": name, "arguments": args}
+            for cid, name, args in calls
+            if cid not in done
+        ]
+
+    async def _mid_turn(self, emit: Emit) -> None:
+        """Between rounds: compress when needed; the next round sends the new view."""
+        too_large: ContextTooLargeError | None = None
+        async with self._step() as (db, ctx):
+            session = await SessionAccess(db).get(self.session_id, self.viewer)
+            try:
+                out = await ctx.prepare(session, self.viewer, None, mid_turn=True, model=self.model)
+            except ContextTooLargeError as exc:  # the compression that ran is kept
+                too_large = exc
+        if too_large is not None:
+            raise too_large
+        for ev in compression_events(out.events, "midturn"):
+            emit(ev)
+        self.prompt.with_stored(out.context)
+
+    async def _finish(self, reply: Reply, emit: Emit) -> None:
+        """The turn's answer stored, then the post-turn check from the real prompt size."""
+        self.content, self.thinking = reply.content, reply.thinking
+        message = self._assistant(
+            reply,
+            tool_call_count=self.tool_call_count,
+            elapsed_seconds=round(time.monotonic() - self.started, 3),
+        )
+        async with self._step() as (db, ctx):
+            await SessionService(db, self.settings).append(self.session_id, self.viewer, [message])
+            events = []
+            if reply.prompt_eval_count > 0:
+                usage = UsageIn(model=reply.model, prompt_eval_count=reply.prompt_eval_count)
+                events = await ctx.after_append(self.session_id, self.viewer, usage)
+        for ev in compression_events(events, "postturn"):
+            emit(ev)

@@ -1,0 +1,217 @@
+"""POST /sessions/{id}/turns against the fake Ollama's scripted streaming replies."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from tests.conftest import new_user
+from tests.fakes.chat_script import ScriptedReply
+from tests.fakes.ollama_server import FakeOllama
+
+from .conftest import messages, new_session, parse_sse
+
+SSE = {"Accept": "text/event-stream"}
+CLIENT_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "run_shell",
+        "description": "run a command on the user's machine",
+        "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
+    },
+}
+
+
+def words(n: int, tag: str) -> str:
+    return " ".join(f"{tag}{i}" for i in range(n))
+
+
+async def test_json_turn_stores_the_answer_with_thinking(
+    served: httpx.AsyncClient, ollama: FakeOllama
+) -> None:
+    sid = await new_session(served)
+    ollama.chat_replies.append(
+        ScriptedReply("Paris is the capital.", thinking="easy one", prompt_eval_count=321)
+    )
+    r = await served.post(f"/sessions/{sid}/turns", json={"message": {"content": "capital?"}})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["status"] == "completed" and out["content"] == "Paris is the capital."
+    assert out["thinking"] == "easy one" and out["rounds"] == 1
+    assert [e["event"] for e in out["events"]] == ["usage", "done"]
+    assert out["events"][0]["prompt_eval_count"] == 321
+    stored = await messages(served, sid)
+    assert [(m["role"], m["content"]) for m in stored] == [
+        ("user", "capital?"),
+        ("assistant", "Paris is the capital."),
+    ]
+    assert stored[1]["thinking"] == "easy one" and stored[1]["tool_call_count"] == 0
+    assert stored[1]["elapsed_seconds"] is not None
+    # the post-turn check recorded the real prompt size as the session's baseline
+    s = (await served.get(f"/sessions/{sid}")).json()
+    assert s["session_metadata"]["baseline"]["tokens"] == 321
+    sent = ollama.requests_for("/api/chat")[-1]
+    assert sent["stream"] is True and sent["options"]["num_ctx"] == 4096
+    assert {t["function"]["name"] for t in sent["tools"]} >= {"memory_search"}
+
+
+async def test_two_tool_rounds_force_a_mid_turn_compression(
+    served: httpx.AsyncClient, ollama: FakeOllama
+) -> None:
+    """History near the threshold; the first round's long reply (with a tool call) pushes
+    the context over it, so the check between the rounds compresses."""
+    sid = await new_session(served)
+    history = [
+        {"role": role, "content": f"{role} {i}: {words(46, f't{i}w')}"}
+        for i in range(8)
+        for role in ("user", "assistant")
+    ]
+    r = await served.post(f"/sessions/{sid}/messages", json={"messages": history})
+    assert r.status_code == 201, r.text
+    search = {"name": "memory_search", "arguments": {"query": "deploy"}}
+    ollama.chat_replies += [
+        ScriptedReply(words(250, "plan"), tool_calls=[search]),
+        "- summary of the old turns\nKEYS: deploy",  # the mid-turn summary call
+        ScriptedReply("checking once more", tool_calls=[search]),
+        ScriptedReply("Done: deployed.", prompt_eval_count=900),
+    ]
+    r = await served.post(
+        f"/sessions/{sid}/turns", json={"message": {"content": "deploy it"}}, headers=SSE
+    )
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/event-stream")
+    events = parse_sse(r.text)
+    names = [name for name, _ in events]
+    assert names[-1] == "done" and events[-1][1]["status"] == "completed"
+    assert names.count("tool_call") == 2 and names.count("tool_result") == 2
+    compressions = [d for n, d in events if n == "compression"]
+    assert [(c["phase"], c["reason"]) for c in compressions][:2] == [
+        ("started", "midturn"),
+        ("done", "midturn"),
+    ]
+    # grammar: a round's tokens, its usage, its calls, their results, then the check
+    assert names.index("token") < names.index("usage") < names.index("tool_call")
+    assert names.index("tool_call") < names.index("tool_result") < names.index("compression")
+    assert events[-1][1]["tool_call_count"] == 2 and events[-1][1]["rounds"] == 3
+    stored = await messages(served, sid)
+    tools = [m for m in stored if m["role"] == "tool"]
+    assert len(tools) == 2 and all(m["tool_call_id"].startswith("call_") for m in tools)
+    answer = [m for m in stored if m["role"] == "assistant"][-1]
+    assert answer["content"] == "Done: deployed." and answer["tool_call_count"] == 2
+    ctx = (await served.get(f"/sessions/{sid}/context")).json()["messages"]
+    assert ctx[0]["is_summary"]
+    # the round after the compression was sent the compressed context
+    last = ollama.requests_for("/api/chat")[-1]
+    assert "summary of the old turns" in str(last["messages"])
+
+
+async def test_client_tool_round_trip(served: httpx.AsyncClient, ollama: FakeOllama) -> None:
+    sid = await new_session(served)
+    shell = {"name": "run_shell", "arguments": {"cmd": "ls"}}
+    ollama.chat_replies += [
+        ScriptedReply("Let me look.", tool_calls=[shell]),
+        ScriptedReply("You have two files.", prompt_eval_count=200),
+    ]
+    body = {"message": {"content": "what is here?"}, "tools": [CLIENT_TOOL]}
+    r = await served.post(f"/sessions/{sid}/turns", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["status"] == "requires_action"
+    [call] = out["pending"]
+    assert call["name"] == "run_shell" and call["arguments"] == {"cmd": "ls"}
+    assert any(
+        t["function"]["name"] == "run_shell" for t in ollama.requests_for("/api/chat")[-1]["tools"]
+    )
+    # a result for an id it did not ask for is refused, naming the id it waits for
+    bad = {"tool_results": [{"tool_call_id": "call_nope", "content": "x"}], "tools": [CLIENT_TOOL]}
+    r = await served.post(f"/sessions/{sid}/turns", json=bad)
+    assert r.status_code == 422 and call["id"] in r.json()["detail"]
+    good = {"tool_results": [{"tool_call_id": call["id"], "content": "a.txt b.txt"}]}
+    r = await served.post(f"/sessions/{sid}/turns", json={**good, "tools": [CLIENT_TOOL]})
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "completed" and r.json()["content"] == "You have two files."
+    sent = ollama.requests_for("/api/chat")[-1]["messages"]
+    assert sent[-1] == {"role": "tool", "content": "a.txt b.txt", "tool_name": "run_shell"}
+    stored = await messages(served, sid)
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant"]
+    assert stored[1]["tool_calls"][0]["id"] == call["id"]
+    # nothing waits any more
+    r = await served.post(f"/sessions/{sid}/turns", json=good)
+    assert r.status_code == 409
+
+
+async def test_disconnect_mid_stream_saves_what_came_marked_interrupted(
+    served: httpx.AsyncClient, ollama: FakeOllama
+) -> None:
+    sid = await new_session(served)
+    ollama.chat_replies.append(ScriptedReply(words(200, "slow"), token_delay=0.02))
+    got = []
+    async with served.stream(
+        "POST", f"/sessions/{sid}/turns", json={"message": {"content": "talk"}}, headers=SSE
+    ) as r:
+        assert r.status_code == 200
+        async for line in r.aiter_lines():
+            if line.startswith("event: token"):
+                got.append(line)
+            if len(got) >= 5:
+                break  # the client goes away
+    for _ in range(100):  # the server notices, cuts the model call, saves
+        stored = await messages(served, sid)
+        if len(stored) == 2:
+            break
+        await asyncio.sleep(0.05)
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    partial = stored[1]
+    assert partial["metadata"]["interrupted"] is True
+    assert partial["content"].startswith("slow0 slow1 slow2 slow3 slow4")
+    assert len(partial["content"].split()) < 200
+
+
+async def test_model_error_keeps_the_user_message_and_writes_nothing_half(
+    served: httpx.AsyncClient, ollama: FakeOllama
+) -> None:
+    sid = await new_session(served)
+    search = {"name": "memory_search", "arguments": {"query": "x"}}
+    ollama.chat_replies += [
+        ScriptedReply("first round", tool_calls=[search]),
+        ScriptedReply(words(50, "lost"), break_after=10),  # dies mid-stream
+    ]
+    r = await served.post(
+        f"/sessions/{sid}/turns", json={"message": {"content": "go"}}, headers=SSE
+    )
+    assert r.status_code == 200
+    events = parse_sse(r.text)
+    name, err = events[-1]
+    assert name == "error" and err["error"] == "llm_unavailable" and err["status"] == 503
+    assert "done" not in [n for n, _ in events]
+    stored = await messages(served, sid)
+    # the user's message and the complete first round; nothing of the broken one
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool"]
+    assert not any("lost" in m["content"] for m in stored)
+    # the JSON answer names the failure with its status
+    ollama.chat_replies.append(ScriptedReply(status=500))
+    r = await served.post(f"/sessions/{sid}/turns", json={"message": {"content": "again"}})
+    assert r.status_code == 503, r.text
+    assert r.json()["error"] == "llm_unavailable"
+    assert (await messages(served, sid))[-1]["content"] == "again"
+
+
+async def test_bad_input_and_another_users_session(
+    served: httpx.AsyncClient, ollama: FakeOllama
+) -> None:
+    sid = await new_session(served)
+    r = await served.post(f"/sessions/{sid}/turns", json={})
+    assert r.status_code == 422 and "message" in r.json()["detail"]
+    r = await served.post(f"/sessions/{sid}/turns", json={"message": {"content": "x" * 2_000_001}})
+    assert r.status_code in (413, 422)
+    bad_tool = {"message": {"content": "hi"}, "tools": [{"type": "function"}]}
+    r = await served.post(f"/sessions/{sid}/turns", json=bad_tool)
+    assert r.status_code == 422 and "tools[0]" in r.json()["detail"]
+    _, bob = await new_user(served, "bob")  # type: ignore[arg-type]
+    r = await served.post(
+        f"/sessions/{sid}/turns", json={"message": {"content": "hi"}}, headers=bob
+    )
+    assert r.status_code == 404
+    assert ollama.count("/api/chat") == 0
+    assert await messages(served, sid) == []
