@@ -44,13 +44,18 @@ def principal_of(user: User) -> Principal:
     )
 
 
+def bearer_token(authorization: str | None) -> str:
+    """The token of an `Authorization: Bearer <token>` header; "" when there is none."""
+    scheme, _, token = (authorization or "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
 def bearer_hash(authorization: str | None) -> str:
     """The SHA-256 of the bearer token of an Authorization header (401 when malformed)."""
     if not authorization:
         raise Unauthorized("missing Authorization: Bearer <token> header")
-    scheme, _, token = authorization.partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
+    token = bearer_token(authorization)
+    if not token:
         raise Unauthorized("expected Authorization: Bearer <token>")
     return hash_token(token)
 

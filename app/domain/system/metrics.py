@@ -15,14 +15,9 @@ from litestar.handlers.base import BaseRouteHandler
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 
 from app.config import Settings
-from app.domain.auth.services import resolve_cached
+from app.domain.auth.services import bearer_token, resolve_cached
 from app.domain.kernel.principal import PERM_USERS_ADMIN
 from app.lib.errors import Forbidden
-
-
-def _bearer(authorization: str | None) -> str:
-    scheme, _, token = (authorization or "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else ""
 
 
 async def metrics_access(connection: ASGIConnection, _: BaseRouteHandler) -> None:
@@ -33,7 +28,7 @@ async def metrics_access(connection: ASGIConnection, _: BaseRouteHandler) -> Non
     state = connection.app.state
     settings: Settings = state.settings
     authorization = connection.headers.get("authorization")
-    token = _bearer(authorization)
+    token = bearer_token(authorization)
     if settings.metrics_token and token and hmac.compare_digest(token, settings.metrics_token):
         return
     principal = await resolve_cached(
