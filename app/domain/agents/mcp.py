@@ -29,15 +29,14 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from app.db.engine import transaction
 from app.domain.agents.tools import BUILTIN_TOOLS, ToolContext, ToolResult, run_tool
 from app.domain.auth.services import resolve_cached
-from app.domain.kernel.access import Viewer
+from app.domain.kernel.access import SESSION_HEADER, Viewer, session_id_of
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
-from app.lib.errors import AppError, Unprocessable
+from app.lib.errors import AppError
 
 log = structlog.get_logger()
 
 MCP_PATH = "/mcp"
-SESSION_HEADER = "x-navi-session-id"
 PRINCIPAL_KEY = "navi.principal"  # where the mount leaves the caller in the ASGI scope
 SESSION_ARGUMENT = {
     "type": "string",
@@ -70,15 +69,6 @@ def _answer(result: ToolResult) -> mt.CallToolResult:
 
 def _failed(text: str) -> mt.CallToolResult:
     return mt.CallToolResult(content=[mt.TextContent(text=text)], is_error=True)
-
-
-def _session_id(raw: object) -> uuid.UUID | None:
-    if raw is None or raw == "":
-        return None
-    try:
-        return uuid.UUID(str(raw))
-    except ValueError:
-        raise Unprocessable("session_id: not a session id") from None
 
 
 class NaviMCP:
@@ -123,7 +113,7 @@ class NaviMCP:
         ).decode("latin-1")
         log.info("mcp.tool_call", tool=name, user_id=principal.id)
         try:
-            return await self._run(name, principal, _session_id(raw_sid), arguments)
+            return await self._run(name, principal, session_id_of(raw_sid), arguments)
         except AppError as exc:
             if exc.status_code >= 500:
                 raise

@@ -8,22 +8,18 @@ from app.domain.history.deps import DEPENDENCIES
 from app.domain.history.schemas import ChatHistoryIn, ChatHistoryOut
 from app.domain.history.services import HistorySearch
 from app.domain.history.tool import run_chat_history_tool
+from app.domain.kernel.access import SESSION_HEADER, session_id_of
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
 from app.lib.errors import Unprocessable
 
-SESSION_HEADER = "x-navi-session-id"
-
 
 def session_from(field: str | None, request: Request) -> uuid.UUID:
     """The session of a tool call: the `session_id` field, else the X-Navi-Session-Id header."""
-    raw = field or request.headers.get(SESSION_HEADER)
-    if not raw:
+    sid = session_id_of(field or request.headers.get(SESSION_HEADER))
+    if sid is None:
         raise Unprocessable("session_id: required (the field or the X-Navi-Session-Id header)")
-    try:
-        return uuid.UUID(raw)
-    except ValueError:
-        raise Unprocessable("session_id: not a session id") from None
+    return sid
 
 
 class ChatHistoryController(Controller):

@@ -14,9 +14,14 @@ apart with `Viewer.reader` when a write finds nothing).
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from app.domain.kernel.principal import Principal
+from app.lib.errors import Unprocessable
+
+# Names the caller's current session on a tool call (HTTP tools, MCP).
+SESSION_HEADER = "x-navi-session-id"
 
 
 @dataclass(frozen=True)
@@ -65,3 +70,14 @@ def reaches_llm(role: str, is_context: bool, metadata: dict | None) -> bool:
     if role != "system":
         return True
     return (metadata or {}).get("source") in LLM_SYSTEM_SOURCES
+
+
+def session_id_of(value: object, field: str = "session_id") -> uuid.UUID | None:
+    """A session id as a client or a model sent it: None when absent, 422 naming `field`
+    when it is not a UUID."""
+    if value is None or value == "":
+        return None
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise Unprocessable(f"{field}: not a session id") from None

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from litestar import Controller, Request, post
 
+from app.domain.kernel.access import SESSION_HEADER, session_id_of
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
 from app.domain.search.deps import DEPENDENCIES
@@ -10,13 +11,10 @@ from app.domain.search.services import UnifiedSearch
 from app.domain.search.tool import (
     MAX_QUERY,
     check_session,
-    parse_session_id,
     result_out,
     run_memory_search_tool,
 )
 from app.lib.errors import Unprocessable
-
-SESSION_HEADER = "x-navi-session-id"
 
 
 class MemorySearchController(Controller):
@@ -33,8 +31,8 @@ class MemorySearchController(Controller):
     ) -> MemorySearchOut:
         if len(data.query) > MAX_QUERY:
             raise Unprocessable(f"query: at most {MAX_QUERY} characters")
-        sid = parse_session_id(data.session_id, "session_id")
-        current = parse_session_id(data.current_session_id, "current_session_id")
+        sid = session_id_of(data.session_id, "session_id")
+        current = session_id_of(data.current_session_id, "current_session_id")
         for s in (sid, current):
             await check_session(access, principal, s)
         result = await search.search(
@@ -59,7 +57,7 @@ class MemorySearchController(Controller):
     ) -> MemorySearchOut:
         """The tool call as the model wrote it; the current session comes from the
         `X-Navi-Session-Id` header (or a `session_id` field)."""
-        current = parse_session_id(
+        current = session_id_of(
             data.session_id or request.headers.get(SESSION_HEADER), "session_id"
         )
         return await run_memory_search_tool(search, access, principal, data, current)

@@ -31,15 +31,6 @@ def result_out(r: SearchResult) -> MemorySearchOut:
     )
 
 
-def parse_session_id(value: str | None, field: str) -> uuid.UUID | None:
-    if not value:
-        return None
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise Unprocessable(f"{field}: not a session id") from None
-
-
 def check_query(query: object) -> str:
     if not isinstance(query, str) or not query.strip():
         raise Unprocessable("query: required — what to look for")
