@@ -35,7 +35,8 @@ from app.domain.compression import (
     plan_compression,
     reset_registry,
 )
-from app.domain.context.compressor import compress_and_save_session, estimator_for
+from app.domain.context.compressor import compress_and_save_session
+from app.domain.context.loading import estimator_for
 from app.domain.context.summarizer import Summary
 from app.domain.facts.backfill import backfill_embeddings
 from app.domain.facts.search_repository import FactSearchRepository

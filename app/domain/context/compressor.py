@@ -43,29 +43,13 @@ from app.config import Settings
 from app.domain.compression import Estimator, Msg, Plan, hard_truncate, plan_compression
 from app.domain.context.loading import LoadedContext, estimator_for, load_context
 from app.domain.context.summarizer import Summarizer, SummaryError, breadcrumbs_of, merge_keys
-from app.domain.context.writer import (
-    BASELINE_KEY,
-    REASONS,
-    TRUNCATED_KEY,
-    CompressionWriter,
-    Draft,
-    Reason,
-    Stored,
-)
+from app.domain.context.writer import CompressionWriter, Draft, Reason, Stored
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.hooks import DemotionHooks, demotion_hooks
 from app.domain.kernel.profiles import Profile
 from app.llm.gateway import LLMError
 
-__all__ = [
-    "BASELINE_KEY",
-    "REASONS",
-    "TRUNCATED_KEY",
-    "CompressionResult",
-    "Reason",
-    "compress_and_save_session",
-    "estimator_for",
-]
+__all__ = ["CompressionResult", "Reason", "compress_and_save_session"]
 
 log = structlog.get_logger()
 

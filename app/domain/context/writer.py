@@ -24,6 +24,7 @@ from app.domain.context.repositories import ContextRepository
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.layout import CONTEXT_HEAD
 from app.domain.kernel.messages import MessageIn
+from app.domain.kernel.ownership import SessionAccess
 from app.domain.sessions.repositories import SessionRepository
 from app.domain.sessions.services import SessionService
 from app.lib.metrics import COMPRESSIONS
@@ -86,7 +87,7 @@ class CompressionWriter:
         when a concurrent compression demoted some of these messages first."""
         session = await SessionRepository(self.db).lock(self.session_id, self.viewer)
         if session is None:
-            await SessionService(self.db, self.settings).refuse(self.session_id, self.viewer)
+            await SessionAccess(self.db).refuse(self.session_id, self.viewer)
         current = await ContextRepository(self.db).context_sequence_numbers(self.session_id)
         if not {m.sequence_number for m in draft.demoted} <= current:
             log.info("compressor.conflict", session_id=str(self.session_id), reason=self.reason)
