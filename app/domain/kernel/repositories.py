@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Session
 from app.domain.kernel.access import Viewer
@@ -17,7 +18,7 @@ def visible(viewer: Viewer) -> Any:
 
 
 class SessionLookupRepository:
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
     async def get(self, session_id: uuid.UUID, viewer: Viewer) -> Session | None:

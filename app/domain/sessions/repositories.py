@@ -14,12 +14,11 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from sqlalchemy import Row, Table, delete, func, insert, select, text, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.base import TRIGRAM_INDEX_PREFIX
 from app.db.models import MemoryChunk, Message, MessageArchive, Session
 from app.domain.kernel.access import Viewer
-from app.domain.kernel.repositories import visible
+from app.domain.kernel.repositories import SessionLookupRepository, visible
 from app.domain.sessions.queries import (
     ESTIMATE_MATCHES_SQL,
     MATCHES_RARE_SQL,
@@ -42,9 +41,8 @@ _TRIGRAM_INDEXED: dict[str, bool] = {}
 _TRIGRAM_INDEX = f"{TRIGRAM_INDEX_PREFIX}session_messages_content"
 
 
-class SessionRepository:
-    def __init__(self, session: AsyncSession) -> None:
-        self.session = session
+class SessionRepository(SessionLookupRepository):
+    """Sessions and their messages (`get`, a session in a viewer's scope, is the kernel's)."""
 
     # ---------------------------------------------------------------- sessions
     async def create(self, profile_id: str, user_id: str | None, name: str | None) -> Session:
@@ -53,13 +51,6 @@ class SessionRepository:
         await self.session.flush()
         await self.session.refresh(row)
         return row
-
-    async def get(self, session_id: uuid.UUID, viewer: Viewer) -> Session | None:
-        return (
-            await self.session.execute(
-                select(Session).where(Session.id == session_id, visible(viewer))
-            )
-        ).scalar_one_or_none()
 
     async def lock(self, session_id: uuid.UUID, viewer: Viewer) -> Session | None:
         """The session row, locked for the rest of the transaction."""
