@@ -187,22 +187,48 @@ class Browser:
         self.ws.close()
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _launch(chromium: str, tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Chromium and its DevTools port. A start that writes no port file in TIMEOUT is
+    retried once in a fresh profile (seen once in CI: a headless start that never came
+    up, on an idle machine); the second failure fails the test with Chromium's stderr."""
+    for attempt in (1, 2):
+        profile = tmp_path / f"chromium-profile-{attempt}"
+        profile.mkdir()
+        with (profile.parent / f"chromium-{attempt}.log").open("wb") as err:
+            proc = subprocess.Popen(
+                [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+        port_file = profile / "DevToolsActivePort"
+        try:
+            return proc, _wait(
+                lambda f=port_file: f.exists() and f.read_text().split("\n")[0].strip(),
+                "Chromium's DevTools port",
+            )
+        except AssertionError as exc:
+            _stop(proc)
+            if attempt == 2:
+                log = (profile.parent / f"chromium-{attempt}.log").read_text(errors="replace")
+                raise AssertionError(
+                    f"Chromium did not start twice; stderr: {log[-2000:]}"
+                ) from exc
+    raise AssertionError("unreachable")
+
+
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[Browser]:
-    chromium = _chromium()
-    profile = tmp_path / "chromium-profile"
-    profile.mkdir()
-    proc = subprocess.Popen(
-        [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc, port = _launch(_chromium(), tmp_path)
     try:
-        port_file = profile / "DevToolsActivePort"
-        port = _wait(
-            lambda: port_file.exists() and port_file.read_text().split("\n")[0].strip(),
-            "Chromium's DevTools port",
-        )
 
         def page_target() -> str | None:
             targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=2).json()
@@ -217,12 +243,7 @@ def browser(tmp_path: Path) -> Iterator[Browser]:
         finally:
             b.close()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
 
 
 MESSAGES_JS = "[...document.querySelectorAll('#messages > li')]"
