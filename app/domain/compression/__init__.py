@@ -5,6 +5,7 @@ that own sessions and the LLM client call into it.
 """
 
 from .calibration import (
+    TRUNCATED_MIN_WINDOW_SHARE,
     TRUNCATION_RATIO,
     Calibration,
     calibration_for,
@@ -50,6 +51,7 @@ __all__ = [
     "HARD_TRUNCATE_TOKEN_FRAC",
     "MAX_SUMMARY_INPUT_CHARS",
     "META_SUMMARY_THRESHOLD",
+    "TRUNCATED_MIN_WINDOW_SHARE",
     "TRUNCATION_RATIO",
     "Calibration",
     "ContextTooLargeError",

@@ -41,6 +41,11 @@ FALLBACK_CHARS_PER_TOKEN = 1.8
 # A reported prompt_eval_count below this share of what we sent means Ollama
 # silently cut the head of the prompt.
 TRUNCATION_RATIO = 0.70
+# A cut prompt reports about half the context Ollama ran with (num_ctx: the window). A
+# count far below that is not a cut but a count of part of the prompt (Ollama releases
+# that left KV-cached tokens out, a proxy, a fake): below this share of the window a
+# short count is ignored — neither recorded nor taken for a truncation.
+TRUNCATED_MIN_WINDOW_SHARE = 0.25
 
 
 @dataclass
@@ -140,9 +145,17 @@ def reset_registry() -> None:
     _REGISTRY.clear()
 
 
-def is_truncated_prompt(prompt_eval_count: int, sent_tokens: int) -> bool:
-    """True when the server evaluated much less than we believe we sent."""
+def is_short_count(prompt_eval_count: int, sent_tokens: int) -> bool:
+    """True when the server reports much less than we believe we sent."""
     return sent_tokens > 0 and prompt_eval_count < TRUNCATION_RATIO * sent_tokens
+
+
+def is_truncated_prompt(prompt_eval_count: int, sent_tokens: int, window: int) -> bool:
+    """True when a short count is the size of a cut prompt: about half the window, not a
+    handful of tokens (see :data:`TRUNCATED_MIN_WINDOW_SHARE`)."""
+    return is_short_count(prompt_eval_count, sent_tokens) and (
+        prompt_eval_count >= TRUNCATED_MIN_WINDOW_SHARE * window
+    )
 
 
 def record_real_baseline(
@@ -157,14 +170,14 @@ def record_real_baseline(
 
     Returns False — recording nothing — when the count is below
     :data:`TRUNCATION_RATIO` of ``sent_tokens`` (our own estimate of the
-    prompt that was sent): the server truncated the prompt, the caller must
-    keep its previous baseline and raise its ``context_truncated`` flag.
+    prompt that was sent): the caller keeps its previous baseline, and raises its
+    ``context_truncated`` flag when :func:`is_truncated_prompt` says it was a cut.
 
     Returns True when the count is honest and may be kept as the session's
     baseline. The observation enters the fit only when the prompt carried no
     images (see :meth:`Calibration.record`).
     """
-    if is_truncated_prompt(prompt_eval_count, sent_tokens):
+    if is_short_count(prompt_eval_count, sent_tokens):
         return False
     calibration_for(model).record(chars, prompt_eval_count, had_images=had_images)
     return True

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+import structlog
 
 from app.config import Settings
 from app.domain.compression import (
@@ -22,6 +23,7 @@ from app.domain.compression import (
     calibration_for,
     context_chars,
     context_limit,
+    is_truncated_prompt,
     real_baseline_estimate,
     record_real_baseline,
     truncate_for_view,
@@ -36,6 +38,8 @@ from app.domain.kernel.events import UsageIn
 from app.domain.kernel.messages import MessageOut
 from app.domain.kernel.profiles import Profile
 from app.domain.sessions.services import message_out
+
+log = structlog.get_logger("app.context.pricing")
 
 __all__ = ["Calibration", "Pricing", "baseline_of"]
 
@@ -150,7 +154,16 @@ class Pricing:
             had_images=had_images,
         )
         if not honest:
-            return Calibration(truncated=True, set_metadata={TRUNCATED_KEY: True})
+            if is_truncated_prompt(usage.prompt_eval_count, sent_tokens, window):
+                return Calibration(truncated=True, set_metadata={TRUNCATED_KEY: True})
+            log.info(
+                "context.short_prompt_count",
+                model=model,
+                prompt_eval_count=usage.prompt_eval_count,
+                sent_tokens=sent_tokens,
+                hint="far below a cut prompt's size: not recorded, not taken for a truncation",
+            )
+            return Calibration()
         baseline = {"tokens": usage.prompt_eval_count, "count": count, "model": model}
         metadata[BASELINE_KEY] = baseline
         return Calibration(set_metadata={BASELINE_KEY: baseline}, drop_metadata=[TRUNCATED_KEY])

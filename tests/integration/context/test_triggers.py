@@ -163,20 +163,25 @@ async def test_malformed_summaries_then_success_on_retry(
     assert done["messages_after"] < done["messages_before"]
 
 
+async def _sent_tokens(client: AsyncTestClient, sid: str, message: dict | None) -> int:  # type: ignore[type-arg]
+    """Navi's own size of the prompt a runtime would send next: an honest count."""
+    r = await client.post(f"/sessions/{sid}/prepare", json={"message": message} if message else {})
+    assert r.status_code == 200, r.text
+    return int(r.json()["tokens"])
+
+
 async def test_truncated_prompt_forces_post_turn_compression(cclient: AsyncTestClient) -> None:
     sid = await new_session(cclient)
-    await fill(cclient, sid, 6, size=60)
-    honest = await append(
-        cclient,
-        sid,
-        turn(6, 60),
-        usage={"model": MODEL, "prompt_eval_count": 900},
-    )
+    await fill(cclient, sid, 6)
+    real = await _sent_tokens(cclient, sid, turn(6)[0])
+    honest = await append(cclient, sid, turn(6), usage={"model": MODEL, "prompt_eval_count": real})
     assert honest["events"] == []  # well under the threshold
     s = (await cclient.get(f"/sessions/{sid}")).json()
-    assert s["session_metadata"]["baseline"] == {"tokens": 900, "count": 13, "model": MODEL}
-    # the server evaluated far less than was sent: truncated
-    res = await append(cclient, sid, turn(7, 60), usage={"model": MODEL, "prompt_eval_count": 50})
+    assert s["session_metadata"]["baseline"] == {"tokens": real, "count": 13, "model": MODEL}
+    # the server evaluated far less than was sent, about a cut prompt's size (over a
+    # quarter of the window): truncated
+    cut = WINDOW // 4 + 10
+    res = await append(cclient, sid, turn(7), usage={"model": MODEL, "prompt_eval_count": cut})
     assert [e["type"] for e in res["events"]] == ["CompressionStarted", "ContextCompressed"]
     assert res["events"][1]["reason"] == "postturn"
     s = (await cclient.get(f"/sessions/{sid}")).json()
@@ -184,11 +189,27 @@ async def test_truncated_prompt_forces_post_turn_compression(cclient: AsyncTestC
     assert "baseline" not in s["session_metadata"]  # cleared: the context shrank
 
 
+async def test_a_count_far_below_a_cut_prompt_is_ignored(cclient: AsyncTestClient) -> None:
+    """A handful of tokens for a prompt of thousands is a partial count (an Ollama that
+    leaves cached tokens out, a proxy), not a cut: nothing recorded, nothing compressed."""
+    sid = await new_session(cclient)
+    await fill(cclient, sid, 6)
+    real = await _sent_tokens(cclient, sid, turn(6)[0])
+    await append(cclient, sid, turn(6), usage={"model": MODEL, "prompt_eval_count": real})
+    before = (await cclient.get(f"/sessions/{sid}")).json()["session_metadata"]["baseline"]
+    res = await append(cclient, sid, turn(7), usage={"model": MODEL, "prompt_eval_count": 50})
+    assert res["events"] == []
+    meta = (await cclient.get(f"/sessions/{sid}")).json()["session_metadata"]
+    assert "context_truncated" not in meta and meta["baseline"] == before
+
+
 async def test_truncated_flag_stays_when_nothing_can_be_compressed(
     cclient: AsyncTestClient,
 ) -> None:
     sid = await new_session(cclient)
-    res = await append(cclient, sid, turn(0, 600), usage={"model": MODEL, "prompt_eval_count": 5})
+    # the runtime says what it sent; the model evaluated about a cut prompt's size of it
+    usage = {"model": MODEL, "prompt_eval_count": WINDOW // 4 + 10, "sent_tokens": 3000}
+    res = await append(cclient, sid, turn(0, 600), usage=usage)
     assert res["events"] == []
     meta = (await cclient.get(f"/sessions/{sid}")).json()["session_metadata"]
     assert meta["context_truncated"] is True and "baseline" not in meta

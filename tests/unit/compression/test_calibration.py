@@ -146,10 +146,18 @@ def test_registry_is_per_model_and_resettable() -> None:
 
 
 def test_truncation_threshold_is_70_percent() -> None:
-    assert is_truncated_prompt(6_999, 10_000)
-    assert not is_truncated_prompt(7_000, 10_000)
-    assert not is_truncated_prompt(12_000, 10_000)
-    assert not is_truncated_prompt(5, 0)  # nothing to compare with
+    assert is_truncated_prompt(6_999, 10_000, window=16_384)
+    assert not is_truncated_prompt(7_000, 10_000, window=16_384)
+    assert not is_truncated_prompt(12_000, 10_000, window=16_384)
+    assert not is_truncated_prompt(5, 0, window=16_384)  # nothing to compare with
+
+
+def test_a_count_far_below_a_cut_prompt_is_not_a_truncation() -> None:
+    """A cut prompt reports about half the window; a count under a quarter of it is a
+    partial count (cached tokens left out), not a cut."""
+    assert is_truncated_prompt(4_096, 10_000, window=16_384)
+    assert not is_truncated_prompt(4_095, 10_000, window=16_384)
+    assert not is_truncated_prompt(40, 10_000, window=16_384)
 
 
 def test_record_real_baseline_rejects_truncated_prompts() -> None:
