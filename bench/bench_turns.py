@@ -15,6 +15,10 @@ server as the model (streamed replies, no delay), turns posted with
   time to its first byte;
 - **turns per second**: sequential, and with `--clients` concurrent clients.
 
+The server runs in a process of its own (`uvicorn --workers`, default 1), so the client
+and the fake model (threads of the bench process) do not take its GIL; `--in-process`
+serves from a thread instead (the earlier way, slower by that contention).
+
 Turns without compression run on the default profile; turns with compression on a
 4,096-token profile where a long user message makes the pre-turn check compress (the
 rows are split by whether the turn's stream carried a `compression` event).
@@ -32,7 +36,15 @@ from typing import Any
 import httpx
 from _agent import ADMIN_TOKEN, agent_settings
 from _app import FakeOllama, create_app, create_engine, get_settings
-from _common import Stats, fmt_ms, fresh_database, print_table, serve, server_line
+from _common import (
+    Stats,
+    fmt_ms,
+    fresh_database,
+    print_table,
+    serve,
+    serve_workers,
+    server_line,
+)
 
 PROFILES = {"small": {"context_window": 4096, "compression_keep_recent": 2}}
 REPLY = " ".join(f"word{i}" for i in range(40))  # 40 streamed pieces
@@ -159,8 +171,12 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         memory_recall_enabled=True,
         extraction_enabled=False,  # a new session would start extraction in the background
     )
-    engine = create_engine(target.url)
-    server = serve(create_app(settings, engine=engine, background_jobs=False))
+    engine = None
+    if args.in_process:
+        engine = create_engine(target.url)
+        server: Any = serve(create_app(settings, engine=engine, background_jobs=False))
+    else:  # its own process: the client and the fake model do not share its GIL
+        server = serve_workers(settings, target.url, args.workers, ADMIN_TOKEN)
     headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     try:
         async with httpx.AsyncClient(base_url=server.base_url, headers=headers, timeout=60) as c:
@@ -179,7 +195,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         server.stop()
         fake.stop()
-        await engine.dispose()
+        if engine is not None:
+            await engine.dispose()
     with_c = [s for s in mixed if s.compressed]
     print_table(
         ["turns", "n", "wall ms p50/p95", "overhead ms p50/p95", "TTFT overhead ms p50/p95"],
@@ -215,6 +232,12 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=150, help="turns without compression")
     parser.add_argument("--compress-turns", type=int, default=40, help="small-window turns")
     parser.add_argument("--clients", type=int, default=4, help="concurrent clients")
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="serve from a thread of the bench process (shares the client's and fake's GIL)",
+    )
     out = asyncio.run(bench(parser.parse_args()))
     print(json.dumps(out))
 

@@ -12,7 +12,9 @@ every operation, the error statuses it can answer, by what the route is:
 * with a body: 413 (too large), 415 (unsupported media type);
 * writes (not GET/HEAD): 409 (a conflict with the stored state).
 
-A status the route documents itself (e.g. /health's 503 with its report) is kept.
+A route adds statuses of its own with `opt={"errors": [...]}` (the turn's 502 when the
+model refuses). A status the route documents itself (e.g. /health's 503 with its report)
+is kept.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ _DESCRIPTIONS = {
     "413": "Request body or a field too large",
     "415": "Unsupported media type",
     "422": "A value breaks the rules of its field (the detail names it)",
+    "502": "The model server refused the request (`llm_rejected`)",
     "503": "A dependency (the database) is unavailable; retry after `Retry-After` seconds",
 }
 _LITESTAR_400 = "Bad request syntax or unsupported method"
@@ -112,5 +115,5 @@ def document_errors(app: Litestar) -> None:
                     public=bool(handler.opt.get("public")),
                     has_params=bool(route.path_parameters) or _has_params(handler),
                 )
-                for code in codes:
+                for code in sorted({*codes, *handler.opt.get("errors", ())}):
                     responses.setdefault(code, _error_response(code))

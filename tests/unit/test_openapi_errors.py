@@ -52,3 +52,19 @@ def test_error_statuses_by_kind_of_route() -> None:
         "503",
     ]
     assert {"413", "415"} <= set(error_statuses("POST", public=False, has_params=True))
+
+
+def test_the_turn_documents_the_models_refusal() -> None:
+    """A model that refuses the request ends a JSON turn with 502 `llm_rejected`."""
+    op = _spec()["paths"]["/sessions/{session_id}/turns"]["post"]
+    assert op["responses"]["502"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Error"
+    }
+    # and only the routes that call the model say so
+    others = [
+        (path, method)
+        for path, item in _spec()["paths"].items()
+        for method, o in item.items()
+        if isinstance(o, dict) and "502" in o.get("responses", {})
+    ]
+    assert others == [("/sessions/{session_id}/turns", "post")]

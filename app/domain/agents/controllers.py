@@ -39,6 +39,7 @@ class TurnController(Controller):
             ),
         },
         summary="Run one turn: the model with memory, built-in tools and compression",
+        opt={"errors": ["502"]},
         description=(
             "With `Accept: text/event-stream` the answer is a stream of Server-Sent Events "
             "(token, thinking, tool_call, tool_result, compression, recall, usage, done, "

@@ -135,15 +135,18 @@ class NaviMCP:
             return _answer(await run_tool(name, ctx, arguments))
 
 
-async def _unauthorized(send: Send, detail: str) -> None:
-    body = json.dumps({"error": "unauthorized", "detail": detail}).encode()
+async def _refuse(
+    send: Send, status: int, error: str, detail: str, headers: list[tuple[bytes, bytes]]
+) -> None:
+    """An answer in the house error body, written by hand: the mount is raw ASGI."""
+    body = json.dumps({"error": error, "detail": detail}).encode()
     start: HTTPResponseStartEvent = {
         "type": "http.response.start",
-        "status": 401,
+        "status": status,
         "headers": [
             (b"content-type", b"application/json"),
-            (b"www-authenticate", b'Bearer realm="navi"'),
             (b"content-length", str(len(body)).encode()),
+            *headers,
         ],
     }
     await send(start)
@@ -168,7 +171,15 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         if exc.status_code != 401:
             raise
         log.info("mcp.unauthorized", reason=exc.detail)
-        await _unauthorized(send, exc.detail)
+        auth = [(b"www-authenticate", b'Bearer realm="navi"')]
+        await _refuse(send, 401, "unauthorized", exc.detail, auth)
+        return
+    if scope.get("method") != "POST":
+        # Stateless with JSON answers: no stream for a GET to open (the SDK would hold
+        # it open forever, sending nothing) and no session for a DELETE to end. The MCP
+        # transport's answer for "no SSE stream here" is 405.
+        detail = "this MCP endpoint answers POSTed JSON-RPC only (stateless, JSON responses)"
+        await _refuse(send, 405, "method_not_allowed", detail, [(b"allow", b"POST")])
         return
     scope[PRINCIPAL_KEY] = principal  # type: ignore[literal-required]
     await state.mcp.manager.handle_request(scope, receive, send)

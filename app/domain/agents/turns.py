@@ -211,6 +211,7 @@ class TurnLoop:
                 if pending:
                     return self._done("requires_action", pending)
                 if self.rounds >= self.settings.turn_max_rounds:
+                    await self._post_turn(reply, emit)  # the turn ends here: check it
                     return self._done("max_rounds")
                 await self._mid_turn(emit)
         return self._done("interrupted")
@@ -334,9 +335,20 @@ class TurnLoop:
         )
         async with self._step() as (db, ctx):
             await SessionService(db, self.settings).append(self.session_id, self.viewer, [message])
-            events = []
-            if reply.prompt_eval_count > 0:
-                usage = UsageIn(model=reply.model, prompt_eval_count=reply.prompt_eval_count)
-                events = await ctx.after_append(self.session_id, self.viewer, usage)
+            events = await self._check(ctx, reply)
         for ev in compression_events(events, "postturn"):
             emit(ev)
+
+    async def _post_turn(self, reply: Reply, emit: Emit) -> None:
+        """The post-turn check of a turn that ends after a tool round (``max_rounds``)."""
+        async with self._step() as (_, ctx):
+            events = await self._check(ctx, reply)
+        for ev in compression_events(events, "postturn"):
+            emit(ev)
+
+    async def _check(self, ctx: ContextService, reply: Reply) -> list[Any]:
+        """Calibration from the model's real prompt size, then compression when needed."""
+        if reply.prompt_eval_count <= 0:
+            return []
+        usage = UsageIn(model=reply.model, prompt_eval_count=reply.prompt_eval_count)
+        return await ctx.after_append(self.session_id, self.viewer, usage)

@@ -44,6 +44,16 @@ log = structlog.get_logger("app.context.pricing")
 __all__ = ["Calibration", "Pricing", "baseline_of"]
 
 
+def _prompt_count(msgs: list[Msg]) -> int:
+    """How many context messages the prompt of the last model reply held."""
+    end = len(msgs)
+    while end and msgs[end - 1].role == "tool":
+        end -= 1
+    if end and msgs[end - 1].role == "assistant":
+        return end - 1
+    return len(msgs)
+
+
 def baseline_of(metadata: Mapping[str, Any] | None, model: str) -> tuple[int | None, int]:
     """``(tokens, count)`` of the session's real-token baseline for ``model``."""
     raw = (metadata or {}).get(BASELINE_KEY)
@@ -129,9 +139,10 @@ class Pricing:
         """Record the real size of the prompt that produced the reply, unless it was
         silently truncated; a new baseline is also written into ``metadata``."""
         model = usage.model
-        # The reported prompt produced the reply that closes this append: it held
-        # every context message before that reply.
-        count = len(msgs) - 1 if msgs and msgs[-1].role == "assistant" else len(msgs)
+        # The reported prompt produced the reply that closes this append (an assistant
+        # message, maybe followed by its tool calls' results): it held every context
+        # message before that reply.
+        count = _prompt_count(msgs)
         if usage.prompt_eval_count <= 0 or count <= 0:
             return Calibration()
         prompt = msgs[:count]

@@ -166,3 +166,17 @@ async def test_a_plain_json_rpc_post_works(navi: Navi) -> None:
     assert r.status_code == 200, r.text
     result = r.json()["result"]
     assert result["isError"] is False and "6543" in result["content"][0]["text"]
+
+
+async def test_get_has_no_event_stream_to_open(navi: Navi) -> None:
+    """Stateless, JSON answers: there is no server-to-client stream for a GET to open
+    (the SDK would hold one open forever, sending nothing) nor a session to DELETE: 405,
+    in the house error body; an anonymous request is still a 401."""
+    async with httpx.AsyncClient(base_url=navi.base, timeout=10) as http:
+        for method in ("GET", "DELETE", "PUT"):
+            headers = {**navi.alice, "Accept": "text/event-stream"}
+            r = await http.request(method, "/mcp", headers=headers)
+            assert r.status_code == 405, (method, r.text)
+            assert r.headers["allow"] == "POST" and r.json()["error"] == "method_not_allowed"
+        r = await http.get("/mcp", headers={"Accept": "text/event-stream"})
+        assert r.status_code == 401

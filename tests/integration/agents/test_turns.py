@@ -106,6 +106,27 @@ async def test_two_tool_rounds_force_a_mid_turn_compression(
     assert "summary of the old turns" in str(last["messages"])
 
 
+async def test_a_turn_ending_on_max_rounds_still_runs_the_post_turn_check(
+    served: httpx.AsyncClient, ollama: FakeOllama
+) -> None:
+    """TURN_MAX_ROUNDS (4 here) ends the turn after a tool round: the last reply's real
+    prompt size is still recorded, against the messages that prompt held (the context
+    before that reply, not its tool results)."""
+    sid = await new_session(served)
+    search = {"name": "memory_search", "arguments": {"query": "deploy"}}
+    ollama.chat_replies += [
+        ScriptedReply(f"round {i}", tool_calls=[search], prompt_eval_count=2000 + i)
+        for i in range(4)
+    ]
+    r = await served.post(f"/sessions/{sid}/turns", json={"message": {"content": "loop"}})
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "max_rounds" and r.json()["rounds"] == 4
+    ctx = (await served.get(f"/sessions/{sid}/context")).json()["messages"]
+    assert [m["role"] for m in ctx] == ["user", *["assistant", "tool"] * 4]
+    baseline = (await served.get(f"/sessions/{sid}")).json()["session_metadata"]["baseline"]
+    assert baseline["tokens"] == 2003 and baseline["count"] == len(ctx) - 2
+
+
 async def test_client_tool_round_trip(served: httpx.AsyncClient, ollama: FakeOllama) -> None:
     sid = await new_session(served)
     shell = {"name": "run_shell", "arguments": {"cmd": "ls"}}
