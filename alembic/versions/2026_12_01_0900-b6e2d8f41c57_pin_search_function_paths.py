@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from alembic import op
+from app.db.migrate import pinned_search_path
 
 revision: str = "b6e2d8f41c57"
 down_revision: str | None = "9d4c6b1e7a23"
@@ -31,7 +32,7 @@ FUNCTIONS = ("navi_chunk_user_tsv(text, text, text[])",)
 
 def upgrade() -> None:
     for fn in FUNCTIONS:
-        op.execute(f"ALTER FUNCTION {fn} SET search_path FROM CURRENT")
+        op.execute(f"ALTER FUNCTION {fn} {pinned_search_path(op.get_bind())}")
 
 
 def downgrade() -> None:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 
 from alembic import op
+from app.db.migrate import pinned_search_path
 
 revision: str = "e7c2a4f9b1d3"
 down_revision: str | None = "b6e2d8f41c57"
@@ -47,19 +48,19 @@ def upgrade() -> None:
     op.execute(
         """
         CREATE FUNCTION navi_count_chunks_added() RETURNS trigger LANGUAGE plpgsql
-        SET search_path FROM CURRENT AS $$
+        {pinned} AS $$
         BEGIN
             INSERT INTO memory_chunk_counts AS c (user_id, chunks)
             SELECT user_id, count(*) FROM navi_added WHERE user_id IS NOT NULL GROUP BY user_id
             ON CONFLICT (user_id) DO UPDATE SET chunks = c.chunks + EXCLUDED.chunks;
             RETURN NULL;
         END $$
-        """
+        """.replace("{pinned}", pinned_search_path(op.get_bind()))
     )
     op.execute(
         """
         CREATE FUNCTION navi_count_chunks_removed() RETURNS trigger LANGUAGE plpgsql
-        SET search_path FROM CURRENT AS $$
+        {pinned} AS $$
         BEGIN
             UPDATE memory_chunk_counts AS c SET chunks = c.chunks - d.n
             FROM (SELECT user_id, count(*) AS n FROM navi_removed
@@ -67,7 +68,7 @@ def upgrade() -> None:
             WHERE c.user_id = d.user_id;
             RETURN NULL;
         END $$
-        """
+        """.replace("{pinned}", pinned_search_path(op.get_bind()))
     )
     op.execute(
         "CREATE TRIGGER memory_chunks_count_added AFTER INSERT ON memory_chunks"

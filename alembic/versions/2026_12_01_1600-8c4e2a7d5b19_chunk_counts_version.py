@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 
 from alembic import op
+from app.db.migrate import pinned_search_path
 
 revision: str = "8c4e2a7d5b19"
 down_revision: str | None = "5f1d7c3a9e42"
@@ -29,13 +30,14 @@ SEQUENCE = "navi_chunk_count_versions"
 
 def _functions(versioned: bool) -> None:
     cols, vals, bump = "", "", ""
+    pinned = pinned_search_path(op.get_bind())
     if versioned:
         cols, vals = ", version", f", nextval('{SEQUENCE}')"
         bump = f", version = nextval('{SEQUENCE}')"
     op.execute(
         f"""
         CREATE OR REPLACE FUNCTION navi_count_chunks_added() RETURNS trigger LANGUAGE plpgsql
-        SET search_path FROM CURRENT AS $$
+        {pinned} AS $$
         BEGIN
             INSERT INTO memory_chunk_counts AS c (user_id, chunks{cols})
             SELECT user_id, count(*){vals} FROM navi_added WHERE user_id IS NOT NULL
@@ -48,7 +50,7 @@ def _functions(versioned: bool) -> None:
     op.execute(
         f"""
         CREATE OR REPLACE FUNCTION navi_count_chunks_removed() RETURNS trigger LANGUAGE plpgsql
-        SET search_path FROM CURRENT AS $$
+        {pinned} AS $$
         BEGIN
             UPDATE memory_chunk_counts AS c SET chunks = c.chunks - d.n{bump}
             FROM (SELECT user_id, count(*) AS n FROM navi_removed

@@ -78,3 +78,11 @@ def current_revision(conn: Connection) -> str | None:
     if len(heads) > 1:  # what MigrationContext.get_current_revision refuses too
         raise RuntimeError(f"{VERSION_TABLE} holds several heads: {sorted(heads)}")
     return heads[0] if heads else None
+
+
+def pinned_search_path(connection: Connection) -> str:
+    """`SET search_path = …` with the migration's own path, written out: what
+    `SET search_path FROM CURRENT` pins, in a form Citus accepts on the functions it
+    propagates to the workers (it refuses `FROM CURRENT` there)."""
+    path = connection.execute(text("SELECT current_setting('search_path')")).scalar_one()
+    return f"SET search_path = {path}"
