@@ -31,12 +31,20 @@ CITUS_ENV = "TEST_CITUS_URL"
 SUMMARY: list[str] = []  # printed at the end of the run (tests/conftest.py)
 _names = itertools.count()
 
-# Everything the app's schema consists of, by name; a test that drops or adds any of it
-# leaves the database unlike the migrated one.
+# What the app's schema consists of (relations, columns and their types, extensions,
+# triggers, functions); a test that changes any of it (drops an index, re-types a vector
+# column) leaves the database unlike the migrated one.
 _FINGERPRINT = """
 select md5(coalesce((
     select string_agg(c.relkind::text || ':' || c.relname, ',' order by c.relname, c.relkind)
     from pg_class c where c.relnamespace = 'public'::regnamespace), '')
+  || '|' || coalesce((
+    select string_agg(c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+                      || case when a.attnotnull then ' not null' else '' end,
+                      ',' order by c.relname, a.attnum)
+    from pg_attribute a join pg_class c on c.oid = a.attrelid
+    where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p')
+      and a.attnum > 0 and not a.attisdropped), '')
   || '|' || coalesce((
     select string_agg(extname, ',' order by extname) from pg_extension), '')
   || '|' || coalesce((
@@ -53,6 +61,31 @@ select format('%I', c.relname) from pg_class c
 where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p')
   and c.relname <> 'alembic_version' and not c.relispartition
 order by c.relname
+"""
+
+# The tables (on a worker: the shards) any row was written to since their last
+# truncation: a TRUNCATE gives a table a new, empty file, the first row makes it 8 kB.
+# Asked of every node at once; the coordinator answers for its local tables.
+_WRITTEN = """
+select result from run_command_on_all_nodes($cmd$
+    select coalesce(string_agg(c.relname, ','), '') from pg_class c
+    where c.relnamespace = 'public'::regnamespace and c.relkind = 'r'
+      and pg_relation_size(c.oid) > 0
+$cmd$) where success
+"""
+
+# Sequences a statement drew from (a failed INSERT draws without writing a row).
+_DRAWN = """
+select distinct d.refobjid::regclass::text from pg_sequence s
+join pg_class c on c.oid = s.seqrelid
+join pg_depend d on d.classid = 'pg_class'::regclass and d.objid = s.seqrelid
+  and d.refclassid = 'pg_class'::regclass and d.deptype in ('a', 'i')
+where c.relnamespace = 'public'::regnamespace and pg_sequence_last_value(s.seqrelid) is not null
+"""
+
+# shard name -> the table it is a shard of
+_SHARDS = """
+select shard_name(logicalrelid, shardid), logicalrelid::regclass::text from pg_dist_shard
 """
 
 _END_OTHER_SESSIONS = """
@@ -147,6 +180,9 @@ class SharedDatabase:
     reset_seconds: float = 0.0
     resets: int = 0
     build_seconds: float = 0.0
+    shards: dict[str, str] = field(default_factory=dict)
+    truncated: int = 0
+    _conn: psycopg.Connection | None = None
 
     def build(self) -> None:
         from app.db import migrate
@@ -159,16 +195,40 @@ class SharedDatabase:
 
     def adopt(self, url: str) -> None:
         """Take `url`'s schema as it is now as the one every reset returns to."""
+        self.close()
         self.url = url
         with _connect(url) as conn:
             self.fingerprint = _fingerprint(conn)
             self.tables = [r[0] for r in conn.execute(_TABLES).fetchall()]
+            self.shards = {str(a): str(b) for a, b in conn.execute(_SHARDS).fetchall()}
+
+    def connection(self) -> psycopg.Connection:
+        """One connection for the resets (and Citus' connections to the workers behind it)."""
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = _connect(self.url)
+            self._conn.execute("set lock_timeout = '20s'")
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def written_tables(self) -> list[str]:
+        """The app tables that may hold a row or have drawn from their sequence."""
+        conn = self.connection()
+        names: set[str] = set()
+        for (result,) in conn.execute(_WRITTEN).fetchall():
+            names.update(n for n in str(result).split(",") if n)
+        logical = {self.shards.get(n, n) for n in names}
+        logical.update(str(r[0]) for r in conn.execute(_DRAWN).fetchall())
+        return [t for t in self.tables if t.strip('"') in logical]
 
     def schema_changed(self) -> bool:
-        with _connect(self.url) as conn:
-            return _fingerprint(conn) != self.fingerprint
+        return _fingerprint(self.connection()) != self.fingerprint
 
     def rebuild(self) -> None:
+        self.close()
         drop_cluster_database(self.coordinator_url, self.name)
         self.name = fresh_name("navi_c")
         self.rebuilds += 1
@@ -177,14 +237,15 @@ class SharedDatabase:
     def reset(self) -> None:
         """Every table emptied (sequences restarted); rebuilt when the schema changed."""
         started = time.perf_counter()
-        with _connect(self.url) as conn:
-            conn.execute(_END_OTHER_SESSIONS)
-            if _fingerprint(conn) != self.fingerprint:
-                conn.close()
-                self.rebuild()
-            elif self.tables:
-                conn.execute("set lock_timeout = '20s'")
-                conn.execute(f"TRUNCATE {', '.join(self.tables)} RESTART IDENTITY CASCADE")
+        conn = self.connection()
+        conn.execute(_END_OTHER_SESSIONS)
+        if _fingerprint(conn) != self.fingerprint:
+            self.rebuild()
+        else:
+            written = self.written_tables()
+            if written:
+                conn.execute(f"TRUNCATE {', '.join(written)} RESTART IDENTITY CASCADE")
+                self.truncated += len(written)
         self.resets += 1
         self.reset_seconds += time.perf_counter() - started
 
@@ -192,10 +253,12 @@ class SharedDatabase:
         each = self.reset_seconds / self.resets * 1000 if self.resets else 0.0
         return (
             f"citus: migrated in {self.build_seconds:.1f} s; {self.resets} resets after a test,"
-            f" {each:.0f} ms each on average; {self.rebuilds} rebuilds after a schema change"
+            f" {each:.0f} ms each on average, {self.truncated} tables truncated;"
+            f" {self.rebuilds} rebuilds after a schema change"
         )
 
     def drop(self) -> None:
+        self.close()
         drop_cluster_database(self.coordinator_url, self.name)
 
 

@@ -66,7 +66,11 @@ def test_reset_empties_distributed_tables_and_notices_a_schema_change(empty_db_u
     shared = cluster.SharedDatabase(cluster.citus_url() or "", name="unused")
     shared.adopt(empty_db_url)
     assert shared.tables == ["items", "users"]
+    assert shared.written_tables() == ["items", "users"]  # found in the workers' shards
     shared.reset()
+    assert shared.truncated == 2 and shared.written_tables() == []
+    shared.reset()  # nothing written since: nothing to truncate
+    assert shared.truncated == 2
     with psycopg.connect(cluster.libpq(empty_db_url), autocommit=True) as conn:
         assert conn.execute("select count(*) from items").fetchone() == (0,)
         conn.execute("insert into users values ('alice')")
@@ -75,6 +79,7 @@ def test_reset_empties_distributed_tables_and_notices_a_schema_change(empty_db_u
         assert not shared.schema_changed()
         conn.execute("create index ix_items_body on items (body)")
         assert shared.schema_changed()
+    shared.close()
 
 
 async def router_query(conn: AsyncConnection, user: str) -> None:
