@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 APP_ROOTS = (str(ROOT / "app") + "/",)
 # Plumbing under app/ that runs other code's statements: attribute to its caller.
 SKIP = (str(ROOT / "app" / "db") + "/",)
+TESTS_ROOT = str(ROOT / "tests") + "/"
 PARAMS_KEPT = 3
 
 
@@ -62,13 +63,25 @@ def _stacks() -> Iterable[FrameType]:
         g = g.parent
 
 
-def caller(roots: tuple[str, ...] = APP_ROOTS, skip: tuple[str, ...] = SKIP) -> str | None:
-    """`path:qualname` of the innermost frame under `roots` (not under `skip`)."""
+def caller(
+    roots: tuple[str, ...] = APP_ROOTS,
+    skip: tuple[str, ...] = SKIP,
+    others: tuple[str, ...] = (TESTS_ROOT,),
+) -> str | None:
+    """`path:qualname` of the innermost frame under `roots` (not under `skip`).
+
+    None when a frame under `others` (the tests) comes first: SQL a test hands the app
+    to run (a hook of its own, say) is the test's, not the app's.
+    """
     for frame in _stacks():
         name = frame.f_code.co_filename
-        if name.startswith(roots) and not name.startswith(skip):
+        if name == __file__ or name.startswith(skip):
+            continue
+        if name.startswith(roots):
             rel = name[len(str(ROOT)) + 1 :] if name.startswith(str(ROOT)) else name
             return f"{rel}:{frame.f_code.co_qualname}"
+        if name.startswith(others):
+            return None
     return None
 
 
@@ -78,10 +91,12 @@ class StatementLog:
         path: Path | None = None,
         roots: tuple[str, ...] = APP_ROOTS,
         skip: tuple[str, ...] = SKIP,
+        others: tuple[str, ...] = (TESTS_ROOT,),
     ) -> None:
         self.path = path
         self.roots = roots
         self.skip = skip
+        self.others = others
         self.entries: dict[str, Entry] = {}
 
     def _record(self, conn, cursor, statement, parameters, context, executemany) -> None:  # type: ignore[no-untyped-def]
@@ -89,7 +104,7 @@ class StatementLog:
         if entry is None:
             entry = self.entries[statement] = Entry(statement)
         entry.count += 1
-        who = caller(self.roots, self.skip)
+        who = caller(self.roots, self.skip, self.others)
         if who:
             entry.callers.add(who)
         if len(entry.params) < PARAMS_KEPT:

