@@ -157,10 +157,36 @@ def create_cluster_database(coordinator_url: str, name: str) -> str:
     return with_db(coordinator_url, name)
 
 
-def drop_cluster_database(coordinator_url: str, name: str) -> None:
+def drop_cluster_database(coordinator_url: str, name: str, attempts: int = 10) -> None:
+    """Drop `name` on every node.
+
+    `WITH (FORCE)` ends the coordinator's sessions only; a worker still holds the
+    connections Citus opened to it (a reset's, the maintenance daemon's), and refuses
+    the propagated drop while they are open (leaving the coordinator's copy invalid, which
+    the next `DROP DATABASE` removes). So the workers' sessions are ended first, and the
+    drop is retried while a session reappears.
+    """
+    coordinator = make_url(coordinator_url)
     with _connect(coordinator_url) as conn:
-        conn.execute("set citus.enable_create_database_propagation = on")
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        workers = _workers(conn)
+    for attempt in range(attempts):
+        for host, port in workers:
+            worker = coordinator.set(host=host, port=port, database="postgres")
+            with _connect(worker.render_as_string(hide_password=False)) as conn:
+                conn.execute(
+                    "select count(pg_terminate_backend(pid)) from pg_stat_activity"
+                    " where datname = %s and backend_type = 'client backend'",
+                    (name,),
+                )
+        try:
+            with _connect(coordinator_url) as conn:
+                conn.execute("set citus.enable_create_database_propagation = on")
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            return
+        except psycopg.errors.ObjectInUse:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
 
 
 def fresh_name(prefix: str) -> str:
@@ -189,7 +215,11 @@ class SharedDatabase:
 
         started = time.perf_counter()
         url = create_cluster_database(self.coordinator_url, self.name)
-        migrate.upgrade(url)
+        try:
+            migrate.upgrade(url)
+        except BaseException:
+            drop_cluster_database(self.coordinator_url, self.name)
+            raise
         self.adopt(url)
         self.build_seconds = time.perf_counter() - started
 
@@ -229,7 +259,11 @@ class SharedDatabase:
 
     def rebuild(self) -> None:
         self.close()
-        drop_cluster_database(self.coordinator_url, self.name)
+        old = self.name
+        try:
+            drop_cluster_database(self.coordinator_url, old)
+        except psycopg.Error as exc:  # the next database does not depend on it
+            SUMMARY.append(f"citus: could not drop {old}: {exc}")
         self.name = fresh_name("navi_c")
         self.rebuilds += 1
         self.build()
