@@ -333,22 +333,19 @@ class TurnLoop:
             tool_call_count=self.tool_call_count,
             elapsed_seconds=round(time.monotonic() - self.started, 3),
         )
+        await self._post_turn(reply, emit, answer=message)
+
+    async def _post_turn(self, reply: Reply, emit: Emit, answer: MessageIn | None = None) -> None:
+        """The post-turn check (with the turn's answer stored first, in the same step);
+        a turn that ends after a tool round (``max_rounds``) has no answer to store."""
         async with self._step() as (db, ctx):
-            await SessionService(db, self.settings).append(self.session_id, self.viewer, [message])
-            events = await self._check(ctx, reply)
+            if answer is not None:
+                await SessionService(db, self.settings).append(
+                    self.session_id, self.viewer, [answer]
+                )
+            events: list[Any] = []
+            if reply.prompt_eval_count > 0:  # calibration, then compression when needed
+                usage = UsageIn(model=reply.model, prompt_eval_count=reply.prompt_eval_count)
+                events = await ctx.after_append(self.session_id, self.viewer, usage)
         for ev in compression_events(events, "postturn"):
             emit(ev)
-
-    async def _post_turn(self, reply: Reply, emit: Emit) -> None:
-        """The post-turn check of a turn that ends after a tool round (``max_rounds``)."""
-        async with self._step() as (_, ctx):
-            events = await self._check(ctx, reply)
-        for ev in compression_events(events, "postturn"):
-            emit(ev)
-
-    async def _check(self, ctx: ContextService, reply: Reply) -> list[Any]:
-        """Calibration from the model's real prompt size, then compression when needed."""
-        if reply.prompt_eval_count <= 0:
-            return []
-        usage = UsageIn(model=reply.model, prompt_eval_count=reply.prompt_eval_count)
-        return await ctx.after_append(self.session_id, self.viewer, usage)
