@@ -27,8 +27,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## Create .venv and install the service with its dev tools
 
-run: install ## Start the service (embedded PostgreSQL unless DATABASE_URL is set) on :8000; WEB_CONCURRENCY=2 for 2 worker processes
-	$(BIN)/python -m app.cli serve
+# One worker process per core by default (at most 64, the setting's range): Python runs one
+# request at a time per process. WEB_CONCURRENCY=1 make run for a single process.
+run: install ## Start the service (embedded PostgreSQL unless DATABASE_URL is set) on :8000; one worker per core unless WEB_CONCURRENCY is set
+	WEB_CONCURRENCY=$${WEB_CONCURRENCY:-$$(n=$$(nproc 2>/dev/null || echo 1); echo $$(( n > 64 ? 64 : n )))} \
+		$(BIN)/python -m app.cli serve
 
 migrate: install ## Apply migrations to head
 	$(BIN)/python -m app.cli migrate head
@@ -90,8 +93,14 @@ bench-breadcrumbs: install ## Share of a compressed agent session's literals mem
 bench-search: install ## memory_search p50/p95 at 100k then 300k chunks + 100k facts vs a sequential scan (ARGS="--sizes 100000")
 	$(BIN)/python bench/bench_search.py $(ARGS)
 
+bench-scale: install ## memory_search + session list p50/p95 and the HNSW build: one PostgreSQL vs a Citus cluster, at 2 user counts, 200 then 4x as many (ARGS="--sizes 20000 --users-factor 2")
+	$(BIN)/python bench/bench_scale.py $(ARGS)
+
 bench-search-ab: install ## A/B of memory_search between two checkouts, taking turns (ARGS="/tmp/base . --queries 300")
 	$(BIN)/python bench/ab_search.py $(ARGS)
+
+bench-load: install ## Mixed load: N clients × S s, each its own user (append/list/search/history/memory_search): req/s, p50/p95/p99, errors, CPU per request app/PostgreSQL (ARGS="--clients 16 --seconds 60 --workers 2 --py-spy /tmp/load.txt")
+	$(BIN)/python bench/bench_load.py $(ARGS)
 
 bench-history-bytes: install ## Cost of the hot-history size check (SESSION_MAX_HISTORY_BYTES) at 500/2k/10k messages (ARGS="--sizes 500,2000")
 	$(BIN)/python bench/bench_history_bytes.py $(ARGS)
@@ -99,4 +108,4 @@ bench-history-bytes: install ## Cost of the hot-history size check (SESSION_MAX_
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-locomo bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab
+.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-locomo bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load

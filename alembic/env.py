@@ -15,6 +15,7 @@ import app.db.models  # noqa: F401  (registers every table)
 from alembic import context
 from app.config import get_settings
 from app.db.base import TRIGRAM_INDEX_PREFIX, Base
+from app.db.citus import cluster_metadata, has_citus
 from app.db.engine import normalize_url, resolve_database_url
 
 config = context.config
@@ -34,9 +35,12 @@ def include_object(obj, name, type_, reflected, compare_to) -> bool:  # type: ig
 
 
 def _configure(connection: Connection | None = None, **kw) -> None:  # type: ignore[no-untyped-def]
+    # a Citus coordinator's schema is the models' with one HNSW graph per shard for the
+    # segment vectors instead of the per-bucket graphs (app.db.citus)
+    distributed = connection is not None and has_citus(connection)
     context.configure(
         connection=connection,
-        target_metadata=target_metadata,
+        target_metadata=cluster_metadata(target_metadata) if distributed else target_metadata,
         include_object=include_object,
         compare_type=True,
         compare_server_default=False,
@@ -53,6 +57,11 @@ def run_migrations_offline() -> None:
 def _run_sync(connection: Connection) -> None:
     _configure(connection)
     with context.begin_transaction():
+        if has_citus(connection):
+            # Every migration runs in one transaction. After a multi-shard command in
+            # Citus's parallel mode, a later undistribute/distribute in the same
+            # transaction is refused, so the whole run uses one connection per node.
+            connection.exec_driver_sql("SET LOCAL citus.multi_shard_modify_mode = 'sequential'")
         context.run_migrations()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -26,6 +27,7 @@ from app.db.embedded import EmbeddedWatchdog
 from app.db.engine import (
     create_engine,
     embedded_server,
+    normalize_url,
     pool_stats,
     resolve_database_url,
     session_factory,
@@ -38,11 +40,18 @@ from app.db.faults import (
     statement_budget,
     unavailable_reason,
 )
+from app.db.replica import CURRENT_WRITER, ReplicaRouter, format_lsn, writing_for
 from app.domain.agents.mcp import NaviMCP
 from app.domain.auth.cache import PrincipalCache
 from app.domain.auth.services import bootstrap, resolve_cached
 from app.domain.context.lifecycle import ContextSessionHooks
-from app.domain.kernel.deps import provide_db, provide_session_access, provide_settings
+from app.domain.kernel.deps import (
+    provide_db,
+    provide_primary_db,
+    provide_read_db,
+    provide_session_access,
+    provide_settings,
+)
 from app.domain.kernel.hooks import DemotionHooks
 from app.domain.kernel.jobs import periodic, spawn
 from app.domain.kernel.principal import Principal
@@ -172,20 +181,26 @@ async def authenticate(connection: ASGIConnection, _: BaseRouteHandler) -> None:
     ):
         return
     state = connection.app.state
-    connection.state.principal = await resolve_cached(
+    principal = await resolve_cached(
         state.session_factory,
         state.settings,
         state.principal_cache,
         connection.headers.get("authorization"),
     )
+    connection.state.principal = principal
+    writing_for(principal.id)  # this request's commits are its caller's (db/replica.py)
 
 
 async def security_headers(message: Message, _: Scope) -> None:
     """`before_send` hook: every response, including the router's own 404/405 and the
-    error handlers', tells browsers not to guess its content type."""
+    error handlers', tells browsers not to guess its content type; the response to a
+    write carries its WAL position when a read replica is configured."""
     if message["type"] == "http.response.start":
         headers = MutableScopeHeaders.from_message(message)
         headers["X-Content-Type-Options"] = "nosniff"
+        mark = CURRENT_WRITER.get()
+        if mark is not None and mark.lsn:  # a write committed, a replica configured
+            headers["Navi-Write-LSN"] = format_lsn(mark.lsn)  # read-your-writes
 
 
 def cors_config(settings: Settings) -> CORSConfig | None:
@@ -195,8 +210,14 @@ def cors_config(settings: Settings) -> CORSConfig | None:
         return None
     return CORSConfig(
         allow_origins=list(settings.cors_origins),
-        allow_headers=["Authorization", "Content-Type", "X-Navi-Session-Id", "X-Request-ID"],
-        expose_headers=["X-Request-ID", "Retry-After"],
+        allow_headers=[
+            "Authorization",
+            "Content-Type",
+            "X-Navi-Session-Id",
+            "X-Request-ID",
+            "Navi-Min-LSN",
+        ],
+        expose_headers=["X-Request-ID", "Retry-After", "Navi-Write-LSN"],
     )
 
 
@@ -229,6 +250,8 @@ def _lifespan(
                 task.cancel()
             await asyncio.gather(*app.state.tasks, return_exceptions=True)
             await app.state.llm.aclose()
+            if app.state.get("replica") is not None:
+                await app.state.replica.replica.dispose()
             if own_engine:
                 await eng.dispose()
 
@@ -244,12 +267,31 @@ async def _start(
     app.state.engine = eng
     POOL.watch(lambda: pool_stats(eng))  # the pool gauges of /metrics, read at scrape
     app.state.session_factory = factory
+    # READ_ONLY_STANDALONE's sessions: the same pool, each statement its own transaction
+    app.state.autocommit_sessions = session_factory(
+        eng.execution_options(isolation_level="AUTOCOMMIT")
+    )
     app.state.llm = build_gateway(settings)
     app.state.demotion_hooks = DemotionHooks()
     if settings.memory_search_enabled:  # the raw history index (memory_chunks)
         app.state.demotion_hooks.register(raw_history_hook(app.state.llm))
     app.state.tasks = set()
     app.state.principal_cache = PrincipalCache(settings.auth_cache_ttl_seconds)
+    app.state.replica = None
+    if settings.database_replica_url:  # read-only endpoints may read there (db/replica.py)
+        replica_engine = create_engine(
+            normalize_url(settings.database_replica_url),
+            # a replica that went away must cost a read little: refused at once, or 2 s
+            dataclasses.replace(settings, db_connect_timeout_seconds=2),
+        )
+        router = ReplicaRouter(
+            eng, replica_engine, settings.replica_max_lag_seconds, settings.replica_check_seconds
+        )
+        app.state.replica = router
+        # every commit on the primary is noted for read-your-writes from here on
+        factory = app.state.session_factory = router.primary_sessions
+        await router.refresh()
+        spawn(app.state, router.watch(), "db.replica_watch")
     async with transaction(factory) as session:
         await bootstrap(session, settings)
         # "built on the next store init": trigram indexes appear once pg_trgm exists.
@@ -288,6 +330,8 @@ def create_app(
         route_handlers=ROUTE_HANDLERS,
         dependencies={
             "db": Provide(provide_db),
+            "read_db": Provide(provide_read_db),
+            "primary_db": Provide(provide_primary_db),
             "principal": Provide(provide_principal, sync_to_thread=False),
             "settings": Provide(provide_settings, sync_to_thread=False),
             "session_hooks": Provide(provide_session_hooks, sync_to_thread=False),

@@ -51,6 +51,32 @@ class Settings:
             "the data directory."
         ),
     )
+    database_replica_url: str = setting(
+        "DATABASE_REPLICA_URL",
+        "",
+        doc=(
+            "`postgresql+psycopg://…` of a streaming read replica of `DATABASE_URL`: the "
+            'read-only endpoints read there when it is caught up (docs/scaling.md, "Read '
+            'replicas"); empty = every read on the primary.'
+        ),
+    )
+    replica_max_lag_seconds: float = setting(
+        "REPLICA_MAX_LAG_SECONDS",
+        5.0,
+        ge=0,
+        le=3600,
+        doc=(
+            "A replica whose replay is further behind the primary than this serves no reads "
+            "(they go to the primary, counted in `navi_replica_fallbacks_total`)."
+        ),
+    )
+    replica_check_seconds: float = setting(
+        "REPLICA_CHECK_SECONDS",
+        1.0,
+        ge=0.05,
+        le=60,
+        doc="How often each process measures the replica's lag and reachability.",
+    )
     db_pool_size: int = setting(
         "DB_POOL_SIZE", 10, ge=1, le=200, doc="SQLAlchemy pool size per process."
     )
@@ -124,9 +150,9 @@ class Settings:
         ge=1,
         le=64,
         doc=(
-            "Worker processes of `navi serve` / `make run` (uvicorn workers; each has its own "
-            "DB pool). Python runs one request at a time per process: about one per CPU core "
-            "left to PostgreSQL."
+            "Worker processes of `navi serve` (uvicorn workers; each has its own DB pool). "
+            "Python runs one request at a time per process: about one per CPU core left to "
+            "PostgreSQL. `make run` sets it to the number of cores (at most 64) when unset."
         ),
     )
     max_request_body_mb: int = setting(
@@ -551,6 +577,10 @@ def _check(s: Settings) -> None:
             )
     if s.database_url and not s.database_url.startswith(("postgresql", "postgres://")):
         raise SettingsError("DATABASE_URL: expected a postgresql+psycopg:// URL")
+    if s.database_replica_url and not s.database_replica_url.startswith(
+        ("postgresql", "postgres://")
+    ):
+        raise SettingsError("DATABASE_REPLICA_URL: expected a postgresql+psycopg:// URL")
     if s.admin_token and len(s.admin_token) < 32:
         raise SettingsError("NAVI_ADMIN_TOKEN: must be at least 32 characters")
     if s.metrics_token and len(s.metrics_token) < 32:

@@ -69,6 +69,7 @@ from app.lib.runtime import freeze_startup_heap
 from app.lib.sql import contains_pattern
 from app.llm.factory import build_gateway
 from app.llm.local_embedder import LocalEmbedder
+from tests.citus.cluster import create_cluster_database
 from tests.fakes.ollama_server import FakeOllama, fake_embedding
 
 __all__ = [
@@ -101,6 +102,7 @@ __all__ = [
     "compress_and_save_session",
     "configure_logging",
     "contains_pattern",
+    "create_cluster_database",
     "create_app",
     "create_engine",
     "display_prefix",

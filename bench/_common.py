@@ -18,6 +18,8 @@
   `print_table()`.
 - `SqlCapture` + `explain_calls()` + `write_plans()`: `EXPLAIN (ANALYZE, BUFFERS)` of the
   statements a call sends, into `bench/.cache/plans-<server>.txt`; `write_results()`.
+- `fake_ollama_process(dim)`: the fake Ollama in a process of its own (bench_load,
+  bench_backfill).
 - `step(msg)`: a progress line on stderr, with the seconds since the bench started.
 
 Every `app.*` import of the benches is in `_app.py` (imported lazily here: some benches
@@ -32,6 +34,7 @@ import math
 import os
 import re
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -362,6 +365,35 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def fake_ollama_process(dim: int) -> tuple[subprocess.Popen[bytes], str]:
+    """The fake Ollama (tests/fakes) in a process of its own, keeping its connections
+    alive as Ollama does; (process, URL). A real local embedder is a process of its own
+    too: in the bench's process the fake's Python CPU would compete with the code
+    measured for the GIL."""
+    import httpx
+
+    port = free_port()
+    code = (
+        "import sys, threading; sys.path.insert(0, sys.argv[1]);"
+        "from tests.fakes.ollama_server import FakeOllama;"
+        "FakeOllama(dim=int(sys.argv[2]), port=int(sys.argv[3]), keep_alive=True).start();"
+        "threading.Event().wait()"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, str(ROOT), str(dim), str(port)])
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(url + "/api/version", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError("the fake Ollama process did not start")
+        time.sleep(0.1)
+
+
 class RunningServer:
     def __init__(self, server: Any, thread: threading.Thread, base_url: str) -> None:
         self._server = server
@@ -418,8 +450,9 @@ def serve(app: ASGIApp, *, port: int | None = None, timeout: float = 60.0) -> Ru
 
 class WorkerServer:
     """The app under `uvicorn --workers N` in a subprocess (each worker wrapped in
-    ServerTiming); `thread_cpu_ms()` is the CPU of all worker processes (from /proc), so
-    it can stand in for RunningServer in throughput measurements."""
+    ServerTiming unless `timing=False`); `thread_cpu_ms()` is the CPU of all worker
+    processes (from /proc), so it can stand in for RunningServer in throughput
+    measurements."""
 
     def __init__(self, proc: Any, base_url: str) -> None:
         self.proc = proc
@@ -461,13 +494,22 @@ def bench_app_factory() -> ASGIApp:
     app = create_app(
         settings, database_url=os.environ["NAVI_BENCH_DATABASE_URL"], background_jobs=False
     )
-    return ServerTiming(app)
+    return ServerTiming(app) if os.environ.get("NAVI_BENCH_TIMING") != "0" else app
 
 
 def serve_workers(
-    settings: Any, database_url: str, workers: int, probe_token: str, timeout: float = 90.0
+    settings: Any,
+    database_url: str,
+    workers: int,
+    probe_token: str,
+    timeout: float = 90.0,
+    *,
+    timing: bool = True,
+    server_kind: str = "uvicorn",
 ) -> WorkerServer:
-    """Start `uvicorn --workers N` on 127.0.0.1 and wait until requests are answered."""
+    """Start `uvicorn --workers N` (or granian's, `server_kind="granian"`) on 127.0.0.1
+    and wait until requests are answered; `timing=False`: the app as it is, without
+    `ServerTiming` (latency measured at the client)."""
     import dataclasses
     import json
     import subprocess
@@ -480,12 +522,22 @@ def serve_workers(
         **os.environ,
         "NAVI_BENCH_SETTINGS": json.dumps(dataclasses.asdict(settings)),
         "NAVI_BENCH_DATABASE_URL": database_url,
+        "NAVI_BENCH_TIMING": "1" if timing else "0",
     }
-    cmd = [
-        sys.executable, "-m", "uvicorn", "_common:bench_app_factory", "--factory",
-        "--app-dir", str(ROOT / "bench"), "--host", "127.0.0.1", "--port", str(port),
-        "--workers", str(workers), "--log-level", "warning", "--no-access-log",
-    ]  # fmt: skip
+    if server_kind == "granian":
+        cmd = [
+            sys.executable, "-m", "granian", "_common:bench_app_factory", "--factory",
+            "--interface", "asgi", "--working-dir", str(ROOT / "bench"), "--host",
+            "127.0.0.1", "--port", str(port), "--workers", str(workers), "--log-level",
+            "warning", "--no-access-log", "--loop", "uvloop", "--runtime-mode", "st",
+            "--runtime-threads", "1", "--blocking-threads", "1",
+        ]  # fmt: skip
+    else:
+        cmd = [
+            sys.executable, "-m", "uvicorn", "_common:bench_app_factory", "--factory",
+            "--app-dir", str(ROOT / "bench"), "--host", "127.0.0.1", "--port", str(port),
+            "--workers", str(workers), "--log-level", "warning", "--no-access-log",
+        ]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
     server = WorkerServer(proc, f"http://127.0.0.1:{port}")
     deadline = time.monotonic() + timeout

@@ -42,15 +42,20 @@ def _text(rng: random.Random, n: int) -> str:
 def seed(conn: psycopg.Connection, n: int, rng: random.Random) -> uuid.UUID:
     sid = uuid.uuid4()
     conn.execute(
-        "INSERT INTO sessions (id, profile_id, next_seq) VALUES (%s, 'bench', %s)", (sid, n)
+        "INSERT INTO navi_users (id, name) VALUES ('bench', 'bench') ON CONFLICT DO NOTHING"
+    )
+    conn.execute(
+        "INSERT INTO sessions (id, user_id, profile_id, next_seq) VALUES (%s, 'bench', 'bench', %s)",
+        (sid, n),
     )
     with conn.cursor().copy(
-        "COPY session_messages (session_id, sequence_number, role, content, is_context) FROM STDIN"
+        "COPY session_messages (session_id, user_id, sequence_number, role, content, is_context)"
+        " FROM STDIN"
     ) as copy:
         for i in range(n):
             role = ("user", "assistant", "tool", "assistant")[i % 4]
             size = 60_000 if role == "tool" and i % 40 == 2 else 2000
-            copy.write_row((sid, i, role, _text(rng, size), i >= n - 16))
+            copy.write_row((sid, "bench", i, role, _text(rng, size), i >= n - 16))
     conn.commit()
     conn.execute("ANALYZE session_messages")
     return sid
@@ -97,8 +102,8 @@ def main(argv: list[str] | None = None) -> None:
             ) -> None:
                 conn.execute("UPDATE sessions SET next_seq = next_seq + 1 WHERE id = %s", (sid,))
                 conn.execute(
-                    "INSERT INTO session_messages (session_id, sequence_number, role, content) "
-                    "VALUES (%s, %s, 'user', %s)",
+                    "INSERT INTO session_messages (session_id, user_id, sequence_number, role,"
+                    " content) VALUES (%s, 'bench', %s, 'user', %s)",
                     (sid, seq[0], "a short question " * 10),
                 )
                 seq[0] += 1

@@ -42,6 +42,7 @@ import random
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -97,7 +98,7 @@ FACTS = 100_000
 MAINTENANCE_WORK_MEM = "4GB"
 INDEXES = {  # dropped before COPY, built after (name → definition)
     "ix_memory_chunks_user_terms": "CREATE INDEX ix_memory_chunks_user_terms ON memory_chunks "
-    "USING gin (navi_chunk_user_tsv(user_id, content, breadcrumbs))",
+    "USING gin (search_terms)",
     **{  # one graph per user bucket (migration 2026_12_01_0800)
         f"ix_memory_chunk_vectors_hnsw_b{n:02d}": f"CREATE INDEX ix_memory_chunk_vectors_hnsw_b{n:02d}"
         " ON memory_chunk_vectors USING hnsw (embedding vector_cosine_ops) WITH (m = 16,"
@@ -184,13 +185,22 @@ def unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     return v
 
 
-def generate(target: Target, p: Params) -> dict[str, Any]:
+def generate(
+    target: Target,
+    p: Params,
+    indexes: dict[str, str] = INDEXES,
+    builder: Callable[[psycopg.Connection[Any], dict[str, str], str], dict[str, float]] = (
+        build_indexes
+    ),
+) -> dict[str, Any]:
+    """`indexes`: those dropped before the COPY and built after (by `builder`); another
+    schema than the single server's (a Citus cluster's) has other ones (bench_scale)."""
     rng = np.random.default_rng(p.seed)
     gen = TextGen(rng)
     started = time.perf_counter()
     with psycopg.connect(target.conninfo, autocommit=True) as conn:
         register_vector(conn)
-        drop_indexes(conn, INDEXES)
+        drop_indexes(conn, indexes)
         conn.execute("TRUNCATE memory_chunk_vectors, memory_chunks, memory_facts CASCADE")
         conn.execute("DELETE FROM navi_users WHERE id LIKE 'bench-search-user-%%'")
         with conn.cursor().copy("COPY navi_users (id, name) FROM STDIN") as copy:
@@ -251,8 +261,15 @@ def generate(target: Target, p: Params) -> dict[str, Any]:
                         step(f"  {done:,} chunks ({time.perf_counter() - started:.0f} s)")
             _copy_segments(c2, seg_cols, segs_rows)
         conn.execute(
-            f"ALTER TABLE memory_chunk_vectors ADD CONSTRAINT {SEG_FK} FOREIGN KEY (chunk_id)"
-            " REFERENCES memory_chunks (id) ON DELETE CASCADE"
+            f"ALTER TABLE memory_chunk_vectors ADD CONSTRAINT {SEG_FK}"
+            " FOREIGN KEY (chunk_id, user_id) REFERENCES memory_chunks (id, user_id)"
+            " ON DELETE CASCADE"
+        )
+        # the app keeps the counts as it writes chunks; a COPY must set them itself
+        conn.execute("DELETE FROM memory_chunk_counts")
+        conn.execute(
+            "INSERT INTO memory_chunk_counts (user_id, chunks, version) SELECT user_id,"
+            " count(*), nextval('navi_chunk_count_versions') FROM memory_chunks GROUP BY user_id"
         )
         step(f"COPY {p.facts:,} facts over {p.fact_users:,} users")
         facts_cols = "user_id, category, key, value, embedding, source, confidence, updated_at"
@@ -279,7 +296,7 @@ def generate(target: Target, p: Params) -> dict[str, Any]:
         step(
             f"loaded in {load_s:.0f} s; building indexes (maintenance_work_mem {MAINTENANCE_WORK_MEM})"
         )
-        builds = build_indexes(conn, INDEXES, MAINTENANCE_WORK_MEM)
+        builds = builder(conn, indexes, MAINTENANCE_WORK_MEM)
         conn.execute("VACUUM ANALYZE memory_chunks")
         conn.execute("VACUUM ANALYZE memory_chunk_vectors")
         conn.execute("VACUUM ANALYZE memory_facts")

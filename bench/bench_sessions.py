@@ -724,9 +724,10 @@ async def bench_append(
                     )
                     seq, disp = (await cur.fetchone()) or (0, 0)
                     await conn.execute(
-                        "INSERT INTO session_messages (session_id, sequence_number, "
-                        "display_index, role, content) VALUES (%s, %s, %s, 'assistant', %s)",
-                        (ids[c], seq, disp, content),
+                        "INSERT INTO session_messages (session_id, user_id, sequence_number, "
+                        "display_index, role, content) SELECT id, user_id, %s, %s, 'assistant', %s"
+                        " FROM sessions WHERE id = %s",
+                        (seq, disp, content, ids[c]),
                     )
                     await conn.execute(
                         "UPDATE sessions SET last_active = now(), next_seq = %s + 1, "

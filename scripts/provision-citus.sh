@@ -45,17 +45,9 @@ BUILD_PACKAGES=(postgresql-server-dev-${PG_MAJOR} liblz4-dev libzstd-dev autocon
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(dirname "$here")
 
-# Keep the real stdout on fd 3 for the final URL; everything else -> stderr.
-exec 3>&1 1>&2
-
-export DEBIAN_FRONTEND=noninteractive
-export PGCONNECT_TIMEOUT=5
-unset PGSERVICE PGSERVICEFILE PGHOSTADDR PGOPTIONS PGSSLMODE PGPASSFILE PGPASSWORD PGDATABASE || true
-
-log() { printf '[provision-citus] %s\n' "$*" >&2; }
-die() { printf '[provision-citus] ERROR: %s\n' "$*" >&2; exit 1; }
-
-[[ ${EUID} -eq 0 ]] || die "must run as root (needs apt-get, make install, runuser)"
+# shellcheck source=scripts/_lib.sh
+source "$here/_lib.sh"
+provision_start provision-citus "needs apt-get, make install, runuser"
 
 # Serialise concurrent runs on the same machine (fd 8; provision-postgres.sh uses 9).
 lockfile=/run/lock/navi-provision-citus.lock

@@ -26,20 +26,9 @@ SOURCE_SUITE=trixie
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 READY_TIMEOUT=30
 
-# Keep the real stdout on fd 3 for the final URL; everything else -> stderr.
-exec 3>&1 1>&2
-
-export DEBIAN_FRONTEND=noninteractive
-export PGCONNECT_TIMEOUT=5
-# Make sure stray libpq settings from the environment cannot redirect psql.
-unset PGSERVICE PGSERVICEFILE PGHOSTADDR PGOPTIONS PGSSLMODE PGPASSFILE PGPASSWORD || true
-
-log() { printf '[provision-postgres] %s\n' "$*" >&2; }
-die() { printf '[provision-postgres] ERROR: %s\n' "$*" >&2; exit 1; }
-
-if [[ ${EUID} -ne 0 ]]; then
-    die "must run as root (needs apt-get, pg_ctlcluster)"
-fi
+# shellcheck source=scripts/_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/_lib.sh"
+provision_start provision-postgres "needs apt-get, pg_ctlcluster"
 
 # Serialise concurrent runs on the same machine.
 if command -v flock >/dev/null 2>&1; then

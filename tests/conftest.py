@@ -19,6 +19,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -172,9 +173,24 @@ def ollama(fake_ollama: FakeOllama) -> Iterator[FakeOllama]:
     fake_ollama.reset()
 
 
+def replica_url_of(db_url: str) -> str:
+    """TEST_DATABASE_REPLICA_URL (a streaming replica of TEST_DATABASE_URL, made by
+    scripts/provision-replica.sh) with `db_url`'s database: the primary's CREATE DATABASE
+    reaches the replica by replay, a moment later (until then reads use the primary)."""
+    return _with_db(
+        normalize_url(os.environ["TEST_DATABASE_REPLICA_URL"]), make_url(db_url).database or ""
+    )
+
+
 @pytest.fixture
-def settings(ollama: FakeOllama, tmp_path: Path) -> Settings:
+def settings(ollama: FakeOllama, tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
+    # With TEST_DATABASE_REPLICA_URL, every test that has a database reads from the
+    # replica of that database (the "PostgreSQL 15 + streaming replica" run of .ci/run).
+    replica = ""
+    if os.environ.get("TEST_DATABASE_REPLICA_URL") and "db_url" in request.fixturenames:
+        replica = replica_url_of(request.getfixturevalue("db_url"))
     return Settings(
+        database_replica_url=replica,
         auth_enabled=True,
         admin_token=ADMIN_TOKEN,
         ollama_host=ollama.url,
@@ -212,6 +228,26 @@ async def client(make_client, settings: Settings) -> AsyncIterator[AsyncTestClie
 async def anon_client(make_client, settings: Settings) -> AsyncIterator[AsyncTestClient]:  # type: ignore[no-untyped-def]
     async with make_client(settings, auth_enabled=False) as c:
         yield c
+
+
+def run_sql(db_url: str, sql: str, *params: Any) -> list[Any] | None:
+    """One statement on the test database outside the app (autocommit); its rows, if any."""
+    with psycopg.connect(_libpq(db_url), autocommit=True) as c:
+        cur = c.execute(sql, params)
+        return cur.fetchall() if cur.description else None
+
+
+def legacy_session(db_url: str, profile_id: str) -> str:
+    """A legacy (pre-users) session as the tenant-key migration left it: anonymous's.
+    Inserted so (a row's `user_id` is its shard on Citus: it is never changed)."""
+    rows = run_sql(
+        db_url,
+        "insert into sessions (id, profile_id, user_id) values (gen_random_uuid(), %s,"
+        " 'anonymous') returning id::text",
+        profile_id,
+    )
+    assert rows
+    return str(rows[0][0])
 
 
 async def new_user(

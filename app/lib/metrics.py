@@ -9,6 +9,7 @@ service's, each incremented in the one place the thing happens:
 - background jobs: `app/domain/kernel/jobs.py` (`periodic`);
 - raw chunks: `app/domain/raw_history/indexer.py` (`index_demoted`) and
   `idle_index.py` (the idle-session job);
+- read replica routing: `app/db/replica.py` (`ReplicaRouter`);
 - the DB pool: read at scrape time from the engine (`app/db/engine.py:pool_stats`).
 
 Every label takes values from a closed set (operations, error kinds, triggers, methods,
@@ -70,6 +71,24 @@ RAW_CHUNKS_INDEXED = Counter(
     "Raw history chunks written, by path: demotion (a compression's demoted messages) or "
     "idle (the idle-session job).",
     ["path"],
+)
+
+REPLICA_READS = Counter(
+    "navi_replica_reads",
+    "Read-only requests served by the read replica (DATABASE_REPLICA_URL).",
+)
+REPLICA_FALLBACKS = Counter(
+    "navi_replica_fallbacks",
+    "Read-only requests sent to the primary although a replica is configured, by reason: "
+    "lag (replay behind past REPLICA_MAX_LAG_SECONDS), unreachable, not_ready (not yet "
+    "measured, not in recovery), behind_write (the replica has not replayed the "
+    "caller's last write yet).",
+    ["reason"],
+)
+REPLICA_LAG_SECONDS = Gauge(
+    "navi_replica_lag_seconds",
+    "The replica's replay lag at the last check (an upper bound, within REPLICA_CHECK_SECONDS).",
+    multiprocess_mode="max",
 )
 
 

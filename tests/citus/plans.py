@@ -72,9 +72,26 @@ def task_counts(plan: Any) -> list[int]:
     return found
 
 
+# What Citus answers to EXPLAIN of a distributed INSERT … SELECT or data-modifying CTE
+# with bound parameters: it plans those once the values are known (at execution).
+_PLANNED_AT_EXECUTION = "parameters in SQL functions"
+
+
 def explain(conn: psycopg.Connection, statement: str, params: Any) -> Any:
-    """The JSON plan of one statement with its parameters; nothing is executed."""
-    with conn.transaction(force_rollback=True), conn.cursor() as cur:
+    """The JSON plan of one statement with its parameters; nothing is executed.
+
+    A statement Citus plans only with its values known is explained with the values
+    written into it (psycopg's client-side binding), the plan an execution gets."""
+    try:
+        return _explain(conn, statement, params, psycopg.Cursor(conn))
+    except psycopg.errors.FeatureNotSupported as exc:
+        if params is None or _PLANNED_AT_EXECUTION not in str(exc):
+            raise
+    return _explain(conn, statement, params, psycopg.ClientCursor(conn))
+
+
+def _explain(conn: psycopg.Connection, statement: str, params: Any, cur: psycopg.Cursor) -> Any:  # type: ignore[type-arg]
+    with conn.transaction(force_rollback=True), cur:
         cur.execute("set local statement_timeout = '30s'")
         cur.execute("EXPLAIN (FORMAT JSON) " + statement, _adapt(params))  # type: ignore[arg-type]
         row = cur.fetchone()

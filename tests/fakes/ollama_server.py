@@ -15,6 +15,10 @@ It speaks the subset of Ollama's HTTP API that Navi uses:
 * ``POST /api/embed``           -> deterministic bag-of-words embeddings (see :func:`fake_embedding`)
 * ``POST /api/chat``            -> scripted replies (``chat_replies``), non-streaming or NDJSON
 
+One request per connection (HTTP/1.0), so that ``"refuse"`` below refuses the next call;
+``keep_alive=True`` answers in HTTP/1.1 with keep-alive instead, as the real server
+does (the benchmarks: a new TCP connection per embedding is not what Ollama costs).
+
 Every request that reaches the server is recorded in ``requests`` (``(path, json_or_None)``),
 its headers in ``request_headers`` (``(path, {lower-case name: value})``), and counted per
 path in ``counts``.
@@ -132,7 +136,7 @@ class _Server(ThreadingHTTPServer):
 
     def __init__(self, addr: tuple[str, int], fake: FakeOllama) -> None:
         self.fake = fake
-        super().__init__(addr, _Handler)
+        super().__init__(addr, _KeepAliveHandler if fake.keep_alive else _Handler)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -157,6 +161,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.fake._handle(self, "DELETE")
 
 
+class _KeepAliveHandler(_Handler):
+    """HTTP/1.1 with keep-alive, as the real server (Go's net/http) answers: for the
+    benchmarks, whose client would otherwise open a TCP connection per call. A stream
+    (no length) still ends its connection."""
+
+    protocol_version = "HTTP/1.1"
+
+
 class FakeOllama:
     """Fake Ollama server; see the module docstring."""
 
@@ -171,8 +183,10 @@ class FakeOllama:
         default_reply: str = DEFAULT_CHAT_REPLY,
         host: str = "127.0.0.1",
         port: int = 0,
+        keep_alive: bool = False,
     ) -> None:
         self.dim = dim
+        self.keep_alive = keep_alive
         self.models = list(models)
         self.strict_models = strict_models
         self.slow_seconds = slow_seconds
@@ -477,6 +491,9 @@ class FakeOllama:
         # Streaming: NDJSON chunks (word-ish pieces), then a final "done" chunk.
         h.send_response(200)
         h.send_header("Content-Type", "application/x-ndjson")
+        if self.keep_alive:  # no length: the end of the connection ends the stream
+            h.send_header("Connection", "close")
+            h.close_connection = True
         h.end_headers()
         first = time.perf_counter()
         if not write_stream(h.wfile, reply, model, _now(), final):

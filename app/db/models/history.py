@@ -18,12 +18,13 @@ from datetime import datetime
 from typing import Any
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import BigInteger, DateTime, ForeignKey, Index, Integer, String, Text, text
+from sqlalchemy import BigInteger, DateTime, ForeignKey, Index, Integer, String, Text, Uuid, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, created_at_column
 from app.db.models.memory import EMBEDDING_DIM, _hnsw
+from app.db.models.sessions import session_fk
 
 # The expression of the error-memory text index, parenthesised the way PostgreSQL
 # reflects it (so `alembic check` sees no difference). Queries use it verbatim
@@ -34,15 +35,16 @@ ERROR_TSV = "to_tsvector('simple', (error_text || ' ') || fix)"
 class MessageEmbedding(Base):
     __tablename__ = "message_embeddings"
 
-    session_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
     sequence_number: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
     embedding: Mapped[list[float]] = mapped_column(Vector(EMBEDDING_DIM), nullable=False)
     created_at: Mapped[datetime] = created_at_column()
     # No ANN index: a search reads one session's recent window (≤ HISTORY_EMBED_RECENT
     # rows, found by the primary key) and ranks it exactly. A global HNSW index filtered
     # down to one session would be slower and could miss.
+
+    __table_args__ = (session_fk(),)
 
 
 class ErrorMemory(Base):
@@ -50,7 +52,7 @@ class ErrorMemory(Base):
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
     user_id: Mapped[str] = mapped_column(
-        ForeignKey("navi_users.id", ondelete="CASCADE"), nullable=False
+        ForeignKey("navi_users.id", ondelete="CASCADE"), primary_key=True
     )
     tool: Mapped[str] = mapped_column(String(200), nullable=False)
     error_text: Mapped[str] = mapped_column(Text, nullable=False)
@@ -73,9 +75,8 @@ class ErrorMemory(Base):
 class RollingSummary(Base):
     __tablename__ = "rolling_summaries"
 
-    session_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
     summary: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     # created_at of the last summarised message; NULL = never summarised (or a summary
     # brought in without one: the next run only sets it).
@@ -83,3 +84,5 @@ class RollingSummary(Base):
     updated_at: Mapped[datetime] = created_at_column()
     attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
     last_error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (session_fk(),)

@@ -8,8 +8,10 @@ from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     ARRAY,
     BigInteger,
+    Computed,
     DateTime,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     String,
@@ -19,11 +21,12 @@ from sqlalchemy import (
     func,
     text,
 )
-from sqlalchemy.dialects.postgresql import INT8MULTIRANGE
+from sqlalchemy.dialects.postgresql import INT8MULTIRANGE, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.config import get_settings
 from app.db.base import Base, created_at_column
+from app.db.models.sessions import session_fk
 
 EMBEDDING_DIM = get_settings().vector_dim  # EMBEDDING_DIM, else the provider's
 
@@ -33,8 +36,10 @@ EMBEDDING_DIM = get_settings().vector_dim  # EMBEDDING_DIM, else the provider's
 # same way), each lexeme behind an 8-hex-digit key of the chunk's user: a prefix query
 # then expands over that user's lexemes only (migration 2026_12_01_0730). The functions
 # are IMMUTABLE SQL/plpgsql ones of migrations 2026_11_29_2130 and 2026_12_01_0730; the
-# expression is written the way PostgreSQL reflects it, and queries use it verbatim (with
-# `navi_user_tsquery(user_id, query)` on the query side) so the planner uses the index.
+# expression is written the way PostgreSQL reflects it. The chunk keeps it in a stored
+# generated column (`search_terms`, migration 2026_12_02_1500) that the GIN index and the
+# queries read (with `navi_user_tsquery(user_id, query)` on the query side): a row the
+# planner reads through another index is then matched without re-parsing its text.
 CHUNK_USER_TSV = "navi_chunk_user_tsv(user_id, content, breadcrumbs)"
 
 
@@ -59,7 +64,7 @@ class MemoryFact(Base):
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
     user_id: Mapped[str] = mapped_column(
-        ForeignKey("navi_users.id", ondelete="CASCADE"), nullable=False
+        ForeignKey("navi_users.id", ondelete="CASCADE"), primary_key=True
     )
     category: Mapped[str] = mapped_column(String(100), nullable=False)
     key: Mapped[str] = mapped_column(String(200), nullable=False)
@@ -70,9 +75,10 @@ class MemoryFact(Base):
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     last_verified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     source_context: Mapped[str | None] = mapped_column(Text)
-    merged_into: Mapped[int | None] = mapped_column(
-        ForeignKey("memory_facts.id", ondelete="SET NULL")
-    )
+    # The live fact of the same user this row is hidden behind. Its key carries the
+    # tenant key, so a delete cascades (SET NULL would null `user_id` too); every delete
+    # of a fact deletes the rows hidden behind it first anyway (docs/memory.md).
+    merged_into: Mapped[int | None] = mapped_column(BigInteger)
     source_session_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     created_at: Mapped[datetime] = created_at_column()
     updated_at: Mapped[datetime] = mapped_column(
@@ -81,6 +87,11 @@ class MemoryFact(Base):
 
     __table_args__ = (
         UniqueConstraint("user_id", "category", "key"),
+        ForeignKeyConstraint(
+            ["merged_into", "user_id"],
+            ["memory_facts.id", "memory_facts.user_id"],
+            ondelete="CASCADE",
+        ),
         _hnsw("ix_memory_facts_embedding_hnsw"),
         Index("ix_memory_facts_expires_at", "expires_at"),
         Index("ix_memory_facts_source_category", "source", "category"),
@@ -105,12 +116,13 @@ class SessionMemoryState(Base):
 
     __tablename__ = "session_memory_state"
 
-    session_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
     extracted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
     last_error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (session_fk(),)
 
 
 class RawIndexState(Base):
@@ -122,15 +134,16 @@ class RawIndexState(Base):
 
     __tablename__ = "raw_index_state"
 
-    session_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
     covered: Mapped[Any] = mapped_column(
         INT8MULTIRANGE, nullable=False, server_default=text("'{}'::int8multirange")
     )
     indexed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
     last_error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (session_fk(),)
 
 
 class MemoryChunk(Base):
@@ -142,7 +155,9 @@ class MemoryChunk(Base):
     __tablename__ = "memory_chunks"
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
-    user_id: Mapped[str | None] = mapped_column(ForeignKey("navi_users.id", ondelete="CASCADE"))
+    user_id: Mapped[str] = mapped_column(
+        ForeignKey("navi_users.id", ondelete="CASCADE"), primary_key=True
+    )
     session_id: Mapped[uuid.UUID] = mapped_column(Uuid, nullable=False)
     content: Mapped[str] = mapped_column(Text, nullable=False)
     content_hash: Mapped[str] = mapped_column(String(64), nullable=False)
@@ -152,13 +167,17 @@ class MemoryChunk(Base):
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     breadcrumbs: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False, server_default="{}")
     created_at: Mapped[datetime] = created_at_column()
+    # Written by PostgreSQL, read by the term lookup's SQL only: never loaded.
+    search_terms: Mapped[Any] = mapped_column(
+        TSVECTOR, Computed(CHUNK_USER_TSV, persisted=True), deferred=True
+    )
 
     __table_args__ = (
-        UniqueConstraint("session_id", "content_hash"),
+        UniqueConstraint("session_id", "content_hash", "user_id"),
         Index(
             "ix_memory_chunks_user_session_ended", "user_id", "session_id", text("ended_at DESC")
         ),
-        Index("ix_memory_chunks_user_terms", text(CHUNK_USER_TSV), postgresql_using="gin"),
+        Index("ix_memory_chunks_user_terms", "search_terms", postgresql_using="gin"),
         Index("ix_memory_chunks_breadcrumbs", "breadcrumbs", postgresql_using="gin"),
     )
 
@@ -166,9 +185,10 @@ class MemoryChunk(Base):
 class MemoryChunkCount(Base):
     """How many raw chunks each user has: the N of a raw search's IDF and what decides
     its exact or HNSW segment lookup, read by key instead of counted (a count grows with
-    the user's chunks; docs/performance.md, "Measurements behind the code"). Kept by
-    statement-level triggers on `memory_chunks` (insert and delete, cascades included;
-    migration `e7c2a4f9b1d3`), never written by the application."""
+    the user's chunks; docs/performance.md, "Measurements behind the code"). Kept by the
+    statements that add and delete chunks, in their transaction
+    (`kernel.repositories.ChunkCountRepository`; triggers until migration `c5a1d9e3f7b2`:
+    Citus runs no statement-level trigger)."""
 
     __tablename__ = "memory_chunk_counts"
 
@@ -176,7 +196,7 @@ class MemoryChunkCount(Base):
         ForeignKey("navi_users.id", ondelete="CASCADE"), primary_key=True
     )
     chunks: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
-    # +1 per statement adding or removing the user's chunks (migration `8c4e2a7d5b19`):
+    # a new value per change to the user's chunks (migration `8c4e2a7d5b19`):
     # what the raw search's memory of common terms is checked against
     version: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
 
@@ -193,17 +213,20 @@ class MemoryChunkVector(Base):
 
     __tablename__ = "memory_chunk_vectors"
 
-    chunk_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("memory_chunks.id", ondelete="CASCADE"), primary_key=True
-    )
+    chunk_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
     part: Mapped[int] = mapped_column(Integer, primary_key=True)
-    user_id: Mapped[str | None] = mapped_column(Text)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
     session_id: Mapped[uuid.UUID] = mapped_column(Uuid, nullable=False)
     start_char: Mapped[int] = mapped_column(Integer, nullable=False)
     end_char: Mapped[int] = mapped_column(Integer, nullable=False)
     embedding: Mapped[list[float]] = mapped_column(Vector(EMBEDDING_DIM), nullable=False)
 
     __table_args__ = (
+        ForeignKeyConstraint(
+            ["chunk_id", "user_id"],
+            ["memory_chunks.id", "memory_chunks.user_id"],
+            ondelete="CASCADE",
+        ),
         Index("ix_memory_chunk_vectors_user_session", "user_id", "session_id"),
         *(
             _hnsw(

@@ -10,6 +10,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     String,
@@ -20,7 +21,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import Mapped, declared_attr, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, created_at_column
 
@@ -28,10 +29,13 @@ from app.db.base import Base, created_at_column
 class Session(Base):
     __tablename__ = "sessions"
 
+    # The key is (id, user_id): `user_id` is the tenant key every table of user data
+    # carries (Citus distributes by it, docs/scaling.md); `id` is a random UUID, unique
+    # in practice, and still the first column so a lookup by id alone is a key lookup.
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     profile_id: Mapped[str] = mapped_column(String(200), nullable=False)
-    user_id: Mapped[str | None] = mapped_column(
-        ForeignKey("navi_users.id", ondelete="CASCADE"), nullable=True
+    user_id: Mapped[str] = mapped_column(
+        ForeignKey("navi_users.id", ondelete="CASCADE"), primary_key=True
     )
     name: Mapped[str | None] = mapped_column(Text)
     pinned: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="false")
@@ -58,10 +62,7 @@ class _MessageColumns:
     """Columns shared by the hot table and the archive (same shape, rows move between them)."""
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
-
-    @declared_attr
-    def session_id(cls) -> Mapped[uuid.UUID]:
-        return mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False)
+    session_id: Mapped[uuid.UUID] = mapped_column(Uuid, nullable=False)
 
     sequence_number: Mapped[int] = mapped_column(BigInteger, nullable=False)
     # Position in the display history (0-based), stored at append; NULL when not displayed.
@@ -90,12 +91,22 @@ class _MessageColumns:
     files: Mapped[list[Any] | None] = mapped_column(JSONB)
     images: Mapped[list[Any] | None] = mapped_column(JSONB)
     created_at: Mapped[datetime] = created_at_column()
+    # The session's user (the tenant key), last so the keys lead with the session.
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+
+
+def session_fk() -> ForeignKeyConstraint:
+    """A table's `(session_id, user_id)` → its session, deleted with it."""
+    return ForeignKeyConstraint(
+        ["session_id", "user_id"], ["sessions.id", "sessions.user_id"], ondelete="CASCADE"
+    )
 
 
 class Message(_MessageColumns, Base):
     __tablename__ = "session_messages"
     __table_args__ = (
-        UniqueConstraint("session_id", "sequence_number"),
+        session_fk(),
+        UniqueConstraint("session_id", "sequence_number", "user_id"),
         # Covering index: display counts and position numbering are index-only scans.
         Index("ix_session_messages_counts", "session_id", "sequence_number", "is_display"),
         Index(
@@ -116,7 +127,8 @@ class Message(_MessageColumns, Base):
 class MessageArchive(_MessageColumns, Base):
     __tablename__ = "session_messages_archive"
     __table_args__ = (
-        UniqueConstraint("session_id", "sequence_number"),
+        session_fk(),
+        UniqueConstraint("session_id", "sequence_number", "user_id"),
         Index(
             "ix_session_messages_archive_content_fts",
             text("to_tsvector('simple', content)"),
@@ -130,9 +142,15 @@ class SessionShare(Base):
 
     __tablename__ = "session_shares"
 
-    session_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
-    )
-    token: Mapped[str] = mapped_column(Text, unique=True, nullable=False)
-    token_hash: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
+    session_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    token: Mapped[str] = mapped_column(Text, nullable=False)
+    token_hash: Mapped[str] = mapped_column(String(64), nullable=False)
     created_at: Mapped[datetime] = created_at_column()
+
+    # Unique with the tenant key (32 random bytes: unique in practice across users).
+    __table_args__ = (
+        session_fk(),
+        UniqueConstraint("token", "user_id"),
+        UniqueConstraint("token_hash", "user_id"),
+    )

@@ -7,6 +7,7 @@ from sqlalchemy import DateTime, ForeignKey, Index, String, Text, UniqueConstrai
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base
+from app.db.models.sessions import session_fk
 
 
 class Sketch(Base):
@@ -16,12 +17,11 @@ class Sketch(Base):
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     user_id: Mapped[str] = mapped_column(
-        ForeignKey("navi_users.id", ondelete="CASCADE"), nullable=False
+        ForeignKey("navi_users.id", ondelete="CASCADE"), primary_key=True
     )
     scope: Mapped[str] = mapped_column(String(64), nullable=False)
-    session_id: Mapped[uuid.UUID | None] = mapped_column(
-        ForeignKey("sessions.id", ondelete="CASCADE")
-    )
+    # A session's sections belong to the session's user (the FK carries the tenant key).
+    session_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     key: Mapped[str] = mapped_column(String(200), nullable=False)
     value: Mapped[str] = mapped_column(Text, nullable=False)
     updated_at: Mapped[datetime] = mapped_column(
@@ -32,5 +32,6 @@ class Sketch(Base):
         UniqueConstraint(
             "user_id", "scope", "session_id", "key", postgresql_nulls_not_distinct=True
         ),
+        session_fk(),
         Index("ix_kv_store_user_scope", "user_id", "scope"),
     )

@@ -27,6 +27,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from app.db.engine import transaction
+from app.db.replica import writing_for
 from app.domain.agents.tools import BUILTIN_TOOLS, ToolContext, ToolResult, run_tool
 from app.domain.auth.services import resolve_cached
 from app.domain.kernel.access import SESSION_HEADER, Viewer, session_id_of
@@ -122,6 +123,7 @@ class NaviMCP:
     async def _run(
         self, name: str, principal: Principal, sid: uuid.UUID | None, arguments: dict[str, Any]
     ) -> mt.CallToolResult:
+        writing_for(principal.id)  # its commits are the caller's (read-your-writes)
         async with transaction(self.state.session_factory) as db:
             if sid is not None:
                 await SessionAccess(db).get(sid, Viewer.of(principal))  # else NotFound

@@ -41,7 +41,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.domain.compression import Estimator, Msg, Plan, hard_truncate, plan_compression
-from app.domain.context.loading import LoadedContext, estimator_for, load_context
+from app.domain.context.loading import LoadedContext, estimator_for
 from app.domain.context.summarizer import Summarizer, SummaryError, breadcrumbs_of, merge_keys
 from app.domain.context.writer import CompressionWriter, Draft, Reason, Stored
 from app.domain.kernel.access import Viewer
@@ -84,7 +84,7 @@ async def compress_and_save_session(
     reason: Reason,
     summarize: Summarizer,
     keep_recent_messages: int | None = None,
-    loaded: LoadedContext | None = None,
+    loaded: LoadedContext,
     tokens_before: int | None = None,
     hooks: DemotionHooks = demotion_hooks,
 ) -> CompressionResult | None:
@@ -94,7 +94,6 @@ async def compress_and_save_session(
     the same session won the race.
     """
     started = time.perf_counter()
-    loaded = loaded or await load_context(db, session_id)
     estimate = estimator_for(model, window, settings)
     plan_of = partial(
         plan_for,

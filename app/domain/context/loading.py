@@ -70,8 +70,9 @@ class LoadedContext:
     strays: list[int] = field(default_factory=list)
 
 
-async def load_context(db: AsyncSession, session_id: uuid.UUID) -> LoadedContext:
-    rows = await SessionRepository(db).context_messages(session_id)
+async def load_context(db: AsyncSession, user_id: str, session_id: uuid.UUID) -> LoadedContext:
+    """The session's stored context (`user_id`: the session's, its tenant key)."""
+    rows = await SessionRepository(db).context_messages(user_id, session_id)
     visible, strays = [], []
     for r in rows:
         if reaches_llm(r.role, r.is_context, r.message_metadata):

@@ -12,17 +12,21 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Message
 from app.domain.kernel.access import Viewer
+from app.domain.kernel.repositories import scope_owner
 
 
 class ContextRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def context_sequence_numbers(self, session_id: uuid.UUID) -> set[int]:
-        """Sequence numbers of the rows currently flagged is_context (a narrow read)."""
+    async def context_sequence_numbers(self, user_id: str, session_id: uuid.UUID) -> set[int]:
+        """Sequence numbers of the rows currently flagged is_context (a narrow read);
+        `user_id` is the session's (the tenant key)."""
         rows = await self.session.execute(
             select(Message.sequence_number).where(
-                Message.session_id == session_id, Message.is_context.is_(True)
+                Message.user_id == user_id,
+                Message.session_id == session_id,
+                Message.is_context.is_(True),
             )
         )
         return {int(s) for s in rows.scalars()}
@@ -41,6 +45,10 @@ class ContextRepository:
         The merge happens in one statement (``(metadata - dropped) || patch``), so keys
         written by other features are never overwritten with a stale copy.
         """
+        # Names the session's user (`scope_owner`): on Citus one shard.
+        owner = await scope_owner(self.session, session_id, viewer)
+        if owner is None:
+            return False
         result = await self.session.execute(
             text(
                 """
@@ -48,7 +56,7 @@ class ContextRepository:
                 SET session_metadata = (session_metadata - CAST(:drop AS text[]))
                                        || CAST(:patch AS jsonb),
                     context_token_count = COALESCE(:tokens, context_token_count)
-                WHERE id = :sid AND (:all_users OR user_id = :uid)
+                WHERE id = :sid AND user_id = :uid
                 """
             ),
             {
@@ -56,8 +64,7 @@ class ContextRepository:
                 "patch": json.dumps(dict(set_metadata or {})),
                 "tokens": token_count,
                 "sid": session_id,
-                "all_users": viewer.all_users,
-                "uid": viewer.user_id,
+                "uid": owner,
             },
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]

@@ -60,7 +60,7 @@ async def prepare_rolling(
     model: str,
     incoming: Msg | None,
 ) -> PrepareOut:
-    loaded = await load_context(db, session.id)
+    loaded = await load_context(db, session.user_id, session.id)
     pairs = list(zip(loaded.rows, loaded.msgs, strict=True))
     window_pairs = recent_window(
         [_Pair(row, msg) for row, msg in pairs], profile.max_history_messages
@@ -70,11 +70,12 @@ async def prepare_rolling(
     if older:
         first_kept = min(kept) if kept else None
         await SessionRepository(db).set_context_flag(
+            session.user_id,
             session.id,
             [s for s in older if first_kept is None or s < first_kept],
             False,
         )
-    state = await RollingRepository(db).get(session.id)
+    state = await RollingRepository(db).get(session.user_id, session.id)
     block = summary_block(state.summary if state else None)
 
     window = profile.context_window

@@ -155,7 +155,7 @@ class ContextService:
         incoming = incoming_msg(message, self.settings)
         if profile.context_mode == "rolling":  # last N messages + rolling summary
             return await prepare_rolling(self.db, self.settings, session, profile, model, incoming)
-        loaded = await load_context(self.db, session.id)
+        loaded = await load_context(self.db, session.user_id, session.id)
         tokens = self.price.tokens(
             loaded.msgs,
             model=model,
@@ -211,7 +211,7 @@ class ContextService:
             tokens=tokens,
             keep_messages=keep_messages,
         )
-        loaded = await load_context(self.db, session.id)
+        loaded = await load_context(self.db, session.user_id, session.id)
         tokens = self.price.tokens(
             loaded.msgs, model=model, window=window, metadata=None, extra=incoming
         )
@@ -262,7 +262,7 @@ class ContextService:
             # prompt, so neither calibration nor compression applies.
             return []
         window = profile.context_window
-        loaded = await load_context(self.db, session_id)
+        loaded = await load_context(self.db, session.user_id, session_id)
         metadata = dict(session.session_metadata or {})
         calibration = self.price.calibrate(loaded.msgs, usage, window, metadata)
         tokens = self.price.tokens(loaded.msgs, model=usage.model, window=window, metadata=metadata)
@@ -317,7 +317,7 @@ class ContextService:
         profile = self.profiles.get(session.profile_id)
         window = profile.context_window
         model = model or profile.model
-        loaded = await load_context(self.db, session.id)
+        loaded = await load_context(self.db, session.user_id, session.id)
         tokens = self.price.tokens(
             loaded.msgs, model=model, window=window, metadata=session.session_metadata
         )

@@ -81,6 +81,14 @@ class CompressionWriter:
     session_id: uuid.UUID
     viewer: Viewer
     reason: Reason
+    # The session's user (its tenant key), known once `lock` has the row.
+    owner: str | None = field(default=None, init=False)
+
+    @property
+    def user_id(self) -> str:
+        if self.owner is None:
+            raise RuntimeError("CompressionWriter: lock() first")
+        return self.owner
 
     async def lock(self, draft: Draft) -> Session | None:
         """Lock the session row and re-check the draft against the stored context: None
@@ -88,7 +96,10 @@ class CompressionWriter:
         session = await SessionRepository(self.db).lock(self.session_id, self.viewer)
         if session is None:
             await SessionAccess(self.db).refuse(self.session_id, self.viewer)
-        current = await ContextRepository(self.db).context_sequence_numbers(self.session_id)
+        self.owner = session.user_id
+        current = await ContextRepository(self.db).context_sequence_numbers(
+            session.user_id, self.session_id
+        )
         if not {m.sequence_number for m in draft.demoted} <= current:
             log.info("compressor.conflict", session_id=str(self.session_id), reason=self.reason)
             return None
@@ -99,7 +110,10 @@ class CompressionWriter:
     ) -> Stored:
         """Demote, then append the summary (it leads the new context) and the marker."""
         await SessionRepository(self.db).set_context_flag(
-            self.session_id, [m.sequence_number for m in draft.demoted] + loaded.strays, False
+            self.user_id,
+            self.session_id,
+            [m.sequence_number for m in draft.demoted] + loaded.strays,
+            False,
         )
         new_context = list(draft.kept)
         to_append: list[MessageIn] = []
@@ -148,7 +162,9 @@ class CompressionWriter:
         threshold = stored.marker_seq + 1 - self.settings.session_messages_window
         if threshold <= 0:
             return 0
-        return await SessionRepository(self.db).archive_old_messages(self.session_id, threshold)
+        return await SessionRepository(self.db).archive_old_messages(
+            self.user_id, self.session_id, threshold
+        )
 
 
 def _summary(draft: Draft) -> tuple[Msg, MessageIn]:

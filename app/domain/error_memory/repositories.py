@@ -1,5 +1,6 @@
-"""All SQL of the error memory. Every method takes the owner's user id; expired rows
-(`expires_at <= now()`) are invisible to every read."""
+"""All SQL of the error memory. Every method takes the owner's user id (but the purge
+job's candidate scan, `expired_candidates`); expired rows (`expires_at <= now()`) are
+invisible to every read."""
 
 from __future__ import annotations
 
@@ -200,21 +201,48 @@ class ErrorMemoryRepository:
         )
         return list(rows.all())
 
-    async def purge_expired(self, batch: int) -> int:
-        """Delete up to `batch` expired rows. SKIP LOCKED: replicas purging at the same
-        time take disjoint rows instead of waiting on each other."""
-        result = await self.session.execute(
+    async def expired_candidates(self, batch: int) -> list[tuple[str, int]]:
+        """(user, id) of up to `batch` expired rows, soonest expired first: the purge
+        job's scan across every user, read without a lock."""
+        rows = await self.session.execute(
             text(
-                """
-                DELETE FROM error_memory WHERE id IN (
-                    SELECT id FROM error_memory WHERE expires_at <= now()
-                    ORDER BY expires_at LIMIT :batch FOR UPDATE SKIP LOCKED
-                )
-                """
+                "SELECT user_id, id FROM error_memory WHERE expires_at <= now() "
+                "ORDER BY expires_at, id LIMIT :batch"
             ),
             {"batch": batch},
         )
+        return [(r.user_id, int(r.id)) for r in rows]
+
+    async def delete_expired(self, user_id: str, ids: Sequence[int]) -> int:
+        """Delete those of the user's rows `ids` that are still expired. SKIP LOCKED:
+        replicas purging at the same time take disjoint rows instead of waiting on each
+        other (and a row being renewed is left alone)."""
+        result = await self.session.execute(
+            text(
+                """
+                DELETE FROM error_memory WHERE user_id = :uid AND id IN (
+                    SELECT id FROM error_memory
+                    WHERE user_id = :uid AND id = ANY(:ids) AND expires_at <= now()
+                    FOR UPDATE SKIP LOCKED
+                )
+                """
+            ).bindparams(bindparam("ids", type_=None)),
+            {"uid": user_id, "ids": [int(i) for i in ids]},
+        )
         return int(result.rowcount)  # type: ignore[attr-defined]
+
+    async def purge_expired(self, batch: int) -> int:
+        """Delete up to `batch` expired rows, in two steps so that every lock is one
+        user's (on Citus a locking read must stay on one shard): the candidates across
+        users without a lock (`expired_candidates`), then each user's share deleted by
+        its key (`delete_expired`)."""
+        per_user: dict[str, list[int]] = {}
+        for user_id, entry_id in await self.expired_candidates(batch):
+            per_user.setdefault(user_id, []).append(entry_id)
+        deleted = 0
+        for user_id, ids in per_user.items():
+            deleted += await self.delete_expired(user_id, ids)
+        return deleted
 
 
 def _vec(vector: list[float] | None) -> str | None:

@@ -70,6 +70,7 @@ def cmd_backfill(settings: Settings, args: argparse.Namespace) -> None:
                 pause=args.pause,
                 limit=args.limit,
                 on_progress=bar.update,
+                concurrency=args.concurrency,
             )
         finally:
             bar.close()
@@ -93,6 +94,12 @@ def add_commands(sub: Any, settings_or_exit: Callable[[], Settings]) -> None:
     bf.add_argument("--batch-size", type=_positive, default=8, help="facts per request (8)")
     bf.add_argument("--pause", type=float, default=2.0, help="seconds between requests (2.0)")
     bf.add_argument("--limit", type=_positive, default=None, help="stop after N facts")
+    bf.add_argument(
+        "--concurrency",
+        type=_concurrency,
+        default=1,
+        help="workers embedding batches at once, 1..16 (1); --pause spaces all their requests",
+    )
     bf.set_defaults(fn=lambda a: cmd_backfill(settings_or_exit(), a))
 
 
@@ -100,4 +107,18 @@ def _positive(raw: str) -> int:
     value = int(raw)
     if value < 1:
         raise argparse.ArgumentTypeError("must be >= 1")
+    return value
+
+
+# app.domain.facts.backfill.MAX_CONCURRENCY, not imported: parsing stays light
+MAX_CONCURRENCY = 16
+
+
+def _concurrency(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {raw!r}") from None
+    if not 1 <= value <= MAX_CONCURRENCY:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_CONCURRENCY}")
     return value

@@ -29,6 +29,7 @@ from app.domain.facts.schemas import (
 )
 from app.domain.facts.services import FactService, fact_out, summary_fields
 from app.domain.facts.tool import run_memory_tool
+from app.domain.kernel.deps import READ_ONLY
 from app.domain.kernel.principal import Principal
 from app.lib.errors import Forbidden, NotFound, Unprocessable
 from app.lib.pagination import Limit, Offset, Page, page
@@ -106,7 +107,7 @@ class MemoryController(Controller):
         if not await facts.delete_fact(principal.id, key, _term(category)):
             raise NotFound(f"key: no fact {key!r}" + (f" in {category!r}" if category else ""))
 
-    @get("/facts/search")
+    @get("/facts/search", dependencies=READ_ONLY)
     async def search_facts(
         self,
         principal: Principal,
@@ -172,7 +173,7 @@ class AdminMemoryController(Controller):
         )
         return page([fact_out(r) for r in rows], total, limit, offset)
 
-    @get("/search")
+    @get("/search", dependencies=READ_ONLY)
     async def search_all(
         self,
         principal: Principal,

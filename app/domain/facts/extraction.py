@@ -140,11 +140,11 @@ async def extract_session(
 ) -> SessionOutcome:
     """Extract one claimed session inside the claiming transaction."""
     repo = ExtractionRepository(db)
-    transcript = clip_middle(render_transcript(await repo.transcript_messages(session_id)))
+    transcript = clip_middle(render_transcript(await repo.transcript_messages(user_id, session_id)))
     try:
         items, problems = await _ask_for_facts(llm, transcript)
     except (ReplyFormatError, LLMError) as exc:
-        await repo.record_failure(session_id, f"{type(exc).__name__}: {exc}")
+        await repo.record_failure(user_id, session_id, f"{type(exc).__name__}: {exc}")
         log.error(
             "memory.extraction_failed",
             session_id=str(session_id),
@@ -181,7 +181,7 @@ async def extract_session(
             )
     if saved:
         await regenerate_summary(db, llm, user_id)
-    await repo.mark_extracted(session_id)
+    await repo.mark_extracted(user_id, session_id)
     log.info("memory.session_extracted", session_id=str(session_id), facts=saved)
     return SessionOutcome(ok=True, facts_saved=saved)
 

@@ -10,7 +10,7 @@ read returns live rows only, except `list_facts`/`count_facts` with `include_mer
 The search queries (vector, text, the benchmark's naive scan) are in
 `search_repository.py`, on the column set and filters defined here (`FACT_COLUMNS`,
 `live`, `user_scope`, `HAYSTACKS`); the extraction worker's own SQL is in
-`extraction_repository.py`.
+`extraction_repository.py`, the embeddings backfill's in `backfill_repository.py`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from typing import Any
 from sqlalchemy import (
     Row,
     and_,
-    bindparam,
     case,
     delete,
     func,
@@ -114,7 +113,10 @@ class FactRepository:
             source_session_id=source_session_id,
             embedding=list(embedding) if embedding is not None else None,
             last_verified_at=func.now(),
+            updated_at=func.now(),
         )
+        # The rewrite takes the inserted row's timestamps (the same `now()`): Citus allows
+        # no volatile function in DO UPDATE SET.
         ex = stmt.excluded
         upsert = stmt.on_conflict_do_update(
             index_elements=[MemoryFact.user_id, MemoryFact.category, MemoryFact.key],
@@ -132,8 +134,8 @@ class FactRepository:
                     case((MemoryFact.value == ex.value, MemoryFact.embedding)),
                 ),
                 "merged_into": None,
-                "updated_at": func.now(),
-                "last_verified_at": func.now(),
+                "updated_at": ex.updated_at,
+                "last_verified_at": ex.last_verified_at,
             },
         ).returning(*FACT_COLUMNS)
         return (await self.session.execute(upsert)).one()
@@ -190,18 +192,27 @@ class FactRepository:
         await self.session.execute(
             delete(MemoryFact).where(MemoryFact.user_id == user_id, MemoryFact.merged_into.in_(ids))
         )
-        await self.session.execute(delete(MemoryFact).where(MemoryFact.id.in_(ids)))
+        await self.session.execute(
+            delete(MemoryFact).where(MemoryFact.user_id == user_id, MemoryFact.id.in_(ids))
+        )
         return len(ids)
 
     async def purge_expired(self, expired_before: datetime) -> int:
         """System-wide housekeeping: delete facts expired before `expired_before`, with
-        the rows hidden behind them."""
-        ids = select(MemoryFact.id).where(MemoryFact.expires_at < expired_before)
-        await self.session.execute(delete(MemoryFact).where(MemoryFact.merged_into.in_(ids)))
-        result = await self.session.execute(
-            delete(MemoryFact).where(MemoryFact.expires_at < expired_before)
-        )
-        return int(result.rowcount)  # type: ignore[attr-defined]
+        the rows hidden behind them. The users that have such facts are found across
+        every user (the job's scan, no lock); the deletes are then one user's each."""
+        expired = MemoryFact.expires_at < expired_before
+        users = await self.session.execute(select(MemoryFact.user_id).where(expired).distinct())
+        purged = 0
+        for user_id in users.scalars().all():
+            mine = MemoryFact.user_id == user_id
+            ids = select(MemoryFact.id).where(mine, expired)
+            await self.session.execute(
+                delete(MemoryFact).where(mine, MemoryFact.merged_into.in_(ids))
+            )
+            result = await self.session.execute(delete(MemoryFact).where(mine, expired))
+            purged += int(result.rowcount)  # type: ignore[attr-defined]
+        return purged
 
     # ------------------------------------------------------------------ reads
     async def get(self, fact_id: int, user_id: str | None, *, all_users: bool) -> FactRow | None:
@@ -276,39 +287,6 @@ class FactRepository:
         )
         return list((await self.session.execute(stmt)).all())
 
-    # ------------------------------------------------------------------ embeddings backfill
-    async def count_unembedded(self) -> int:
-        stmt = (
-            select(func.count())
-            .select_from(MemoryFact)
-            .where(MemoryFact.embedding.is_(None), live())
-        )
-        return int((await self.session.execute(stmt)).scalar_one())
-
-    async def claim_unembedded(self, limit: int) -> list[tuple[int, str, str, str]]:
-        """Up to `limit` live facts without a vector, locked for this transaction; rows
-        another backfill holds are skipped, not waited for."""
-        stmt = (
-            select(MemoryFact.id, MemoryFact.category, MemoryFact.key, MemoryFact.value)
-            .where(MemoryFact.embedding.is_(None), live())
-            .order_by(MemoryFact.id)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        )
-        rows = await self.session.execute(stmt)
-        return [(r.id, r.category, r.key, r.value) for r in rows]
-
-    async def set_embeddings(self, vectors: Sequence[tuple[int, Sequence[float]]]) -> None:
-        if not vectors:
-            return
-        table = MemoryFact.__table__
-        await self.session.execute(
-            update(table)  # type: ignore[arg-type]
-            .where(table.c.id == bindparam("fact_id"))
-            .values(embedding=bindparam("vec")),
-            [{"fact_id": fid, "vec": list(vec)} for fid, vec in vectors],
-        )
-
 
 class SummaryRepository:
     def __init__(self, session: AsyncSession) -> None:
@@ -318,14 +296,13 @@ class SummaryRepository:
         return await self.session.get(MemorySummary, user_id, populate_existing=True)
 
     async def put(self, user_id: str, content: str) -> MemorySummary:
-        stmt = (
-            pg_insert(MemorySummary)
-            .values(user_id=user_id, content=content)
-            .on_conflict_do_update(
-                index_elements=[MemorySummary.user_id],
-                set_={"content": content, "updated_at": func.now()},
-            )
-            .returning(MemorySummary)
+        insert = pg_insert(MemorySummary).values(
+            user_id=user_id, content=content, updated_at=func.now()
         )
+        stmt = insert.on_conflict_do_update(
+            index_elements=[MemorySummary.user_id],
+            # the inserted row's `now()`: Citus allows no volatile function here
+            set_={"content": content, "updated_at": insert.excluded.updated_at},
+        ).returning(MemorySummary)
         result = await self.session.execute(stmt, execution_options={"populate_existing": True})
         return result.scalars().one()

@@ -148,7 +148,7 @@ def store_images(directory: Path, images: Sequence[bytes]) -> list[str]:
 class _SessionRepo(Protocol):
     async def get(self, session_id: uuid.UUID, viewer: Viewer) -> Any: ...
 
-    async def context_messages(self, session_id: uuid.UUID) -> Sequence[Any]: ...
+    async def context_messages(self, user_id: str, session_id: uuid.UUID) -> Sequence[Any]: ...
 
 
 def _decoded(images: Sequence[str] | None) -> list[bytes]:
@@ -229,12 +229,13 @@ def _hidden(m: MessageIn) -> bool:
 async def attach_pasted_images(
     repo: _SessionRepo,
     settings: Settings,
+    user_id: str,
     session_id: uuid.UUID,
     viewer: Viewer,
     messages: Sequence[MessageIn],
 ) -> None:
     """Store the images of each (not hidden) user message and write the context notice
-    into its metadata. A directory that cannot be written is logged
+    into its metadata (`user_id`: the session's). A directory that cannot be written is logged
     (`agent.image_save_failed`) and skipped: it never fails the append."""
     targets = [
         i for i, m in enumerate(messages) if m.role == "user" and m.images and not _hidden(m)
@@ -244,7 +245,7 @@ async def attach_pasted_images(
     session = await repo.get(session_id, viewer)
     window, model = window_and_model(settings, session.profile_id if session else None)
     calib = calibration_for(model)
-    rows = await repo.context_messages(session_id)
+    rows = await repo.context_messages(user_id, session_id)
     context = [
         _as_msg(r, True) for r in rows if reaches_llm(r.role, r.is_context, r.message_metadata)
     ]

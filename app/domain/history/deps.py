@@ -10,8 +10,12 @@ from app.config import Settings
 from app.domain.history.services import HistorySearch
 
 
-def provide_history_search(db: AsyncSession, state: State, settings: Settings) -> HistorySearch:
-    return HistorySearch(db, state.llm, settings)
+def provide_history_search(
+    db: AsyncSession, read_db: AsyncSession, state: State, settings: Settings
+) -> HistorySearch:
+    """Keyword and recent modes read `read_db` (the replica when usable); the semantic
+    mode embeds messages lazily, a write: it runs on the primary (`db`)."""
+    return HistorySearch(read_db, state.llm, settings, primary=db)
 
 
 DEPENDENCIES = {"history": Provide(provide_history_search, sync_to_thread=False)}

@@ -35,9 +35,9 @@ def _both(where: str, extra_cols: str = "") -> str:
     """`SELECT … FROM hot UNION ALL SELECT … FROM archive` with the same WHERE."""
     cols = f"{_COLS}, ({SEARCHABLE}) AS searchable{extra_cols}"
     return (
-        f"SELECT {cols}, false AS archived FROM session_messages WHERE session_id = :sid "
+        f"SELECT {cols}, false AS archived FROM session_messages WHERE user_id = :uid AND session_id = :sid "
         f"AND {where} UNION ALL "
-        f"SELECT {cols}, true AS archived FROM session_messages_archive WHERE session_id = :sid "
+        f"SELECT {cols}, true AS archived FROM session_messages_archive WHERE user_id = :uid AND session_id = :sid "
         f"AND {where}"
     )
 
@@ -60,6 +60,7 @@ class HistoryRepository:
 
     async def fulltext(
         self,
+        user_id: str,
         session_id: uuid.UUID,
         query: str,
         limit: int,
@@ -93,12 +94,23 @@ class HistoryRepository:
         q = " | ".join(any_of) if any_of is not None else query
         rows = await self.session.execute(
             stmt,
-            {"sid": session_id, "q": q, "limit": limit, "exclude": [int(x) for x in exclude]},
+            {
+                "uid": user_id,
+                "sid": session_id,
+                "q": q,
+                "limit": limit,
+                "exclude": [int(x) for x in exclude],
+            },
         )
         return [_row(r) for r in rows]
 
     async def substring(
-        self, session_id: uuid.UUID, term: str, limit: int, exclude: Sequence[int] = ()
+        self,
+        user_id: str,
+        session_id: uuid.UUID,
+        term: str,
+        limit: int,
+        exclude: Sequence[int] = (),
     ) -> list[HistoryRow]:
         """Case-insensitive literal substring (trigram indexes when pg_trgm is installed),
         newest first: the fallback for tokens full text does not split the same way
@@ -113,6 +125,7 @@ class HistoryRepository:
         rows = await self.session.execute(
             stmt,
             {
+                "uid": user_id,
                 "sid": session_id,
                 "pattern": contains_pattern(term),
                 "exclude": [int(s) for s in exclude],
@@ -121,90 +134,102 @@ class HistoryRepository:
         )
         return [_row(r) for r in rows]
 
-    async def recent(self, session_id: uuid.UUID, limit: int) -> list[HistoryRow]:
+    async def recent(self, user_id: str, session_id: uuid.UUID, limit: int) -> list[HistoryRow]:
         """The newest searchable messages, newest first."""
         stmt = text(
             f"SELECT * FROM ({_both(SEARCHABLE)}) m ORDER BY sequence_number DESC LIMIT :limit"
         )
-        rows = await self.session.execute(stmt, {"sid": session_id, "limit": limit})
+        rows = await self.session.execute(stmt, {"uid": user_id, "sid": session_id, "limit": limit})
         return [_row(r) for r in rows]
 
     async def by_sequence(
-        self, session_id: uuid.UUID, sequence_numbers: Sequence[int]
+        self, user_id: str, session_id: uuid.UUID, sequence_numbers: Sequence[int]
     ) -> list[HistoryRow]:
         stmt = text(
             f"SELECT * FROM ({_both('sequence_number = ANY(:seqs)')}) m ORDER BY sequence_number"
         ).bindparams(bindparam("seqs", type_=None))
         rows = await self.session.execute(
-            stmt, {"sid": session_id, "seqs": [int(s) for s in sequence_numbers]}
+            stmt, {"uid": user_id, "sid": session_id, "seqs": [int(s) for s in sequence_numbers]}
         )
         return [_row(r) for r in rows]
 
     async def around(
-        self, session_id: uuid.UUID, centres: Sequence[int], before: int, after: int
+        self, user_id: str, session_id: uuid.UUID, centres: Sequence[int], before: int, after: int
     ) -> list[HistoryRow]:
         """Every row within [centre - before, centre + after] of any centre, in order."""
         seqs = sorted({s + d for s in centres for d in range(-before, after + 1) if s + d >= 0})
-        return await self.by_sequence(session_id, seqs)
+        return await self.by_sequence(user_id, session_id, seqs)
 
     # ---------------------------------------------------------------- vectors
-    async def next_seq(self, session_id: uuid.UUID) -> int:
+    async def next_seq(self, user_id: str, session_id: uuid.UUID) -> int:
         return int(
             (
                 await self.session.execute(
-                    text("SELECT next_seq FROM sessions WHERE id = :sid"), {"sid": session_id}
+                    text("SELECT next_seq FROM sessions WHERE user_id = :uid AND id = :sid"),
+                    {"uid": user_id, "sid": session_id},
                 )
             ).scalar_one()
         )
 
     async def unembedded(
-        self, session_id: uuid.UUID, floor: int, limit: int
+        self, user_id: str, session_id: uuid.UUID, floor: int, limit: int
     ) -> list[tuple[int, str]]:
         """Searchable messages with sequence_number ≥ floor and no vector yet, newest first."""
         where = (
             f"sequence_number >= :floor AND {SEARCHABLE} AND NOT EXISTS ("
-            "SELECT 1 FROM message_embeddings e WHERE e.session_id = :sid "
+            "SELECT 1 FROM message_embeddings e WHERE e.user_id = :uid AND e.session_id = :sid "
             "AND e.sequence_number = {t}.sequence_number)"
         )
         stmt = text(
             f"""
             SELECT sequence_number, content FROM (
                 SELECT sequence_number, content FROM session_messages
-                WHERE session_id = :sid AND {where.format(t="session_messages")}
+                WHERE user_id = :uid AND session_id = :sid AND {where.format(t="session_messages")}
                 UNION ALL
                 SELECT sequence_number, content FROM session_messages_archive
-                WHERE session_id = :sid AND {where.format(t="session_messages_archive")}
+                WHERE user_id = :uid AND session_id = :sid AND {where.format(t="session_messages_archive")}
             ) m ORDER BY sequence_number DESC LIMIT :limit
             """
         )
-        rows = await self.session.execute(stmt, {"sid": session_id, "floor": floor, "limit": limit})
+        rows = await self.session.execute(
+            stmt, {"uid": user_id, "sid": session_id, "floor": floor, "limit": limit}
+        )
         return [(int(r.sequence_number), r.content) for r in rows]
 
     async def add_embeddings(
-        self, session_id: uuid.UUID, items: Sequence[tuple[int, list[float]]]
+        self, user_id: str, session_id: uuid.UUID, items: Sequence[tuple[int, list[float]]]
     ) -> None:
         if not items:
             return
         await self.session.execute(
             insert(MessageEmbedding)
             .values(
-                [{"session_id": session_id, "sequence_number": s, "embedding": v} for s, v in items]
+                [
+                    {
+                        "session_id": session_id,
+                        "user_id": user_id,
+                        "sequence_number": s,
+                        "embedding": v,
+                    }
+                    for s, v in items
+                ]
             )
-            .on_conflict_do_nothing(index_elements=["session_id", "sequence_number"])
+            .on_conflict_do_nothing(index_elements=["session_id", "sequence_number", "user_id"])
         )
 
-    async def drop_embeddings_before(self, session_id: uuid.UUID, floor: int) -> int:
+    async def drop_embeddings_before(self, user_id: str, session_id: uuid.UUID, floor: int) -> int:
         """Vectors that fell out of the recent window (the seed drops them at compaction)."""
         result = await self.session.execute(
             text(
-                "DELETE FROM message_embeddings WHERE session_id = :sid AND sequence_number < :floor"
+                "DELETE FROM message_embeddings WHERE user_id = :uid AND session_id = :sid AND sequence_number < :floor"
             ),
-            {"sid": session_id, "floor": floor},
+            {"uid": user_id, "sid": session_id, "floor": floor},
         )
         return int(result.rowcount)  # type: ignore[attr-defined]
 
     async def nearest(
         self,
+        user_id: str,
         session_id: uuid.UUID,
         floor: int,
         vector: list[float],
@@ -218,7 +243,7 @@ class HistoryRepository:
             """
             WITH recent AS MATERIALIZED (
                 SELECT sequence_number, embedding FROM message_embeddings
-                WHERE session_id = :sid AND sequence_number >= :floor
+                WHERE user_id = :uid AND session_id = :sid AND sequence_number >= :floor
             )
             SELECT sequence_number, embedding <=> :vec AS distance FROM recent
             ORDER BY distance, sequence_number DESC
@@ -226,7 +251,7 @@ class HistoryRepository:
             """
         ).bindparams(bindparam("vec", type_=Vector(EMBEDDING_DIM)))
         rows = await self.session.execute(
-            stmt, {"sid": session_id, "floor": floor, "vec": vector, "limit": limit}
+            stmt, {"uid": user_id, "sid": session_id, "floor": floor, "vec": vector, "limit": limit}
         )
         return [
             (int(r.sequence_number), float(r.distance))

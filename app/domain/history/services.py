@@ -33,15 +33,24 @@ SUBSTRING_MAX_CHARS = 200
 
 
 class HistorySearch:
-    def __init__(self, db: AsyncSession, llm: LLMGateway | None, settings: Settings) -> None:
+    def __init__(
+        self,
+        db: AsyncSession,
+        llm: LLMGateway | None,
+        settings: Settings,
+        primary: AsyncSession | None = None,
+    ) -> None:
+        """`db` serves the reads; `primary` (default `db`) the semantic mode, which
+        stores the embeddings it lacks."""
         self.repo = HistoryRepository(db)
+        self.write_repo = HistoryRepository(primary) if primary is not None else self.repo
         self.llm = llm
         self.settings = settings
 
-    async def run(self, session_id: uuid.UUID, call: ToolCall) -> HistoryResult:
+    async def run(self, user_id: str, session_id: uuid.UUID, call: ToolCall) -> HistoryResult:
         """The tool call on a session the caller may see (checked by the caller)."""
         if call.mode == "recent":
-            rows = await self.repo.recent(session_id, call.limit)
+            rows = await self.repo.recent(user_id, session_id, call.limit)
             return HistoryResult(
                 mode="recent",
                 match=None,
@@ -58,24 +67,27 @@ class HistorySearch:
                 fallback="empty query: pass `query`, or use mode=recent",
             )
         if call.match == "semantic":
-            result = await self.semantic(session_id, call)
+            result = await self.semantic(user_id, session_id, call)
             if not isinstance(result, str):
                 return result
-            keyword = await self.keyword(session_id, call)
+            keyword = await self.keyword(user_id, session_id, call)
             keyword.fallback = f"semantic search unavailable ({result}); keyword results"
             return keyword
-        return await self.keyword(session_id, call)
+        return await self.keyword(user_id, session_id, call)
 
-    async def keyword(self, session_id: uuid.UUID, call: ToolCall) -> HistoryResult:
+    async def keyword(self, user_id: str, session_id: uuid.UUID, call: ToolCall) -> HistoryResult:
         """Every word (websearch syntax) — or, when no message has them all, any of the
         words — then the literal substring to fill up to `limit`."""
-        found = await self.repo.fulltext(session_id, call.query, call.limit)
+        found = await self.repo.fulltext(user_id, session_id, call.query, call.limit)
         terms = query_terms(call.query)
         if not found and len(terms) > 1:  # no message has them all
-            found = await self.repo.fulltext(session_id, call.query, call.limit, any_of=terms)
+            found = await self.repo.fulltext(
+                user_id, session_id, call.query, call.limit, any_of=terms
+            )
         substring: list[HistoryRow] = []
         if len(found) < call.limit and len(call.query) <= SUBSTRING_MAX_CHARS:
             substring = await self.repo.substring(
+                user_id,
                 session_id,
                 call.query,
                 call.limit - len(found),
@@ -89,28 +101,30 @@ class HistorySearch:
             hits=merge_keyword(found, substring, call.limit),
         )
 
-    async def semantic(self, session_id: uuid.UUID, call: ToolCall) -> HistoryResult | str:
+    async def semantic(
+        self, user_id: str, session_id: uuid.UUID, call: ToolCall
+    ) -> HistoryResult | str:
         """Vector search over the newest HISTORY_EMBED_RECENT messages; the reason
         (a string) when it cannot run (disabled, embeddings failing) or finds nothing
         close enough — the caller then answers with keyword search."""
         window = self.settings.history_embed_recent
         if window <= 0 or self.llm is None:
             return "disabled"
-        floor = max(0, await self.repo.next_seq(session_id) - window)
+        floor = max(0, await self.write_repo.next_seq(user_id, session_id) - window)
         try:
-            await self.ensure_embeddings(session_id, floor, window)
+            await self.ensure_embeddings(user_id, session_id, floor, window)
             vector = await self.llm.embed_one(call.query)
         except LLMError as exc:
             log.info("history.semantic_unavailable", error=str(exc)[:200])
             return "embeddings unavailable"
-        nearest = await self.repo.nearest(
-            session_id, floor, vector, call.limit, SEMANTIC_MAX_DISTANCE
+        nearest = await self.write_repo.nearest(
+            user_id, session_id, floor, vector, call.limit, SEMANTIC_MAX_DISTANCE
         )
         if not nearest:
             return "no recent message is close enough"
         centres = [seq for seq, _ in nearest]
-        rows = await self.repo.around(
-            session_id, centres, NEIGHBOUR_SPAN_BEFORE, NEIGHBOUR_SPAN_AFTER
+        rows = await self.write_repo.around(
+            user_id, session_id, centres, NEIGHBOUR_SPAN_BEFORE, NEIGHBOUR_SPAN_AFTER
         )
         by_seq = {r.sequence_number: r for r in rows}
         hits = []
@@ -137,19 +151,23 @@ class HistorySearch:
             mode="search", match="semantic", query=call.query, limit=call.limit, hits=hits
         )
 
-    async def ensure_embeddings(self, session_id: uuid.UUID, floor: int, window: int) -> int:
+    async def ensure_embeddings(
+        self, user_id: str, session_id: uuid.UUID, floor: int, window: int
+    ) -> int:
         """Embed the recent messages that have no vector yet, in batches; drop vectors
         that fell out of the window. Batches already stored stay stored when a later one
         fails (the next search continues from there)."""
         assert self.llm is not None
-        await self.repo.drop_embeddings_before(session_id, floor)
-        todo = await self.repo.unembedded(session_id, floor, window)
+        await self.write_repo.drop_embeddings_before(user_id, session_id, floor)
+        todo = await self.write_repo.unembedded(user_id, session_id, floor, window)
         done = 0
         for start in range(0, len(todo), EMBED_BATCH):
             batch = todo[start : start + EMBED_BATCH]
             vectors = await self.llm.embed([content[:EMBED_TEXT_CHARS] for _, content in batch])
-            await self.repo.add_embeddings(
-                session_id, [(seq, vec) for (seq, _), vec in zip(batch, vectors, strict=True)]
+            await self.write_repo.add_embeddings(
+                user_id,
+                session_id,
+                [(seq, vec) for (seq, _), vec in zip(batch, vectors, strict=True)],
             )
             done += len(batch)
         if done:

@@ -85,6 +85,6 @@ async def run_chat_history_tool(
     normalized = normalize_call(call.mode, call.match, call.query, call.limit)
     if len(normalized.query) > MAX_QUERY:
         raise Unprocessable(f"query: at most {MAX_QUERY} characters")
-    await access.get(session_id, Viewer.of(principal))
-    result = await history.run(session_id, normalized)
+    session = await access.get(session_id, Viewer.of(principal))
+    result = await history.run(session.user_id, session_id, normalized)
     return result_out(session_id, result)

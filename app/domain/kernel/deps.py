@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable
+from typing import Any
 
+from litestar import Request
 from litestar.datastructures import State
+from litestar.di import Provide
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
+from app.db.replica import MIN_LSN_HEADER, ReplicaRouter, parse_lsn
 from app.domain.kernel.ownership import SessionAccess
 
 
-async def provide_db(state: State) -> AsyncGenerator[AsyncSession, None]:
+async def provide_db(state: State, request: Request) -> AsyncGenerator[AsyncSession, None]:
     """Committed after the handler returns; rolled back when it raises.
 
     Services and repositories only flush(); this is the one place a request commits.
     The cleanup runs before the response is sent, so a failed commit is a 500, never a
-    2xx for data that was not stored.
+    2xx for data that was not stored. (With a read replica the session is a
+    `WriteTrackingSession`: a commit that wrote is remembered for read-your-writes.)
     """
     async with state.session_factory() as session:
         try:
@@ -28,6 +33,75 @@ async def provide_db(state: State) -> AsyncGenerator[AsyncSession, None]:
             await session.commit()
             for callback in session.info.pop(_AFTER_COMMIT, ()):
                 callback()
+
+
+async def provide_primary_db(state: State, request: Request) -> AsyncGenerator[AsyncSession, None]:
+    """`provide_db` under a second name: the primary's session of a READ_ONLY route that
+    also writes a little (memory search renewing error-memory hits)."""
+    async for session in provide_db(state, request):
+        yield session
+
+
+def _user_of(request: Request) -> str | None:
+    principal = request.state.get("principal")
+    return getattr(principal, "id", None)
+
+
+async def provide_read_db(state: State, request: Request) -> AsyncGenerator[AsyncSession, None]:
+    """The session of a read-only endpoint: on the replica when one is configured, usable
+    and has replayed the caller's last write (app/db/replica.py decides), else on the
+    primary. Never committed (nothing to commit); rolled back on close."""
+    async with await _read_session(state, request) as session:
+        yield session
+
+
+async def provide_route_read_db(
+    state: State, request: Request
+) -> AsyncGenerator[AsyncSession, None]:
+    """`provide_read_db` as a read-only route's `db` (Litestar wants one provider per key)."""
+    async with await _read_session(state, request) as session:
+        yield session
+
+
+async def provide_route_standalone_read_db(
+    state: State, request: Request
+) -> AsyncGenerator[AsyncSession, None]:
+    """`provide_route_read_db` for a read-only route whose statements each stand alone
+    (`READ_ONLY_STANDALONE`). Without a replica its session is on the primary in
+    autocommit: under READ COMMITTED each statement sees a snapshot of its own inside a
+    transaction too, so the answer is the same, without the `BEGIN` and `ROLLBACK` round
+    trips around it (two of a page's three). The connection is checked out at the first
+    statement, as before (a request refused before it touches no connection); the pool
+    restores its isolation level when it is returned (as for `in_own_session`). With a
+    replica configured, `provide_route_read_db`'s session as it is (the replica's first
+    statement has begun its transaction)."""
+    if state.get("replica") is not None:
+        async with await _read_session(state, request) as session:
+            yield session
+        return
+    async with state.autocommit_sessions() as session:
+        yield session
+
+
+async def _read_session(state: State, request: Request) -> AsyncSession:
+    router: ReplicaRouter | None = state.get("replica")
+    if router is None:
+        return state.session_factory()
+    echoed = parse_lsn(request.headers.get(MIN_LSN_HEADER))
+    return await router.read_session(router.min_lsn(_user_of(request), echoed))
+
+
+def side_sessions_of(db: AsyncSession, state: State) -> Any:
+    """The factory of extra read connections beside `db`: the replica's when `db` reads
+    from the replica, else the service's."""
+    return db.info.get("navi.side_sessions") or state.session_factory
+
+
+#: `dependencies=READ_ONLY` on a read-only route: its `db` is `provide_read_db`'s.
+READ_ONLY = {"db": Provide(provide_route_read_db)}
+#: `READ_ONLY` for a route that only reads, no statement of which needs a transaction
+#: around it (no `SET LOCAL`, no lock, no write), as the session list and history page.
+READ_ONLY_STANDALONE = {"db": Provide(provide_route_standalone_read_db)}
 
 
 _AFTER_COMMIT = "navi.after_commit"

@@ -34,7 +34,7 @@ class DemotionHook(Protocol):
     async def __call__(
         self,
         db: AsyncSession,
-        user_id: str | None,
+        user_id: str,
         session_id: uuid.UUID,
         demoted: Sequence[Msg],
         keys: Sequence[str],
@@ -62,7 +62,7 @@ class DemotionHooks:
     async def run(
         self,
         db: AsyncSession,
-        user_id: str | None,
+        user_id: str,
         session_id: uuid.UUID,
         demoted: Sequence[Msg],
         keys: Sequence[str],

@@ -66,12 +66,21 @@ T = TypeVar("T")
 
 
 async def unless_running(state: State, key: str, fn: Callable[[], Awaitable[T]]) -> T | None:
-    """`await fn()`, unless this process is already running it under `key` (then None at
-    once): a periodic pass and one a request spawned never overlap in one process."""
+    """`await fn()`, unless this process is already running it under `key`: a periodic
+    pass and one a request spawned never overlap in one process. A call that finds the
+    pass running returns None at once and has the running one go round once more when it
+    ends, so work that arrived during a pass (a session that just went stale) is not left
+    to the next periodic tick."""
     lock = state.get(key)
     if lock is None:
         lock = state[key] = asyncio.Lock()
+    again = f"{key}:again"
     if lock.locked():
+        state[again] = True
         return None
     async with lock:
-        return await fn()
+        while True:
+            state[again] = False
+            result = await fn()
+            if not state.get(again):
+                return result

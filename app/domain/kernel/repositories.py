@@ -1,11 +1,12 @@
-"""The one session query every domain needs: a session row in a viewer's scope."""
+"""Queries every domain needs: a session row in a viewer's scope, and each user's chunk
+count (written by whoever adds or deletes raw chunks)."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Session
@@ -15,6 +16,19 @@ from app.domain.kernel.access import Viewer
 def visible(viewer: Viewer) -> Any:
     """The `sessions` filter of a viewer's scope (every session for an all-users viewer)."""
     return True if viewer.all_users else Session.user_id == viewer.user_id
+
+
+async def scope_owner(db: AsyncSession, session_id: uuid.UUID, viewer: Viewer) -> str | None:
+    """The user a statement on the session names (its tenant key): the viewer's own id
+    for one user's scope — no statement; whether the session exists is the caller's
+    statement's business, as with `visible` —, else the session's owner, looked up by id
+    (None: no such session). That lookup is an all-users viewer's only read that cannot
+    name its tenant (on Citus, one on every shard); what follows names the owner."""
+    if not viewer.all_users:
+        return viewer.user_id
+    return (
+        await db.execute(select(Session.user_id).where(Session.id == session_id))
+    ).scalar_one_or_none()
 
 
 class SessionLookupRepository:
@@ -27,3 +41,27 @@ class SessionLookupRepository:
                 select(Session).where(Session.id == session_id, visible(viewer))
             )
         ).scalar_one_or_none()
+
+
+class ChunkCountRepository:
+    """`memory_chunk_counts`: changed in the transaction that adds or deletes a user's
+    chunks, with a new `version` (what the raw search's term cache is checked against).
+    Two writers of one user's chunks queue on the row until the first commits. The new
+    version is the one drawn for the row proposed (`EXCLUDED.version`): Citus takes no
+    volatile function in `DO UPDATE SET` (it evaluates those of `VALUES` before routing)."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def change(self, user_id: str, delta: int) -> None:
+        if delta == 0:
+            return
+        await self.session.execute(
+            text(
+                "INSERT INTO memory_chunk_counts AS c (user_id, chunks, version)"
+                " VALUES (:uid, greatest(:n, 0), nextval('navi_chunk_count_versions'))"
+                " ON CONFLICT (user_id) DO UPDATE SET chunks = greatest(c.chunks + :n, 0),"
+                " version = EXCLUDED.version"
+            ),
+            {"uid": user_id, "n": delta},
+        )

@@ -16,7 +16,7 @@ from app.llm.gateway import LLMGateway
 def raw_history_hook(llm: LLMGateway) -> DemotionHook:
     async def index_raw_history(
         db: AsyncSession,
-        user_id: str | None,
+        user_id: str,
         session_id: uuid.UUID,
         demoted: Sequence[Msg],
         keys: Sequence[str],

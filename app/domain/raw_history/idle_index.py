@@ -120,15 +120,15 @@ async def _embed(
 
 
 async def index_batch(
-    db: AsyncSession, llm: LLMGateway, session_id: uuid.UUID, before: datetime
+    db: AsyncSession, llm: LLMGateway, user_id: str, session_id: uuid.UUID, before: datetime
 ) -> BatchOutcome | None:
     """One batch of one session inside the caller's transaction; None when the session
     is not (or no longer) pending, or another worker holds it."""
     state = RawIndexRepository(db)
-    claim = await state.claim(session_id, before)
+    claim = await state.claim(user_id, session_id, before)
     if claim is None:
         return None
-    rows = await state.unindexed_messages(session_id, claim.next_seq, BATCH_MESSAGES)
+    rows = await state.unindexed_messages(user_id, session_id, claim.next_seq, BATCH_MESSAGES)
     taken: list[Any] = []
     chars = 0
     for row in rows:
@@ -138,11 +138,11 @@ async def index_batch(
         chars += len(row.content or "")
     complete = len(taken) == len(rows) < BATCH_MESSAGES
     last = claim.next_seq - 1 if complete else taken[-1].sequence_number
-    chunks = await fresh_chunks(db, session_id, chunks_of(taken))
+    chunks = await fresh_chunks(db, user_id, session_id, chunks_of(taken))
     required = claim.attempts + 1 < EMBED_ATTEMPTS
     segments = await _embed(llm, [c.content for c in chunks], required=required)
     if isinstance(segments, LLMError):
-        await state.record_failure(session_id, f"{type(segments).__name__}: {segments}")
+        await state.record_failure(user_id, session_id, f"{type(segments).__name__}: {segments}")
         log.warning(
             "memory.idle_index_failed",
             session_id=str(session_id),
@@ -150,8 +150,8 @@ async def index_batch(
             error=str(segments)[:300],
         )
         return BatchOutcome(failed=True, unavailable=isinstance(segments, LLMUnavailableError))
-    written = await ChunkRepository(db).add_chunks(claim.user_id, session_id, chunks, segments)
-    await state.cover_through(session_id, last)
+    written = await ChunkRepository(db).add_chunks(user_id, session_id, chunks, segments)
+    await state.cover_through(user_id, session_id, last)
     RAW_CHUNKS_INDEXED.labels("idle").inc(written)
     bare = sum(not segs for segs in segments)
     log.info(
@@ -168,6 +168,7 @@ async def index_batch(
 async def _run_batch(
     factory: async_sessionmaker[AsyncSession],
     llm: LLMGateway,
+    user_id: str,
     session_id: uuid.UUID,
     before: datetime,
 ) -> BatchOutcome | None:
@@ -176,13 +177,13 @@ async def _run_batch(
     embedder failure, so one session cannot stop the pass."""
     try:
         async with transaction(factory) as db:
-            return await index_batch(db, llm, session_id, before)
+            return await index_batch(db, llm, user_id, session_id, before)
     except SQLAlchemyError as exc:
         error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         log.warning("memory.idle_index_failed", session_id=str(session_id), error=error[:300])
         try:
             async with transaction(factory) as db:
-                await RawIndexRepository(db).record_failure(session_id, error)
+                await RawIndexRepository(db).record_failure(user_id, session_id, error)
         except SQLAlchemyError:
             pass  # the database is gone: the pass ends on the next statement anyway
         return BatchOutcome(failed=True)
@@ -214,9 +215,9 @@ async def index_idle_sessions(
         if not listed:
             break
         progressed = False
-        for session_id in listed:
+        for owner, session_id in listed:
             while max_batches is None or result.batches < max_batches:
-                outcome = await _run_batch(factory, llm, session_id, before)
+                outcome = await _run_batch(factory, llm, owner, session_id, before)
                 if outcome is None:
                     break
                 result.batches += 1

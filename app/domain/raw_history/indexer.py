@@ -104,12 +104,14 @@ def chunks_of(messages: Sequence[DemotedMessage], keys: Sequence[str] = ()) -> l
 
 
 async def fresh_chunks(
-    db: AsyncSession, session_id: uuid.UUID, chunks: Sequence[RawChunk]
+    db: AsyncSession, user_id: str, session_id: uuid.UUID, chunks: Sequence[RawChunk]
 ) -> list[RawChunk]:
     """`chunks` whose content hash the session does not hold yet."""
     if not chunks:
         return []
-    known = await ChunkRepository(db).existing_hashes(session_id, [c.content_hash for c in chunks])
+    known = await ChunkRepository(db).existing_hashes(
+        user_id, session_id, [c.content_hash for c in chunks]
+    )
     return [c for c in chunks if c.content_hash not in known]
 
 
@@ -117,7 +119,7 @@ async def index_demoted(
     db: AsyncSession,
     llm: LLMGateway,
     *,
-    user_id: str | None,
+    user_id: str,
     session_id: uuid.UUID,
     demoted: Sequence[DemotedMessage],
     keys: Sequence[str] = (),
@@ -130,18 +132,18 @@ async def index_demoted(
         seqs = [m.sequence_number for m in demoted]
         try:
             async with db.begin_nested():
-                await state.lock_for_compression(session_id)
+                await state.lock_for_compression(user_id, session_id)
         except DBAPIError as exc:  # the idle job is indexing this session right now
             log.info("memory.chunk_index_deferred", session_id=str(session_id), error=str(exc))
             return 0
         async with db.begin_nested():
-            new = await state.uncovered(session_id, seqs)
+            new = await state.uncovered(user_id, session_id, seqs)
             chunks = chunks_of([m for m in demoted if m.sequence_number in new], keys)
-            fresh = await fresh_chunks(db, session_id, chunks)
+            fresh = await fresh_chunks(db, user_id, session_id, chunks)
         segments = await embed_chunks(llm, [c.content for c in fresh])
         async with db.begin_nested():
             written = await ChunkRepository(db).add_chunks(user_id, session_id, fresh, segments)
-            await state.cover(session_id, seqs)
+            await state.cover(user_id, session_id, seqs)
         RAW_CHUNKS_INDEXED.labels("demotion").inc(written)
         log.info(
             "memory.chunks_indexed",

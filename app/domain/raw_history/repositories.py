@@ -13,8 +13,10 @@ from sqlalchemy import Row, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.citus import segment_buckets
 from app.db.models import MemoryChunk, MemoryChunkVector, Message
-from app.db.models.memory import CHUNK_USER_TSV, SEGMENT_BUCKETS
+from app.db.models.memory import SEGMENT_BUCKETS
+from app.domain.kernel.repositories import ChunkCountRepository
 from app.domain.raw_history.chunks import RawChunk
 from app.domain.raw_history.ranking import PREFIX_MIN
 from app.lib.sql import DriverRows, vector_literal
@@ -65,17 +67,19 @@ class Segment:
     similarity: float
 
 
-# `load_candidates`' read: the chunks by primary key, fenced (`OFFSET 0`) from the user
-# filter applied after (otherwise the planner intersects the few keys with the user's
-# whole `(user_id, …)` btree range), and with a query vector each chunk's segments, by
-# their key (`chunk_id, part`) alone — the chunk passed the user filter and its segments
-# are its user's. The aggregates of one group read its rows in the same order: the
-# arrays line up. Plain SQL with the ids as one array and the vector as its text: the
-# ORM statement's expanding IN and bind processing cost more than the read.
+# `load_candidates`' read: the chunks by primary key — `(id, user_id)`, both named: the
+# key's own index, and on Citus one shard — fenced (`OFFSET 0`) from the filter applied
+# after (otherwise the planner may intersect the few keys with the user's whole
+# `(user_id, …)` btree range), and with a query vector each chunk's segments by their
+# key (`chunk_id`, the user named again: Citus does not carry it through the fence). The
+# aggregates of one group read its rows in the same order: the arrays line up. Plain SQL
+# with the ids as one array and the vector as its text: the ORM statement's expanding IN
+# and bind processing cost more than the read.
 # why: docs/performance.md, "raw search candidates"
 _CANDIDATES = (
     "SELECT {chunk}{columns} FROM (SELECT user_id, {inner} FROM memory_chunks"
-    " WHERE id = ANY(CAST(%(ids)s AS uuid[])) OFFSET 0) AS c{lateral} WHERE c.user_id = %(uid)s"
+    " WHERE id = ANY(CAST(%(ids)s AS uuid[])) AND user_id = %(uid)s OFFSET 0) AS c{lateral}"
+    " WHERE c.user_id = %(uid)s"
 )
 _KEYS = [c.key for c in _CHUNK_COLUMNS]  # the columns `raw_hit` reads, as `recent` has them
 _CHUNK = {"chunk": ", ".join(f"c.{k}" for k in _KEYS), "inner": ", ".join(_KEYS)}
@@ -87,7 +91,8 @@ _CANDIDATES_WITH_SEGMENTS = _CANDIDATES.format(
         " JOIN LATERAL (SELECT array_agg(v.start_char) AS seg_starts,"
         " array_agg(v.end_char) AS seg_ends,"
         " array_agg(v.embedding <=> CAST(%(query)s AS vector)) AS seg_distances"
-        " FROM memory_chunk_vectors AS v WHERE v.chunk_id = c.id) AS s ON true"
+        " FROM memory_chunk_vectors AS v WHERE v.chunk_id = c.id AND v.user_id = %(uid)s)"
+        " AS s ON true"
     ),
 )
 # `nearest_segments`' read. The graph walk sets pgvector's iterative scan for its
@@ -133,7 +138,7 @@ class ChunkRepository:
 
     async def add_chunks(
         self,
-        user_id: str | None,
+        user_id: str,
         session_id: uuid.UUID,
         chunks: Sequence[RawChunk],
         segments: Sequence[Sequence[tuple[int, int, list[float]]]],
@@ -158,7 +163,7 @@ class ChunkRepository:
                     ended_at=chunk.ended_at,
                     breadcrumbs=list(chunk.breadcrumbs),
                 )
-                .on_conflict_do_nothing(index_elements=["session_id", "content_hash"])
+                .on_conflict_do_nothing(index_elements=["session_id", "content_hash", "user_id"])
                 .returning(MemoryChunk.id)
             )
             row = result.first()
@@ -168,19 +173,24 @@ class ChunkRepository:
             await self.add_segments(
                 user_id, session_id, [(row.id, n, a, b, e) for n, (a, b, e) in enumerate(segs)]
             )
+        await ChunkCountRepository(self.session).change(user_id, written)
         return written
 
-    async def existing_hashes(self, session_id: uuid.UUID, hashes: Sequence[str]) -> set[str]:
+    async def existing_hashes(
+        self, user_id: str, session_id: uuid.UUID, hashes: Sequence[str]
+    ) -> set[str]:
         rows = await self.session.execute(
             select(MemoryChunk.content_hash).where(
-                MemoryChunk.session_id == session_id, MemoryChunk.content_hash.in_(list(hashes))
+                MemoryChunk.user_id == user_id,
+                MemoryChunk.session_id == session_id,
+                MemoryChunk.content_hash.in_(list(hashes)),
             )
         )
         return set(rows.scalars())
 
     async def add_segments(
         self,
-        user_id: str | None,
+        user_id: str,
         session_id: uuid.UUID,
         rows: Sequence[tuple[uuid.UUID, int, int, int, list[float]]],
     ) -> None:
@@ -217,19 +227,20 @@ class ChunkRepository:
         docs/performance.md, "raw search planner settings"). Generic plans are off too
         (`plan_cache_mode`): psycopg prepares a statement run five times on a
         connection, and PostgreSQL may then plan it once for any user, while the right
-        plan depends on how many chunks the user has (a hundred or ten thousand)."""
+        plan depends on how many chunks the user has (a hundred or ten thousand). One
+        aggregate of the user's rows: on Citus it runs on the user's shard, like the search."""
         params: dict[str, Any] = {"uid": user_id}
-        if session_id is None:  # kept per user by triggers (`MemoryChunkCount`)
+        if session_id is None:  # kept per user (`MemoryChunkCount`); no row: none
             count = (
-                "coalesce(c.chunks, 0) AS n, coalesce(c.version, 0) AS v,"
+                "coalesce(max(c.chunks), 0) AS n, coalesce(max(c.version), 0) AS v,"
                 " (SELECT oid FROM pg_database WHERE datname = current_database()) AS db"
-                " FROM (SELECT) AS one LEFT JOIN memory_chunk_counts AS c ON c.user_id = %(uid)s"
+                " FROM memory_chunk_counts AS c WHERE c.user_id = %(uid)s"
             )
         else:
             where = _session_filter(session_id, before_seq, params)
             count = (
-                "(SELECT count(*) FROM memory_chunks"
-                f" WHERE user_id = %(uid)s{where}) AS n, NULL AS v, NULL AS db"
+                "count(*) AS n, NULL AS v, NULL AS db FROM memory_chunks"
+                f" WHERE user_id = %(uid)s{where}"
             )
         sql = (
             "SELECT set_config('jit', 'off', true) AS jit,"
@@ -254,13 +265,13 @@ class ChunkRepository:
         text or breadcrumbs contain it — one GIN lookup per term, in one round trip; a
         term found in `cap` chunks is at least that common.
 
-        The index's lexemes carry a key of their user (`CHUNK_USER_TSV`) and
-        `navi_user_tsquery` puts the same key in the query's: a prefix term expands
+        The chunks' stored lexemes (`search_terms`, `CHUNK_USER_TSV`) carry a key of
+        their user and `navi_user_tsquery` puts the same key in the query's: a prefix term expands
         over this user's lexemes only, and the postings read are this user's chunks.
-        Each lookup is fenced (`OFFSET 0`) from the user filter, so the planner does not
-        intersect it with the user's whole btree range (the key already selects the
-        user's chunks); the filter then
-        drops a colliding key's rows. Run after `begin_search` (its planner settings)."""
+        Each lookup names the user too (on Citus it then stays on the user's shard) and
+        is fenced (`OFFSET 0`) from the session and turn filters applied after; the
+        user filter drops a colliding key's rows. Run after `begin_search` (its planner
+        settings)."""
         found: list[list[str]] = [[] for _ in terms]
         if not terms:
             return found
@@ -271,7 +282,8 @@ class ChunkRepository:
             params[f"q{i}"] = term_tsquery(term)
             parts.append(
                 f"(SELECT {i} AS term, array_agg(id::text) AS ids FROM (SELECT id FROM (SELECT "
-                f"id, user_id, session_id, end_seq FROM memory_chunks WHERE {CHUNK_USER_TSV} @@ "
+                f"id, user_id, session_id, end_seq FROM memory_chunks WHERE user_id = %(uid)s "
+                "AND search_terms @@ "
                 f"navi_user_tsquery(%(uid)s, to_tsquery('simple', %(q{i})s)) OFFSET 0) AS m "
                 f"WHERE {scope} LIMIT %(cap)s) AS l{i})"
             )
@@ -295,7 +307,8 @@ class ChunkRepository:
         The HNSW graphs are per user bucket (`SEGMENT_BUCKETS` partial indexes, each
         `WHERE navi_user_bucket(user_id) = n`): the query names the user's bucket as a
         literal, so the planner walks the one graph holding the user's segments, with
-        pgvector's iterative scan so the user filter does not starve it.
+        pgvector's iterative scan so the user filter does not starve it (on Citus: the
+        shard's one graph, no bucket condition, `app.db.citus`).
 
         `exact`: compare the query with each of the user's segments (read through the
         `(user_id, session_id)` index) instead — cheaper and exact when the user has few
@@ -315,17 +328,19 @@ class ChunkRepository:
             if before_seq is not None:  # the segments have no turn range: their chunk has
                 where += (
                     " AND chunk_id IN (SELECT id FROM memory_chunks"
-                    " WHERE session_id = %(sid)s AND end_seq < %(before)s)"
+                    " WHERE user_id = %(uid)s AND session_id = %(sid)s AND end_seq < %(before)s)"
                 )
                 params["before"] = before_seq
         if exact:
             sql = _NEAREST.format(where=where)
-        else:
+        elif await segment_buckets(self.session):
             # the user's bucket as a literal: the planner then walks the one graph whose
             # predicate it implies, with the iterative scan on (`_WALK`)
             sql = _WALK.format(
                 where=f"{where} AND navi_user_bucket(user_id) = {user_bucket(user_id)}"
             )
+        else:  # a cluster: the user's shard has one graph (`app.db.citus`)
+            sql = _WALK.format(where=where)
         rows = await self._rows(sql, params)
         return [(r.chunk_id, 1.0 - float(r.distance)) for r in rows]
 
@@ -375,7 +390,7 @@ class ChunkRepository:
         rows: list[Row[Any]] = list((await self.session.execute(stmt)).all())  # type: ignore[arg-type]
         return rows
 
-    async def latest_summary(self, session_id: uuid.UUID) -> SummaryMark | None:
+    async def latest_summary(self, user_id: str, session_id: uuid.UUID) -> SummaryMark | None:
         """The session's latest summary: when it was written and the last turn it
         summarised — the freshness boundary of the session's raw excerpts."""
         row = (
@@ -384,7 +399,11 @@ class ChunkRepository:
                     Message.created_at,
                     Message.message_metadata["summarized"]["to_seq"].astext,
                 )
-                .where(Message.session_id == session_id, Message.is_summary.is_(True))
+                .where(
+                    Message.user_id == user_id,
+                    Message.session_id == session_id,
+                    Message.is_summary.is_(True),
+                )
                 .order_by(Message.sequence_number.desc())
                 .limit(1)
             )

@@ -34,156 +34,184 @@ class RawIndexRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def _run(self, sql: str, params: dict[str, Any]) -> Any:
-        return await self.session.execute(text(sql), params)
-
     # ---------------------------------------------------------------- both writers
-    async def lock_for_compression(self, session_id: uuid.UUID) -> None:
+    async def lock_for_compression(self, user_id: str, session_id: uuid.UUID) -> None:
         """Create the session's row if needed and lock it, waiting at most
         `COMPRESSION_LOCK_TIMEOUT_MS` (then the database raises: the caller's savepoint
         is rolled back, which restores the transaction's own `lock_timeout` too)."""
-        await self._run(
-            "INSERT INTO raw_index_state (session_id) VALUES (:sid) ON CONFLICT DO NOTHING",
-            {"sid": session_id},
+        await self.session.execute(
+            text(
+                "INSERT INTO raw_index_state (session_id, user_id) VALUES (:sid, :uid)"
+                " ON CONFLICT DO NOTHING"
+            ),
+            {"sid": session_id, "uid": user_id},
         )
         old = (
-            await self._run(
-                "SELECT current_setting('lock_timeout') AS old,"
-                " set_config('lock_timeout', :ms, true) AS new",
+            await self.session.execute(
+                text(
+                    "SELECT current_setting('lock_timeout') AS old,"
+                    " set_config('lock_timeout', :ms, true) AS new"
+                ),
                 {"ms": f"{COMPRESSION_LOCK_TIMEOUT_MS}ms"},
             )
         ).scalar_one()
-        await self._run(
-            "SELECT 1 FROM raw_index_state WHERE session_id = :sid FOR UPDATE",
-            {"sid": session_id},
+        await self.session.execute(
+            text(
+                "SELECT 1 FROM raw_index_state WHERE user_id = :uid AND session_id = :sid FOR UPDATE"
+            ),
+            {"sid": session_id, "uid": user_id},
         )
-        await self._run("SELECT set_config('lock_timeout', :old, true)", {"old": old})
+        await self.session.execute(
+            text("SELECT set_config('lock_timeout', :old, true)"), {"old": old}
+        )
 
-    async def uncovered(self, session_id: uuid.UUID, seqs: Sequence[int]) -> set[int]:
+    async def uncovered(self, user_id: str, session_id: uuid.UUID, seqs: Sequence[int]) -> set[int]:
         """The sequence numbers of `seqs` the session's index does not cover yet."""
         if not seqs:
             return set()
-        rows = await self._run(
-            "SELECT s FROM unnest(CAST(:seqs AS bigint[])) AS s"
-            " WHERE NOT coalesce((SELECT covered FROM raw_index_state"
-            " WHERE session_id = :sid) @> s, false)",
-            {"sid": session_id, "seqs": list(seqs)},
+        rows = await self.session.execute(
+            text(
+                "SELECT s FROM unnest(CAST(:seqs AS bigint[])) AS s"
+                " WHERE NOT coalesce((SELECT covered FROM raw_index_state"
+                " WHERE user_id = :uid AND session_id = :sid) @> s, false)"
+            ),
+            {"sid": session_id, "uid": user_id, "seqs": list(seqs)},
         )
         return {int(r.s) for r in rows}
 
-    async def cover(self, session_id: uuid.UUID, seqs: Sequence[int]) -> None:
+    async def cover(self, user_id: str, session_id: uuid.UUID, seqs: Sequence[int]) -> None:
         """Add `seqs` to what the session's index covers."""
         if not seqs:
             return
-        await self._run(
-            "UPDATE raw_index_state SET indexed_at = now(), covered = covered +"
-            " (SELECT range_agg(int8range(s, s, '[]')) FROM unnest(CAST(:seqs AS bigint[])) s)"
-            " WHERE session_id = :sid",
-            {"sid": session_id, "seqs": list(seqs)},
+        await self.session.execute(
+            text(
+                "UPDATE raw_index_state SET indexed_at = now(), covered = covered +"
+                " (SELECT range_agg(int8range(s, s, '[]')) FROM unnest(CAST(:seqs AS bigint[])) s)"
+                " WHERE user_id = :uid AND session_id = :sid"
+            ),
+            {"sid": session_id, "uid": user_id, "seqs": list(seqs)},
         )
 
     # ---------------------------------------------------------------- the idle job
     async def ensure_idle_rows(
         self, idle_before: datetime, user_id: str | None, limit: int = 1000
     ) -> int:
-        """Give idle sessions with messages a row, so they can be claimed with a lock."""
-        result = await self._run(
-            """
-            INSERT INTO raw_index_state (session_id)
-            SELECT s.id FROM sessions s
+        """Give idle sessions with messages a row, so they can be claimed with a lock.
+        Across every user unless `user_id` is given (the job's deliberate scan)."""
+        result = await self.session.execute(
+            text("""
+            INSERT INTO raw_index_state (session_id, user_id)
+            SELECT s.id, s.user_id FROM sessions s
             WHERE s.last_active < :before AND s.next_seq > 0
               AND (CAST(:uid AS text) IS NULL OR s.user_id = :uid)
-              AND NOT EXISTS (SELECT 1 FROM raw_index_state r WHERE r.session_id = s.id)
+              AND NOT EXISTS (SELECT 1 FROM raw_index_state r
+                              WHERE r.session_id = s.id AND r.user_id = s.user_id)
             ORDER BY s.last_active
             LIMIT :limit
-            ON CONFLICT (session_id) DO NOTHING
-            """,
+            ON CONFLICT (session_id, user_id) DO NOTHING
+            """),
             {"before": idle_before, "uid": user_id, "limit": limit},
         )
-        return int(result.rowcount)
+        return int(result.rowcount)  # type: ignore[attr-defined]
 
     _PENDING = """
-        FROM raw_index_state r JOIN sessions s ON s.id = r.session_id
+        FROM raw_index_state r JOIN sessions s ON s.id = r.session_id AND s.user_id = r.user_id
         WHERE s.last_active < :before
-          AND (CAST(:uid AS text) IS NULL OR s.user_id = :uid)
+          AND (CAST(:uid AS text) IS NULL OR r.user_id = :uid)
           AND NOT r.covered @> int8range(0, s.next_seq)
     """
 
     async def pending(
         self, idle_before: datetime, user_id: str | None, skip: Sequence[uuid.UUID], limit: int
-    ) -> list[uuid.UUID]:
-        """Idle sessions with messages the index does not cover, fewest failures first."""
-        rows = await self._run(
-            f"SELECT r.session_id {self._PENDING}"
-            " AND NOT (r.session_id = ANY(CAST(:skip AS uuid[])))"
-            " ORDER BY r.attempts, s.last_active LIMIT :limit",
+    ) -> list[tuple[str, uuid.UUID]]:
+        """(user, session) of idle sessions with messages the index does not cover,
+        fewest failures first (read without a lock: each is then `claim`ed by its key)."""
+        rows = await self.session.execute(
+            text(
+                f"SELECT r.user_id, r.session_id {self._PENDING}"
+                " AND NOT (r.session_id = ANY(CAST(:skip AS uuid[])))"
+                " ORDER BY r.attempts, s.last_active LIMIT :limit"
+            ),
             {"before": idle_before, "uid": user_id, "skip": [str(s) for s in skip], "limit": limit},
         )
-        return [r.session_id for r in rows]
+        return [(r.user_id, r.session_id) for r in rows]
 
     async def pending_totals(self, idle_before: datetime, user_id: str | None) -> tuple[int, int]:
         """(sessions, messages) the idle job has left to index — for a progress bar."""
         row = (
-            await self._run(
-                f"""
+            await self.session.execute(
+                text(f"""
                 SELECT count(*) AS sessions, coalesce(sum(
-                    (SELECT count(*) FROM session_messages m WHERE m.session_id = r.session_id
+                    (SELECT count(*) FROM session_messages m
+                     WHERE m.user_id = r.user_id AND m.session_id = r.session_id
                        AND NOT r.covered @> m.sequence_number AND {_CONVERSATION})
                   + (SELECT count(*) FROM session_messages_archive m
-                     WHERE m.session_id = r.session_id
+                     WHERE m.user_id = r.user_id AND m.session_id = r.session_id
                        AND NOT r.covered @> m.sequence_number AND {_CONVERSATION})), 0) AS messages
                 {self._PENDING}
-                """,
+                """),
                 {"before": idle_before, "uid": user_id},
             )
         ).one()
         return int(row.sessions), int(row.messages)
 
-    async def claim(self, session_id: uuid.UUID, idle_before: datetime) -> Row[Any] | None:
+    async def claim(
+        self, user_id: str, session_id: uuid.UUID, idle_before: datetime
+    ) -> Row[Any] | None:
         """Lock a pending session's row (`SKIP LOCKED`: held by another worker or by a
         compression → None). The conditions are checked again on the locked row: a
         session another worker has just indexed, or that became active, is not taken."""
         return (
-            await self._run(
-                f"SELECT r.session_id, s.user_id, s.next_seq, r.attempts {self._PENDING}"
-                " AND r.session_id = :sid FOR UPDATE OF r SKIP LOCKED",
-                {"before": idle_before, "uid": None, "sid": session_id},
+            await self.session.execute(
+                text(
+                    f"SELECT r.session_id, s.user_id, s.next_seq, r.attempts {self._PENDING}"
+                    " AND r.user_id = :uid AND r.session_id = :sid FOR UPDATE OF r SKIP LOCKED"
+                ),
+                {"before": idle_before, "uid": user_id, "sid": session_id},
             )
         ).first()
 
     async def unindexed_messages(
-        self, session_id: uuid.UUID, below_seq: int, limit: int
+        self, user_id: str, session_id: uuid.UUID, below_seq: int, limit: int
     ) -> list[Row[Any]]:
         """The session's first `limit` conversation messages (hot and archive) below
         `below_seq` that the index does not cover, in order."""
         one = f"""
             SELECT sequence_number, role, content, name, created_at,
                    is_summary, is_compression FROM {{table}} m
-            WHERE m.session_id = :sid AND m.sequence_number < :below AND {_CONVERSATION}
-              AND NOT (SELECT covered FROM raw_index_state WHERE session_id = :sid)
-                      @> m.sequence_number
+            WHERE m.user_id = :uid AND m.session_id = :sid AND m.sequence_number < :below
+              AND {_CONVERSATION}
+              AND NOT (SELECT covered FROM raw_index_state
+                       WHERE user_id = :uid AND session_id = :sid) @> m.sequence_number
         """
-        rows = await self._run(
-            f"SELECT * FROM ({one.format(table='session_messages')} UNION ALL"
-            f" {one.format(table='session_messages_archive')}) AS u"
-            " ORDER BY sequence_number LIMIT :limit",
-            {"sid": session_id, "below": below_seq, "limit": limit},
+        rows = await self.session.execute(
+            text(
+                f"SELECT * FROM ({one.format(table='session_messages')} UNION ALL"
+                f" {one.format(table='session_messages_archive')}) AS u"
+                " ORDER BY sequence_number LIMIT :limit"
+            ),
+            {"uid": user_id, "sid": session_id, "below": below_seq, "limit": limit},
         )
         return list(rows.all())
 
-    async def cover_through(self, session_id: uuid.UUID, last_seq: int) -> None:
+    async def cover_through(self, user_id: str, session_id: uuid.UUID, last_seq: int) -> None:
         """Every sequence number up to `last_seq` is covered (the messages below it that
         were not are now chunked, or were of roles the index skips); failures reset."""
-        await self._run(
-            "UPDATE raw_index_state SET covered = covered"
-            " + int8multirange(int8range(NULL, :last, '(]')),"
-            " indexed_at = now(), attempts = 0, last_error = NULL WHERE session_id = :sid",
-            {"sid": session_id, "last": last_seq},
+        await self.session.execute(
+            text(
+                "UPDATE raw_index_state SET covered = covered"
+                " + int8multirange(int8range(NULL, :last, '(]')),"
+                " indexed_at = now(), attempts = 0, last_error = NULL"
+                " WHERE user_id = :uid AND session_id = :sid"
+            ),
+            {"uid": user_id, "sid": session_id, "last": last_seq},
         )
 
-    async def record_failure(self, session_id: uuid.UUID, error: str) -> None:
-        await self._run(
-            "UPDATE raw_index_state SET attempts = attempts + 1, last_error = left(:error, 2000)"
-            " WHERE session_id = :sid",
-            {"sid": session_id, "error": error},
+    async def record_failure(self, user_id: str, session_id: uuid.UUID, error: str) -> None:
+        await self.session.execute(
+            text(
+                "UPDATE raw_index_state SET attempts = attempts + 1, last_error = left(:error, 2000)"
+                " WHERE user_id = :uid AND session_id = :sid"
+            ),
+            {"uid": user_id, "sid": session_id, "error": error},
         )

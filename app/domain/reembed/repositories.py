@@ -11,16 +11,19 @@ repositories its methods take no user scope.
   from their own definitions (`pg_get_indexdef`), so they stay what the migrations made.
 * What is left to embed: a live fact whose `embedding` is NULL, a raw chunk without any
   segment vector (`memory_chunk_vectors` row) — a chunk has no vector of its own.
-* Rows to embed are claimed in primary-key order after a cursor (keyset: each claim is an
-  index range scan, never a rescan of the filled rows) with `FOR UPDATE SKIP LOCKED`:
-  concurrent runs take disjoint rows, and the locks last until the batch's commit.
+* Rows to embed are claimed in id order after a cursor (keyset: each read is an index
+  range scan, never a rescan of the filled rows), in two steps: the candidates `(id,
+  user_id)` across every user without a lock, then each user's share locked by its key
+  with `FOR UPDATE SKIP LOCKED` (on Citus a locking read must stay on one shard), the
+  filter checked again on the locked rows. Concurrent runs take disjoint rows, and the
+  locks last until the batch's commit. Vectors are written by the same key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -86,23 +89,45 @@ _COLUMN_INDEXES = text(
     """
 )
 
-# What each re-embeddable table claims: its text columns and its filter (the rows still
-# without vectors).
+# What each re-embeddable table claims: its text columns, its filter (the rows still
+# without vectors) and the SQL type of its id.
 _CLAIMS = {
-    "memory_facts": ("category, key, value", "embedding IS NULL AND merged_into IS NULL"),
+    "memory_facts": (
+        "category, key, value",
+        "embedding IS NULL AND merged_into IS NULL",
+        "bigint",
+    ),
     "memory_chunks": (
         "content",
-        "NOT EXISTS (SELECT FROM memory_chunk_vectors v WHERE v.chunk_id = memory_chunks.id)",
+        "NOT EXISTS (SELECT FROM memory_chunk_vectors v"
+        " WHERE v.chunk_id = memory_chunks.id AND v.user_id = memory_chunks.user_id)",
+        "uuid",
     ),
 }
 
 
-def _claim_sql(table: str, after: bool) -> Any:
-    columns, where = _CLAIMS[table]
+class Claimed(NamedTuple):
+    """A row a re-embedding batch holds: its key and the text to embed."""
+
+    id: Any
+    user_id: str
+    text: str
+
+
+def _candidates_sql(table: str, after: bool) -> Any:
+    """The scan for work across every user, without a lock."""
+    _, where, _ = _CLAIMS[table]
     cursor = " AND id > :after" if after else ""  # two statements: each an index range scan
+    return text(f"SELECT id, user_id FROM {table} WHERE {where}{cursor} ORDER BY id LIMIT :limit")
+
+
+def _lock_sql(table: str) -> Any:
+    """One user's candidates, locked (those still without a vector)."""
+    columns, where, id_type = _CLAIMS[table]
     return text(
-        f"SELECT id, {columns} FROM {table} WHERE {where}{cursor} "
-        f"ORDER BY id LIMIT :limit FOR UPDATE OF {table} SKIP LOCKED"
+        f"SELECT id, user_id, {columns} FROM {table}"
+        f" WHERE user_id = :uid AND id = ANY(CAST(:ids AS {id_type}[])) AND {where}"
+        f" ORDER BY id FOR UPDATE OF {table} SKIP LOCKED"
     )
 
 
@@ -174,49 +199,85 @@ class EmbeddingRepository:
 
     # ------------------------------------------------------------------ filling
     async def count_pending(self, table: str) -> int:
+        """What is left to embed, across every user (a maintenance count)."""
         where = _CLAIMS[table][1]
         sql = text(f"SELECT count(*) FROM {table} WHERE {where}")
         return int((await self.session.execute(sql)).scalar_one())
 
-    async def claim(self, table: str, after: Any, limit: int) -> list[tuple[Any, str]]:
-        """Lock up to `limit` rows of `table` without a vector, after the primary key
-        `after` (None = from the start), in key order; returns (id, text to embed).
-        Facts: live ones only (a fact merged into another is hidden)."""
+    async def claim(self, table: str, after: Any, limit: int) -> list[Claimed]:
+        """Lock up to `limit` rows of `table` without a vector, after the id `after`
+        (None = from the start): the first such rows in id order that no other run
+        holds. Candidates are read in id order and locked per user until `limit` are
+        held or none is left; returned in id order. Facts: live ones only (a fact
+        merged into another is hidden)."""
         if table not in _CLAIMS:
             raise ValueError(f"cannot re-embed {table}")
-        params: dict[str, Any] = {"limit": limit}
-        if after is not None:
-            params["after"] = after
-        rows = (await self.session.execute(_claim_sql(table, after is not None), params)).all()
-        if table == "memory_facts":
-            return [(r.id, fact_text(r.category, r.key, r.value)) for r in rows]
-        return [(r.id, r.content) for r in rows]
+        claimed: list[Claimed] = []
+        while len(claimed) < limit:
+            want = limit - len(claimed)
+            params: dict[str, Any] = {"limit": want}
+            if after is not None:
+                params["after"] = after
+            candidates = (
+                await self.session.execute(_candidates_sql(table, after is not None), params)
+            ).all()
+            if not candidates:
+                break
+            per_user: dict[str, list[Any]] = {}
+            for c in candidates:
+                per_user.setdefault(c.user_id, []).append(c.id)
+            for user_id, ids in per_user.items():
+                rows = await self.session.execute(_lock_sql(table), {"uid": user_id, "ids": ids})
+                claimed.extend(_claimed(table, r) for r in rows)
+            if len(candidates) < want:
+                break
+            after = candidates[-1].id
+        return sorted(claimed, key=lambda r: r.id)
 
-    async def set_fact_embeddings(self, pairs: Sequence[tuple[Any, list[float]]]) -> None:
-        """Write the vectors of claimed facts (facts that got one meanwhile are kept)."""
-        if not pairs:
+    async def set_fact_embeddings(self, rows: Sequence[tuple[str, Any, list[float]]]) -> None:
+        """Write the vectors of claimed facts, (user, id, vector); facts that got one
+        meanwhile are kept."""
+        if not rows:
             return
         await self.session.execute(
             text(
                 "UPDATE memory_facts SET embedding = CAST(:embedding AS vector) "
-                "WHERE id = :id AND embedding IS NULL"
+                "WHERE user_id = :uid AND id = :id AND embedding IS NULL"
             ),
-            [{"id": key, "embedding": vector_literal(vec)} for key, vec in pairs],
+            [
+                {"uid": user_id, "id": key, "embedding": vector_literal(vec)}
+                for user_id, key, vec in rows
+            ],
         )
 
     async def replace_chunk_segments(
-        self, pairs: Sequence[tuple[Any, Sequence[tuple[int, int, list[float]]]]]
+        self, chunks: Sequence[tuple[str, Any, Sequence[tuple[int, int, list[float]]]]]
     ) -> None:
-        """Replace the segment vectors of raw chunks: (chunk id, [(start, end, vector)])."""
-        if not pairs:
+        """Replace the segment vectors of raw chunks: (user, chunk id, [(start, end,
+        vector)]); each statement names the chunk's user."""
+        if not chunks:
             return
-        await self.session.execute(
-            text("DELETE FROM memory_chunk_vectors WHERE chunk_id = ANY(:ids)"),
-            {"ids": [key for key, _ in pairs]},
-        )
+        per_user: dict[str, list[Any]] = {}
+        for user_id, key, _ in chunks:
+            per_user.setdefault(user_id, []).append(key)
+        for user_id, keys in per_user.items():
+            await self.session.execute(
+                text(
+                    "DELETE FROM memory_chunk_vectors"
+                    " WHERE user_id = :uid AND chunk_id = ANY(CAST(:ids AS uuid[]))"
+                ),
+                {"uid": user_id, "ids": keys},
+            )
         rows = [
-            {"id": key, "part": n, "start": a, "end": b, "embedding": vector_literal(vec)}
-            for key, segments in pairs
+            {
+                "uid": user_id,
+                "id": key,
+                "part": n,
+                "start": a,
+                "end": b,
+                "embedding": vector_literal(vec),
+            }
+            for user_id, key, segments in chunks
             for n, (a, b, vec) in enumerate(segments)
         ]
         if rows:
@@ -225,7 +286,14 @@ class EmbeddingRepository:
                     "INSERT INTO memory_chunk_vectors "
                     "(chunk_id, part, user_id, session_id, start_char, end_char, embedding) "
                     "SELECT id, :part, user_id, session_id, :start, :end, "
-                    "CAST(:embedding AS vector) FROM memory_chunks WHERE id = :id"
+                    "CAST(:embedding AS vector) FROM memory_chunks"
+                    " WHERE user_id = :uid AND id = :id"
                 ),
                 rows,
             )
+
+
+def _claimed(table: str, row: Any) -> Claimed:
+    if table == "memory_facts":
+        return Claimed(row.id, row.user_id, fact_text(row.category, row.key, row.value))
+    return Claimed(row.id, row.user_id, row.content)

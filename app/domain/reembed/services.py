@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.db.engine import transaction
 from app.domain.raw_history.indexer import segment_texts, segment_vectors
-from app.domain.reembed.repositories import ColumnChange, EmbeddingRepository
+from app.domain.reembed.repositories import Claimed, ColumnChange, EmbeddingRepository
 from app.llm.gateway import LLMError, LLMGateway
 
 log = structlog.get_logger()
@@ -175,7 +175,7 @@ async def _embed_table(
                 break  # nothing left that no other run holds
             after = None  # one more pass from the start: rows skipped while locked
             continue
-        after = rows[-1][0]
+        after = rows[-1].id
         count += len(rows)
         rate = count / max(time.perf_counter() - table_started, 1e-9)
         say(f"{table}: {count}/{max(pending, count)} embedded ({rate:.1f}/s)")
@@ -188,7 +188,7 @@ async def _embed_batch(
     table: str,
     after: Any,
     want: int,
-) -> list[tuple[Any, str]]:
+) -> list[Claimed]:
     """One transaction: claim up to `want` rows of `table` past `after`, embed and store
     their vectors; the rows claimed."""
     async with transaction(factory) as db:
@@ -197,21 +197,19 @@ async def _embed_batch(
         if rows and table == "memory_chunks":
             await _embed_chunks(repo, llm, rows)
         elif rows:
-            vectors = await llm.embed([text for _, text in rows])
+            vectors = await llm.embed([row.text for row in rows])
             await repo.set_fact_embeddings(
-                [(row[0], vec) for row, vec in zip(rows, vectors, strict=True)]
+                [(row.user_id, row.id, vec) for row, vec in zip(rows, vectors, strict=True)]
             )
     return rows
 
 
-async def _embed_chunks(
-    repo: EmbeddingRepository, llm: LLMGateway, rows: list[tuple[Any, str]]
-) -> None:
+async def _embed_chunks(repo: EmbeddingRepository, llm: LLMGateway, rows: list[Claimed]) -> None:
     """A raw chunk gets its segments' vectors (see `memory_chunk_vectors`)."""
-    texts, spans = segment_texts([content for _, content in rows])
+    texts, spans = segment_texts([row.text for row in rows])
     segments = segment_vectors(spans, await llm.embed(texts))
     await repo.replace_chunk_segments(
-        [(row[0], segs) for row, segs in zip(rows, segments, strict=True)]
+        [(row.user_id, row.id, segs) for row, segs in zip(rows, segments, strict=True)]
     )
 
 

@@ -37,21 +37,22 @@ class RollingRepository:
 
     async def candidates(
         self, *, include: Sequence[str] | None, exclude: Sequence[str], limit: int
-    ) -> list[tuple[uuid.UUID, str]]:
-        """(session id, profile id) of sessions in rolling mode with work to look at —
+    ) -> list[tuple[uuid.UUID, str, str]]:
+        """(session id, user id, profile id) of sessions in rolling mode with work to look at —
         the profile ids `include`d (None = every profile but the `exclude`d ones):
         never looked at, active since the job last looked (`updated_at`, the seed's
         mtime gate: message times may be older than the server's clock, so the cursor
         itself cannot be the gate), a failed last chunk (retried every tick), or a
         summary without a cursor. Sessions and profiles named `temp-…` are skipped.
-        Oldest activity first."""
+        Oldest activity first. Deliberately across every user (the job's candidates,
+        read without a lock; each is then locked by its key, `lock`)."""
         profile_filter = (
             "s.profile_id = ANY(:include)" if include is not None else "TRUE"
         ) + " AND NOT (s.profile_id = ANY(:exclude))"
         stmt = text(
             f"""
-            SELECT s.id, s.profile_id FROM sessions s
-            LEFT JOIN rolling_summaries r ON r.session_id = s.id
+            SELECT s.id, s.user_id, s.profile_id FROM sessions s
+            LEFT JOIN rolling_summaries r ON r.session_id = s.id AND r.user_id = s.user_id
             WHERE {profile_filter}
               AND s.next_seq > 0
               AND s.profile_id NOT LIKE 'temp-%' AND coalesce(s.name, '') NOT LIKE 'temp-%'
@@ -67,48 +68,41 @@ class RollingRepository:
         if include is not None:
             params["include"] = list(include)
         rows = await self.session.execute(stmt, params)
-        return [(r.id, r.profile_id) for r in rows]
+        return [(r.id, r.user_id, r.profile_id) for r in rows]
 
-    async def ensure_row(self, session_id: uuid.UUID) -> None:
+    async def ensure_row(self, user_id: str, session_id: uuid.UUID) -> None:
         await self.session.execute(
             text(
-                "INSERT INTO rolling_summaries (session_id) VALUES (:sid) "
-                "ON CONFLICT (session_id) DO NOTHING"
+                "INSERT INTO rolling_summaries (session_id, user_id) VALUES (:sid, :uid) "
+                "ON CONFLICT (session_id, user_id) DO NOTHING"
             ),
-            {"sid": session_id},
+            {"sid": session_id, "uid": user_id},
         )
 
-    async def owner(self, session_id: uuid.UUID) -> str | None:
-        """The user the session belongs to (None: a legacy session)."""
-        row = await self.session.execute(
-            text("SELECT user_id FROM sessions WHERE id = :sid"), {"sid": session_id}
-        )
-        return row.scalar_one_or_none()
-
-    async def lock(self, session_id: uuid.UUID) -> RollingState | None:
+    async def lock(self, user_id: str, session_id: uuid.UUID) -> RollingState | None:
         """The state row, locked until the transaction ends; None when another worker
         holds it (SKIP LOCKED) or it does not exist."""
         row = (
             await self.session.execute(
                 text(
                     "SELECT session_id, summary, cursor_at, attempts FROM rolling_summaries "
-                    "WHERE session_id = :sid FOR UPDATE SKIP LOCKED"
+                    "WHERE user_id = :uid AND session_id = :sid FOR UPDATE SKIP LOCKED"
                 ),
-                {"sid": session_id},
+                {"uid": user_id, "sid": session_id},
             )
         ).first()
         if row is None:
             return None
         return RollingState(row.session_id, row.summary, row.cursor_at, int(row.attempts))
 
-    async def get(self, session_id: uuid.UUID) -> RollingState | None:
+    async def get(self, user_id: str, session_id: uuid.UUID) -> RollingState | None:
         row = (
             await self.session.execute(
                 text(
                     "SELECT session_id, summary, cursor_at, attempts FROM rolling_summaries "
-                    "WHERE session_id = :sid"
+                    "WHERE user_id = :uid AND session_id = :sid"
                 ),
-                {"sid": session_id},
+                {"uid": user_id, "sid": session_id},
             )
         ).first()
         if row is None:
@@ -116,7 +110,7 @@ class RollingRepository:
         return RollingState(row.session_id, row.summary, row.cursor_at, int(row.attempts))
 
     async def messages_after(
-        self, session_id: uuid.UUID, cursor_at: datetime | None, limit: int
+        self, user_id: str, session_id: uuid.UUID, cursor_at: datetime | None, limit: int
     ) -> list[TranscriptMessage]:
         """Summarisable messages newer than the cursor (all when None), in time order,
         from the hot table and the archive."""
@@ -126,14 +120,14 @@ class RollingRepository:
             f"""
             SELECT * FROM (
                 SELECT {cols} FROM session_messages
-                WHERE session_id = :sid AND {_SUMMARISABLE} {after}
+                WHERE user_id = :uid AND session_id = :sid AND {_SUMMARISABLE} {after}
                 UNION ALL
                 SELECT {cols} FROM session_messages_archive
-                WHERE session_id = :sid AND {_SUMMARISABLE} {after}
+                WHERE user_id = :uid AND session_id = :sid AND {_SUMMARISABLE} {after}
             ) m ORDER BY created_at, sequence_number LIMIT :limit
             """
         )
-        params: dict[str, Any] = {"sid": session_id, "limit": limit}
+        params: dict[str, Any] = {"uid": user_id, "sid": session_id, "limit": limit}
         if cursor_at is not None:
             params["cursor"] = cursor_at
         rows = await self.session.execute(stmt, params)
@@ -148,58 +142,67 @@ class RollingRepository:
             for r in rows
         ]
 
-    async def latest_message_at(self, session_id: uuid.UUID) -> datetime | None:
+    async def latest_message_at(self, user_id: str, session_id: uuid.UUID) -> datetime | None:
         return (
             await self.session.execute(
                 text(
                     "SELECT max(created_at) FROM ("
                     "SELECT max(created_at) AS created_at FROM session_messages "
-                    "WHERE session_id = :sid UNION ALL "
+                    "WHERE user_id = :uid AND session_id = :sid UNION ALL "
                     "SELECT max(created_at) FROM session_messages_archive "
-                    "WHERE session_id = :sid) t"
+                    "WHERE user_id = :uid AND session_id = :sid) t"
                 ),
-                {"sid": session_id},
+                {"uid": user_id, "sid": session_id},
             )
         ).scalar_one_or_none()
 
     async def save(
-        self, session_id: uuid.UUID, summary: dict[str, Any] | None, cursor_at: datetime | None
+        self,
+        user_id: str,
+        session_id: uuid.UUID,
+        summary: dict[str, Any] | None,
+        cursor_at: datetime | None,
     ) -> None:
         """Summary and cursor after a chunk (the attempt counter starts over)."""
         await self.session.execute(
             text(
                 "UPDATE rolling_summaries SET summary = CAST(:summary AS jsonb), "
                 "cursor_at = :cursor, updated_at = now(), attempts = 0, last_error = NULL "
-                "WHERE session_id = :sid"
+                "WHERE user_id = :uid AND session_id = :sid"
             ),
             {
+                "uid": user_id,
                 "sid": session_id,
                 "summary": json.dumps(summary, ensure_ascii=False) if summary is not None else None,
                 "cursor": cursor_at,
             },
         )
 
-    async def set_cursor(self, session_id: uuid.UUID, cursor_at: datetime | None) -> None:
+    async def set_cursor(
+        self, user_id: str, session_id: uuid.UUID, cursor_at: datetime | None
+    ) -> None:
         await self.session.execute(
             text(
                 "UPDATE rolling_summaries SET cursor_at = :cursor, updated_at = now() "
-                "WHERE session_id = :sid"
+                "WHERE user_id = :uid AND session_id = :sid"
             ),
-            {"sid": session_id, "cursor": cursor_at},
+            {"uid": user_id, "sid": session_id, "cursor": cursor_at},
         )
 
-    async def touch(self, session_id: uuid.UUID) -> None:
+    async def touch(self, user_id: str, session_id: uuid.UUID) -> None:
         """Looked at, nothing to summarise yet (e.g. a question still unanswered)."""
         await self.session.execute(
-            text("UPDATE rolling_summaries SET updated_at = now() WHERE session_id = :sid"),
-            {"sid": session_id},
+            text(
+                "UPDATE rolling_summaries SET updated_at = now() WHERE user_id = :uid AND session_id = :sid"
+            ),
+            {"uid": user_id, "sid": session_id},
         )
 
-    async def fail(self, session_id: uuid.UUID, error: str) -> None:
+    async def fail(self, user_id: str, session_id: uuid.UUID, error: str) -> None:
         await self.session.execute(
             text(
                 "UPDATE rolling_summaries SET attempts = attempts + 1, last_error = :err, "
-                "updated_at = now() WHERE session_id = :sid"
+                "updated_at = now() WHERE user_id = :uid AND session_id = :sid"
             ),
-            {"sid": session_id, "err": error[:1000]},
+            {"uid": user_id, "sid": session_id, "err": error[:1000]},
         )

@@ -171,6 +171,7 @@ async def summarise_session(
     factory: async_sessionmaker[AsyncSession],
     summarizer: RollingSummarizer,
     settings: Settings,
+    user_id: str,
     session_id: uuid.UUID,
     profile: RollingProfile,
     hooks: DemotionHooks | None = None,
@@ -180,8 +181,8 @@ async def summarise_session(
     summarises is searchable verbatim, as what compression demotes is."""
     run = SessionRun(session_id)
     async with transaction(factory) as db:  # short: the row must exist to be locked
-        await RollingRepository(db).ensure_row(session_id)
-    job = _SessionJob(summarizer, settings, session_id, profile, hooks, run)
+        await RollingRepository(db).ensure_row(user_id, session_id)
+    job = _SessionJob(summarizer, settings, user_id, session_id, profile, hooks, run)
     while True:
         async with transaction(factory) as db:
             if not await job.next_chunk(RollingRepository(db)):
@@ -194,6 +195,7 @@ class _SessionJob:
 
     summarizer: RollingSummarizer
     settings: Settings
+    user_id: str
     session_id: uuid.UUID
     profile: RollingProfile
     hooks: DemotionHooks | None
@@ -202,33 +204,34 @@ class _SessionJob:
     async def next_chunk(self, repo: RollingRepository) -> bool:
         """The next chunk after the locked row's cursor, summarised and saved; False
         when the run ends (nothing left, the row gone or held, a failure)."""
-        session_id, run = self.session_id, self.run
-        state = await repo.lock(session_id)
+        user_id, session_id, run = self.user_id, self.session_id, self.run
+        state = await repo.lock(user_id, session_id)
         if state is None:
             run.skipped = run.chunks == 0
             return False
         if state.summary is not None and state.cursor_at is None:
-            await repo.set_cursor(session_id, await repo.latest_message_at(session_id))
+            await repo.set_cursor(
+                user_id, session_id, await repo.latest_message_at(user_id, session_id)
+            )
             run.cursor_only = True
             return False
-        msgs = await repo.messages_after(session_id, state.cursor_at, ROWS_PER_LOAD)
+        msgs = await repo.messages_after(user_id, session_id, state.cursor_at, ROWS_PER_LOAD)
         chunks = chunk_messages(msgs, self.settings.rolling_summary_chunk_chars)
         if not chunks:
             if run.chunks == 0:
-                await repo.touch(session_id)
+                await repo.touch(user_id, session_id)
             return False
         chunk = chunks[0]
         cursor = chunk[-1].created_at
         # the chunk, noise included, goes to the raw-history index as compression's
         # demoted messages do (a failure is logged there, never raised here)
         if self.hooks is not None and len(self.hooks):
-            owner = await repo.owner(session_id)
-            await self.hooks.run(repo.session, owner, session_id, chunk, ())  # type: ignore[arg-type]
+            await self.hooks.run(repo.session, user_id, session_id, chunk, ())  # type: ignore[arg-type]
         kept, previous = chunk, state.summary
         if self.settings.rolling_summary_noise_filter:
             kept, previous = await self.summarizer.filter_noise(previous, chunk, self.profile)
             if not kept:  # all noise: save the trimmed summary and move on
-                await repo.save(session_id, previous, cursor)
+                await repo.save(user_id, session_id, previous, cursor)
                 return True
         return await self.summarise(repo, state.attempts, previous, kept, cursor)
 
@@ -245,7 +248,7 @@ class _SessionJob:
         try:
             summary = await self.summarizer.summarise(previous, kept, self.profile)
         except (LLMError, SummaryParseError) as exc:
-            await repo.fail(self.session_id, f"{type(exc).__name__}: {exc}")
+            await repo.fail(self.user_id, self.session_id, f"{type(exc).__name__}: {exc}")
             self.run.failed = str(exc)[:300]
             log.warning(
                 "rolling.chunk_failed",
@@ -254,7 +257,7 @@ class _SessionJob:
                 error=self.run.failed,
             )
             return False
-        await repo.save(self.session_id, summary, cursor)
+        await repo.save(self.user_id, self.session_id, summary, cursor)
         self.run.chunks += 1
         log.info(
             "rolling.chunk_summarised",
@@ -309,12 +312,13 @@ async def run_rolling_summaries(state: Any) -> TickReport:
         )
     summarizer = RollingSummarizer(state.llm, settings)
     default = by_id.get(profiles.get(None).id)
-    for session_id, profile_id in todo:
+    for session_id, user_id, profile_id in todo:
         profile = by_id.get(profile_id) or default or RollingProfile(id=profile_id)
         run = await summarise_session(
             state.session_factory,
             summarizer,
             settings,
+            user_id,
             session_id,
             profile,
             getattr(state, "demotion_hooks", None),

@@ -3,6 +3,7 @@ from __future__ import annotations
 from litestar import Controller, Request, post
 
 from app.domain.kernel.access import SESSION_HEADER, session_id_of
+from app.domain.kernel.deps import READ_ONLY
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
 from app.domain.search.deps import DEPENDENCIES
@@ -21,7 +22,7 @@ class MemorySearchController(Controller):
     tags = ["memory"]
     dependencies = DEPENDENCIES
 
-    @post("/memory/search", status_code=200)
+    @post("/memory/search", status_code=200, dependencies=READ_ONLY)
     async def memory_search(
         self,
         data: MemorySearchIn,
@@ -46,7 +47,7 @@ class MemorySearchController(Controller):
         )
         return result_out(result)
 
-    @post("/tools/memory_search", status_code=200)
+    @post("/tools/memory_search", status_code=200, dependencies=READ_ONLY)
     async def memory_search_tool(
         self,
         data: ToolMemorySearchIn,

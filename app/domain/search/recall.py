@@ -111,7 +111,7 @@ async def recall_for_turn(
             db, llm, user_id, query, k * 4, session_id=session_id, before_seq=live_from(context)
         )
         fact_hits = await facts(db, llm, user_id, query, k * 2) if facts else []  # type: ignore[arg-type]
-        summary = await ChunkRepository(db).latest_summary(session_id)
+        summary = await ChunkRepository(db).latest_summary(user_id, session_id)
     except Exception as exc:  # recall is a bonus: never fail the turn
         log.warning("memory.recall_failed", session_id=str(session_id), error=str(exc))
         return None

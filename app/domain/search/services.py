@@ -109,8 +109,12 @@ class UnifiedSearch:
         facts: FactSearch | None = None,
         errors: ErrorSearch | None = None,
         side_sessions: async_sessionmaker[AsyncSession] | None = None,
+        errors_db: AsyncSession | None = None,
     ) -> None:
+        """`errors_db` (default `db`): the errors scope renews the entries it finds (a
+        write), so it runs on the primary when `db` is a read replica's."""
         self.db = db
+        self.errors_db = errors_db or db
         self.llm = llm
         self.settings = settings
         self.facts = facts
@@ -162,10 +166,11 @@ class UnifiedSearch:
             raws = await raw()
         errors: list[MemoryHit] = []
         if scope_ == "errors" and self.errors is not None:  # only when asked for
-            errors = await self.errors(self.db, llm, user_id, query, k_)  # type: ignore[arg-type]
+            errors = await self.errors(self.errors_db, llm, user_id, query, k_)  # type: ignore[arg-type]
         summary = None
         if current_session_id is not None and raws:
-            summary = await ChunkRepository(self.db).latest_summary(current_session_id)
+            # the user's chunks of that session are the only raw hits it can mark
+            summary = await ChunkRepository(self.db).latest_summary(user_id, current_session_id)
         raws = mark_freshness(
             facts,
             raws,

@@ -66,17 +66,19 @@ def compaction_cut(rows: Sequence[HotRow], limit: int, ratio: float = KEEP_RATIO
     return best
 
 
-async def compact_by_bytes(db: AsyncSession, session_id: uuid.UUID, limit: int) -> int:
+async def compact_by_bytes(
+    db: AsyncSession, user_id: str, session_id: uuid.UUID, limit: int
+) -> int:
     """Archive the oldest hot messages when the hot history exceeds `limit` bytes.
     Returns how many rows moved. Runs in the caller's transaction (the session row is
-    locked by the append that triggered it)."""
+    locked by the append that triggered it); `user_id` is the session's."""
     repo = CompactionRepository(db)
-    if limit <= 0 or await repo.hot_bytes(session_id) <= limit:
+    if limit <= 0 or await repo.hot_bytes(user_id, session_id) <= limit:
         return 0
-    cut = compaction_cut(await repo.hot_rows(session_id), limit)
+    cut = compaction_cut(await repo.hot_rows(user_id, session_id), limit)
     if cut is None:
         return 0
-    moved = await SessionRepository(db).archive_old_messages(session_id, cut)
+    moved = await SessionRepository(db).archive_old_messages(user_id, session_id, cut)
     log.info("history.compacted", session_id=str(session_id), below_seq=cut, moved=moved)
     return moved
 
@@ -87,6 +89,7 @@ def appended_bytes(contents: Sequence[tuple[str, str | None]]) -> int:
 
 async def after_append(
     db: AsyncSession,
+    user_id: str,
     session_id: uuid.UUID,
     first_seq: int,
     contents: Sequence[tuple[str, str | None]],
@@ -95,4 +98,4 @@ async def after_append(
     """The hook SessionService.append calls: measure only when `should_check` says so."""
     if not should_check(first_seq, len(contents), appended_bytes(contents), limit):
         return 0
-    return await compact_by_bytes(db, session_id, limit)
+    return await compact_by_bytes(db, user_id, session_id, limit)

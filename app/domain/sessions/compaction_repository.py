@@ -1,4 +1,6 @@
-"""SQL of size compaction (`compaction.py`): the hot history's sizes, content + thinking."""
+"""SQL of size compaction (`compaction.py`): the hot history's sizes, content + thinking.
+
+Both reads name the session's user (the tenant key) with the session."""
 
 from __future__ import annotations
 
@@ -24,26 +26,27 @@ class CompactionRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def hot_bytes(self, session_id: uuid.UUID) -> int:
+    async def hot_bytes(self, user_id: str, session_id: uuid.UUID) -> int:
         return int(
             (
                 await self.session.execute(
                     text(
                         f"SELECT coalesce(sum({_SIZE}), 0) FROM session_messages "
-                        "WHERE session_id = :sid"
+                        "WHERE user_id = :uid AND session_id = :sid"
                     ),
-                    {"sid": session_id},
+                    {"uid": user_id, "sid": session_id},
                 )
             ).scalar_one()
         )
 
-    async def hot_rows(self, session_id: uuid.UUID) -> list[HotRow]:
+    async def hot_rows(self, user_id: str, session_id: uuid.UUID) -> list[HotRow]:
         rows = await self.session.execute(
             text(
                 f"SELECT sequence_number, role, {_SIZE} AS nbytes, is_context "
-                "FROM session_messages WHERE session_id = :sid ORDER BY sequence_number"
+                "FROM session_messages WHERE user_id = :uid AND session_id = :sid "
+                "ORDER BY sequence_number"
             ),
-            {"sid": session_id},
+            {"uid": user_id, "sid": session_id},
         )
         return [
             HotRow(int(r.sequence_number), r.role, int(r.nbytes), bool(r.is_context)) for r in rows

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.db.models import Session
 from app.domain.kernel.access import Viewer
+from app.domain.kernel.deps import READ_ONLY, READ_ONLY_STANDALONE
 from app.domain.kernel.events import ContextEvent
 from app.domain.kernel.principal import Principal
 from app.domain.sessions.deps import DEPENDENCIES
@@ -103,7 +104,7 @@ class SessionController(Controller):
         session_hooks.created(state, settings)
         return session_out(row)
 
-    @get("/")
+    @get("/", dependencies=READ_ONLY_STANDALONE)
     async def list_sessions(
         self,
         principal: Principal,
@@ -128,7 +129,7 @@ class SessionController(Controller):
         )
         return page([summary_out(r) for r in rows], total, limit, offset)
 
-    @get("/matches")
+    @get("/matches", dependencies=READ_ONLY)
     async def search_matches(
         self,
         principal: Principal,
@@ -211,7 +212,7 @@ class SessionController(Controller):
             )
         return AppendResult(session_id=session_id, messages=refs, events=events)
 
-    @get("/{session_id:uuid}/messages")
+    @get("/{session_id:uuid}/messages", dependencies=READ_ONLY_STANDALONE)
     async def history(
         self,
         session_id: uuid.UUID,

@@ -7,7 +7,17 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import BindParameter, ColumnElement, Integer, Select, bindparam, func, select, text
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Integer,
+    Select,
+    bindparam,
+    func,
+    null,
+    select,
+    text,
+)
 from sqlalchemy.sql.elements import TextClause
 
 from app.db.models import Message, MessageArchive, Session
@@ -59,11 +69,13 @@ def _contains(pattern: str | BindParameter[str], *, per_session: bool) -> Column
     always keeps it."""
     hot = select(1).where(
         Message.session_id == Session.id,
+        Message.user_id == Session.user_id,
         Message.display_index.is_not(None),
         Message.content.ilike(pattern, escape="\\"),
     )
     cold = select(1).where(
         MessageArchive.session_id == Session.id,
+        MessageArchive.user_id == Session.user_id,
         MessageArchive.display_index.is_not(None),
         MessageArchive.content.ilike(pattern, escape="\\"),
     )
@@ -99,6 +111,25 @@ def summaries_page(
     if search:
         params["pattern"] = contains_pattern(search)
     return stmt, params
+
+
+PREVIEW_CHARS = 160
+
+
+def previews(keys: list[tuple[Any, str]]) -> tuple[TextClause, dict[str, Any]]:
+    """The head of the newest displayed message of each session (id, user id) of all
+    users' sidebar page: one backward lookup of `ix_session_messages_display` per session,
+    each naming the session's user (on Citus each branch is one shard)."""
+    params: dict[str, Any] = {"n": PREVIEW_CHARS}
+    parts = []
+    for i, (sid, uid) in enumerate(keys):
+        params[f"s{i}"], params[f"u{i}"] = sid, uid
+        parts.append(
+            f"(SELECT session_id, left(content, :n) AS preview FROM session_messages"
+            f" WHERE session_id = :s{i} AND user_id = :u{i} AND display_index IS NOT NULL"
+            " ORDER BY display_index DESC LIMIT 1)"
+        )
+    return text(" UNION ALL ".join(parts)), params
 
 
 @lru_cache(maxsize=128)
@@ -140,9 +171,19 @@ def _summaries_statement(
         .offset(bindparam("offset", type_=Integer))
         .subquery("page")
     )
-    preview = (
-        select(func.left(Message.content, 160))
-        .where(Message.session_id == page.c.id, Message.display_index.is_not(None))
+    # One user's page names the user in the preview too: the page is a fenced subquery
+    # (LIMIT), through which Citus does not see the user filter. All users' page takes
+    # its previews from a second statement (`previews`): Citus plans no correlated
+    # subquery over a subquery it cannot push down (the page spans shards).
+    preview: ColumnElement[Any] = (
+        null()
+        if all_users
+        else select(func.left(Message.content, PREVIEW_CHARS))
+        .where(
+            Message.session_id == page.c.id,
+            Message.user_id == bindparam("uid"),
+            Message.display_index.is_not(None),
+        )
         .order_by(Message.display_index.desc())
         .limit(1)
         .scalar_subquery()
@@ -156,7 +197,9 @@ def _summaries_statement(
     ).order_by(page.c.pinned.desc(), outer_order, page.c.id)
 
 
-# For each requested session: the first `:cap` matching display rows in display order,
+# For each requested session (all of one user, `:uid`: every read names it, so on Citus
+# the statement stays on that user's shard): the first `:cap` matching display rows in
+# display order,
 # plus one more, which only says "there are more" (`truncated`). Archived rows all precede
 # the hot ones, so the archive is read first (its (session_id, sequence_number) index; a
 # display position grows with the sequence number) and the hot table only for what is
@@ -179,10 +222,11 @@ MATCHES_SQL: TextClause = text(
                AS match_count,
            (SELECT substr(c.content,
                           greatest(1, strpos(lower(c.content), lower(:term)) - 60), 200)
-            FROM (SELECT content FROM session_messages_archive WHERE id = ar.first_id
+            FROM (SELECT content FROM session_messages_archive
+                  WHERE user_id = :uid AND id = ar.first_id
                   UNION ALL
                   SELECT content FROM session_messages
-                  WHERE id = hot.first_id AND ar.first_id IS NULL) c
+                  WHERE user_id = :uid AND id = hot.first_id AND ar.first_id IS NULL) c
             LIMIT 1) AS snippet
     FROM unnest(CAST(:ids AS uuid[])) AS s(id)
     CROSS JOIN LATERAL (
@@ -191,7 +235,7 @@ MATCHES_SQL: TextClause = text(
         FROM (
             SELECT a.sequence_number, a.display_index, a.id
             FROM session_messages_archive a
-            WHERE a.session_id = s.id AND a.display_index IS NOT NULL
+            WHERE a.user_id = :uid AND a.session_id = s.id AND a.display_index IS NOT NULL
               AND strpos(lower(a.content), lower(:term)) > 0
             ORDER BY a.sequence_number
             LIMIT CAST(:cap AS integer) + 1
@@ -203,7 +247,7 @@ MATCHES_SQL: TextClause = text(
         FROM (
             SELECT m.display_index, m.id
             FROM session_messages m
-            WHERE m.session_id = s.id AND m.display_index IS NOT NULL
+            WHERE m.user_id = :uid AND m.session_id = s.id AND m.display_index IS NOT NULL
               AND strpos(lower(m.content), lower(:term)) > 0
             ORDER BY m.display_index
             LIMIT greatest(0, CAST(:cap AS integer) + 1 - coalesce(cardinality(ar.positions), 0))
@@ -221,12 +265,14 @@ MATCHES_RARE_SQL: TextClause = text(
     WITH hits AS (
         SELECT m.session_id, m.display_index, m.id, false AS archived
         FROM session_messages m
-        WHERE m.session_id = ANY(CAST(:ids AS uuid[])) AND m.display_index IS NOT NULL
+        WHERE m.user_id = :uid AND m.session_id = ANY(CAST(:ids AS uuid[]))
+          AND m.display_index IS NOT NULL
           AND m.content ILIKE :pattern ESCAPE '\\'
         UNION ALL
         SELECT a.session_id, a.display_index, a.id, true
         FROM session_messages_archive a
-        WHERE a.session_id = ANY(CAST(:ids AS uuid[])) AND a.display_index IS NOT NULL
+        WHERE a.user_id = :uid AND a.session_id = ANY(CAST(:ids AS uuid[]))
+          AND a.display_index IS NOT NULL
           AND a.content ILIKE :pattern ESCAPE '\\'
     ), agg AS (
         SELECT session_id,
@@ -241,10 +287,10 @@ MATCHES_RARE_SQL: TextClause = text(
            (SELECT substr(c.content,
                           greatest(1, strpos(lower(c.content), lower(:term)) - 60), 200)
             FROM (SELECT content FROM session_messages
-                  WHERE id = agg.first_id AND NOT agg.first_archived
+                  WHERE user_id = :uid AND id = agg.first_id AND NOT agg.first_archived
                   UNION ALL
                   SELECT content FROM session_messages_archive
-                  WHERE id = agg.first_id AND agg.first_archived) c
+                  WHERE user_id = :uid AND id = agg.first_id AND agg.first_archived) c
             LIMIT 1) AS snippet
     FROM agg
     """

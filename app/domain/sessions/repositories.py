@@ -11,19 +11,26 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any, cast
 
-from sqlalchemy import Row, Table, delete, func, insert, select, text, update
+from sqlalchemy import Row, Table, bindparam, delete, func, insert, select, text, update
 
 from app.db.base import TRIGRAM_INDEX_PREFIX
 from app.db.models import MemoryChunk, Message, MessageArchive, Session
 from app.domain.kernel.access import Viewer
-from app.domain.kernel.repositories import SessionLookupRepository, visible
+from app.domain.kernel.repositories import (
+    ChunkCountRepository,
+    SessionLookupRepository,
+    scope_owner,
+    visible,
+)
 from app.domain.sessions.queries import (
     ESTIMATE_MATCHES_SQL,
     MATCHES_RARE_SQL,
     MATCHES_SQL,
     RARE_TERM_ROWS,
+    previews,
     search_filters,
     summaries_page,
 )
@@ -33,6 +40,23 @@ MESSAGE_COLUMNS = [c.name for c in Message.__table__.columns if c.name != "id"]
 _COLS_SQL = ", ".join(f'"{c}"' for c in MESSAGE_COLUMNS)
 
 _MESSAGES = cast(Table, Message.__table__)
+_SESSIONS = cast(Table, Session.__table__)
+# An append's reservation (`SessionRepository.reserve`), built once: Core, not the ORM's
+# bulk-update path, and no expression building per call (both measurable per append).
+_RESERVE = (
+    update(_SESSIONS)
+    .where(_SESSIONS.c.id == bindparam("sid"), _SESSIONS.c.user_id == bindparam("uid"))
+    .values(
+        next_seq=_SESSIONS.c.next_seq + bindparam("n"),
+        next_display_index=_SESSIONS.c.next_display_index + bindparam("d"),
+        last_active=func.now(),
+    )
+    .returning(
+        _SESSIONS.c.next_seq - bindparam("n"),
+        _SESSIONS.c.next_display_index - bindparam("d"),
+        _SESSIONS.c.user_id,
+    )
+)
 
 
 # Per database (URL): does session_messages.content have its trigram index? Probed once per
@@ -45,27 +69,38 @@ class SessionRepository(SessionLookupRepository):
     """Sessions and their messages (`get`, a session in a viewer's scope, is the kernel's)."""
 
     # ---------------------------------------------------------------- sessions
-    async def create(self, profile_id: str, user_id: str | None, name: str | None) -> Session:
+    async def create(self, profile_id: str, user_id: str, name: str | None) -> Session:
         row = Session(profile_id=profile_id, user_id=user_id, name=name)
         self.session.add(row)
         await self.session.flush()
         await self.session.refresh(row)
         return row
 
+    # The statements on one session below name its user (`scope_owner`: the viewer's
+    # own, or an all-users viewer's session's owner looked up first), so each stays on
+    # one shard on Citus — a locking read must.
     async def lock(self, session_id: uuid.UUID, viewer: Viewer) -> Session | None:
         """The session row, locked for the rest of the transaction."""
+        owner = await scope_owner(self.session, session_id, viewer)
+        if owner is None:
+            return None
         return (
             await self.session.execute(
                 select(Session)
-                .where(Session.id == session_id, visible(viewer))
+                .where(Session.id == session_id, Session.user_id == owner)
                 .with_for_update()
                 .execution_options(populate_existing=True)
             )
         ).scalar_one_or_none()
 
     async def update_fields(self, session_id: uuid.UUID, viewer: Viewer, **values: Any) -> bool:
+        owner = await scope_owner(self.session, session_id, viewer)
+        if owner is None:
+            return False
         result = await self.session.execute(
-            update(Session).where(Session.id == session_id, visible(viewer)).values(**values)
+            update(Session)
+            .where(Session.id == session_id, Session.user_id == owner)
+            .values(**values)
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
 
@@ -74,12 +109,24 @@ class SessionRepository(SessionLookupRepository):
 
         Raw chunks have no FK (by design) and are deleted here explicitly.
         """
-        result = await self.session.execute(
-            delete(Session).where(Session.id == session_id, visible(viewer))
-        )
-        if not result.rowcount:  # type: ignore[attr-defined]
+        owner = await scope_owner(self.session, session_id, viewer)
+        if owner is None:
             return False
-        await self.session.execute(delete(MemoryChunk).where(MemoryChunk.session_id == session_id))
+        deleted = (
+            await self.session.execute(
+                delete(Session)
+                .where(Session.id == session_id, Session.user_id == owner)
+                .returning(Session.user_id)
+            )
+        ).scalar_one_or_none()
+        if deleted is None:
+            return False
+        removed = await self.session.execute(
+            delete(MemoryChunk).where(
+                MemoryChunk.user_id == owner, MemoryChunk.session_id == session_id
+            )
+        )
+        await ChunkCountRepository(self.session).change(owner, -removed.rowcount)  # type: ignore[attr-defined]
         return True
 
     async def count_summaries(
@@ -138,7 +185,11 @@ class SessionRepository(SessionLookupRepository):
             sort_order=sort_order,
             per_session=per_session,
         )
-        rows = list((await self.session.execute(stmt, params)).all())
+        rows: list[Any] = list((await self.session.execute(stmt, params)).all())
+        if rows and viewer.all_users:  # the previews of a page across users: a second read
+            sql, keys = previews([(r.id, r.user_id) for r in rows])
+            heads: dict[Any, str] = {r[0]: r[1] for r in await self.session.execute(sql, keys)}
+            rows = [SimpleNamespace(**{**r._asdict(), "preview": heads.get(r.id)}) for r in rows]
         if rows:
             return rows, int(rows[0].total)
         if offset == 0:
@@ -150,6 +201,9 @@ class SessionRepository(SessionLookupRepository):
         self, session_id: uuid.UUID, viewer: Viewer, entry: dict[str, Any], keep: int
     ) -> bool:
         # Append, keeping the newest `keep` entries.
+        owner = await scope_owner(self.session, session_id, viewer)
+        if owner is None:
+            return False
         stmt = text(
             """
             UPDATE sessions SET planning_logs = (
@@ -159,7 +213,7 @@ class SessionRepository(SessionLookupRepository):
                     ORDER BY i DESC LIMIT :keep
                 ) kept
             )
-            WHERE id = :id AND (:all_users OR user_id = :uid)
+            WHERE id = :id AND user_id = :uid
             """
         )
         import json
@@ -170,8 +224,7 @@ class SessionRepository(SessionLookupRepository):
                 "entry": json.dumps(entry),
                 "keep": keep,
                 "id": session_id,
-                "all_users": viewer.all_users,
-                "uid": viewer.user_id,
+                "uid": owner,
             },
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
@@ -179,27 +232,20 @@ class SessionRepository(SessionLookupRepository):
     # ---------------------------------------------------------------- messages
     async def reserve(
         self, session_id: uuid.UUID, viewer: Viewer, n_total: int, n_display: int
-    ) -> tuple[int, int] | None:
+    ) -> tuple[int, int, str] | None:
         """Reserve `n_total` sequence numbers and `n_display` display positions.
 
         One UPDATE takes the session row lock until commit, so concurrent appends to one
         session serialise here and get disjoint, gap-free ranges. Returns the first
-        sequence number and display position, or None when the session is not visible.
+        sequence number and display position and the session's user (the messages'
+        tenant key), or None when the session is not visible.
         """
-        stmt = (
-            update(Session)
-            .where(Session.id == session_id, visible(viewer))
-            .values(
-                next_seq=Session.next_seq + n_total,
-                next_display_index=Session.next_display_index + n_display,
-                last_active=func.now(),
-            )
-            .returning(Session.next_seq - n_total, Session.next_display_index - n_display)
-            # Loaded Session objects need not follow (the ORM's "evaluate" costs per call).
-            .execution_options(synchronize_session=False)
-        )
-        row = (await self.session.execute(stmt)).first()
-        return (int(row[0]), int(row[1])) if row else None
+        owner = await scope_owner(self.session, session_id, viewer)
+        if owner is None:
+            return None
+        params = {"sid": session_id, "uid": owner, "n": n_total, "d": n_display}
+        row = (await self.session.execute(_RESERVE, params)).first()
+        return (int(row[0]), int(row[1]), str(row[2])) if row else None
 
     async def insert_messages(self, rows: list[dict[str, Any]]) -> None:
         """One multi-row INSERT (Core executemany → insertmanyvalues), bypassing the ORM's
@@ -211,8 +257,10 @@ class SessionRepository(SessionLookupRepository):
                     row["metadata"] = row.pop("message_metadata")
             await self.session.execute(insert(_MESSAGES), rows)
 
+    # Every message statement below names the session's user (the tenant key, its
+    # `user_id`) next to the session id: on Citus each then routes to one shard.
     async def history_page(
-        self, session_id: uuid.UUID, before_seq: int | None, limit: int
+        self, user_id: str, session_id: uuid.UUID, before_seq: int | None, limit: int
     ) -> list[tuple[Message | MessageArchive, bool]]:
         """Display messages with sequence_number < before_seq, newest first, hot and
         archived alike. Returns (row, archived) pairs."""
@@ -226,6 +274,7 @@ class SessionRepository(SessionLookupRepository):
             rows = await self.session.execute(
                 select(model)
                 .where(
+                    model.user_id == user_id,
                     model.session_id == session_id,
                     model.display_index.is_not(None),
                     model.sequence_number < bound,
@@ -239,25 +288,29 @@ class SessionRepository(SessionLookupRepository):
         out.sort(key=lambda p: p[0].sequence_number, reverse=True)
         return out[:limit]
 
-    async def context_messages(self, session_id: uuid.UUID) -> list[Message]:
+    async def context_messages(self, user_id: str, session_id: uuid.UUID) -> list[Message]:
         """Rows flagged is_context, in order (the LLM context is rebuilt from these)."""
         rows = await self.session.execute(
             select(Message)
-            .where(Message.session_id == session_id, Message.is_context.is_(True))
+            .where(
+                Message.user_id == user_id,
+                Message.session_id == session_id,
+                Message.is_context.is_(True),
+            )
             .order_by(Message.sequence_number)
         )
         return list(rows.scalars())
 
-    async def all_messages(self, session_id: uuid.UUID) -> list[Message]:
+    async def all_messages(self, user_id: str, session_id: uuid.UUID) -> list[Message]:
         rows = await self.session.execute(
             select(Message)
-            .where(Message.session_id == session_id)
+            .where(Message.user_id == user_id, Message.session_id == session_id)
             .order_by(Message.sequence_number)
         )
         return list(rows.scalars())
 
     async def set_context_flag(
-        self, session_id: uuid.UUID, sequence_numbers: Sequence[int], flag: bool
+        self, user_id: str, session_id: uuid.UUID, sequence_numbers: Sequence[int], flag: bool
     ) -> int:
         """The narrow update by sequence number. It deliberately does not filter on
         is_display: context-only rows (old summaries) must be demoted too."""
@@ -266,6 +319,7 @@ class SessionRepository(SessionLookupRepository):
         result = await self.session.execute(
             update(Message)
             .where(
+                Message.user_id == user_id,
                 Message.session_id == session_id,
                 Message.sequence_number.in_(list(sequence_numbers)),
             )
@@ -277,7 +331,9 @@ class SessionRepository(SessionLookupRepository):
         )
         return int(result.rowcount)  # type: ignore[attr-defined]
 
-    async def archive_old_messages(self, session_id: uuid.UUID, threshold: int) -> int:
+    async def archive_old_messages(
+        self, user_id: str, session_id: uuid.UUID, threshold: int
+    ) -> int:
         """Move rows with sequence_number < threshold to the archive, in one statement.
 
         Rows still in the LLM context stay hot whatever their age: the context is read from
@@ -288,21 +344,24 @@ class SessionRepository(SessionLookupRepository):
                 f"""
                 WITH moved AS (
                     DELETE FROM session_messages
-                    WHERE session_id = :sid AND sequence_number < :threshold AND NOT is_context
+                    WHERE user_id = :uid AND session_id = :sid
+                      AND sequence_number < :threshold AND NOT is_context
                     RETURNING {_COLS_SQL}
                 )
                 INSERT INTO session_messages_archive ({_COLS_SQL})
                 SELECT {_COLS_SQL} FROM moved
                 """
             ),
-            {"sid": session_id, "threshold": threshold},
+            {"uid": user_id, "sid": session_id, "threshold": threshold},
         )
         return int(result.rowcount)  # type: ignore[attr-defined]
 
     async def get_archived_messages(
-        self, session_id: uuid.UUID, *, before_seq: int | None, limit: int
+        self, user_id: str, session_id: uuid.UUID, *, before_seq: int | None, limit: int
     ) -> list[MessageArchive]:
-        stmt = select(MessageArchive).where(MessageArchive.session_id == session_id)
+        stmt = select(MessageArchive).where(
+            MessageArchive.user_id == user_id, MessageArchive.session_id == session_id
+        )
         if before_seq is not None:
             stmt = stmt.where(MessageArchive.sequence_number < before_seq)
         rows = await self.session.execute(
@@ -310,9 +369,13 @@ class SessionRepository(SessionLookupRepository):
         )
         return list(rows.scalars())
 
-    async def hot_message_count(self, session_id: uuid.UUID) -> int:
+    async def hot_message_count(self, user_id: str, session_id: uuid.UUID) -> int:
         return (
-            await self.session.execute(select(func.count()).where(Message.session_id == session_id))
+            await self.session.execute(
+                select(func.count()).where(
+                    Message.user_id == user_id, Message.session_id == session_id
+                )
+            )
         ).scalar_one()
 
     async def search_matches(
@@ -326,24 +389,30 @@ class SessionRepository(SessionLookupRepository):
         a term the trigram statistics call rare goes through the trigram index
         (`queries.MATCHES_RARE_SQL`).
 
-        The visible ids are resolved first (one primary-key lookup); positions are
-        stored, not numbered here."""
-        visible_ids = list(
-            (
-                await self.session.execute(
-                    select(Session.id).where(Session.id.in_(list(session_ids)), visible(viewer))
-                )
-            ).scalars()
+        The visible sessions and their users are resolved first (one primary-key
+        lookup); then one statement per user (one, but for an all-users viewer asking
+        about several users' sessions), each naming its user. Positions are stored, not
+        numbered here."""
+        owners: dict[str, list[uuid.UUID]] = {}
+        found = await self.session.execute(
+            select(Session.user_id, Session.id).where(
+                Session.id.in_(list(session_ids)), visible(viewer)
+            )
         )
-        if not visible_ids:
+        for owner, sid in found.all():
+            owners.setdefault(owner, []).append(sid)
+        if not owners:
             return []
         pattern = contains_pattern(term)
         rare = await self._rare_term(pattern)
-        rows = await self.session.execute(
-            MATCHES_RARE_SQL if rare else MATCHES_SQL,
-            {"ids": visible_ids, "pattern": pattern, "term": term, "cap": max_positions},
-        )
-        return list(rows.all())
+        out: list[Row[Any]] = []
+        for owner, ids in owners.items():
+            rows = await self.session.execute(
+                MATCHES_RARE_SQL if rare else MATCHES_SQL,
+                {"uid": owner, "ids": ids, "pattern": pattern, "term": term, "cap": max_positions},
+            )
+            out.extend(rows.all())
+        return out
 
 
 def now() -> datetime:

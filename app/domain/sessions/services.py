@@ -133,10 +133,16 @@ def validate_messages(messages: list[MessageIn], settings: Settings) -> list[Mes
 
 
 def message_row(
-    session_id: uuid.UUID, m: MessageIn, seq: int, display_index: int | None, at: datetime
+    session_id: uuid.UUID,
+    user_id: str,
+    m: MessageIn,
+    seq: int,
+    display_index: int | None,
+    at: datetime,
 ) -> dict[str, Any]:
     return {
         "session_id": session_id,
+        "user_id": user_id,
         "sequence_number": seq,
         "display_index": display_index,
         "role": m.role,
@@ -169,7 +175,7 @@ class SessionService:
         self.settings = settings
 
     async def create(
-        self, profile_id: str, user_id: str | None, name: str | None, known: Collection[str]
+        self, profile_id: str, user_id: str, name: str | None, known: Collection[str]
     ) -> Session:
         profile_id = profile_id.strip()
         if not profile_id or len(profile_id) > MAX_PROFILE_ID:
@@ -223,22 +229,23 @@ class SessionService:
         reserved = await self.repo.reserve(session_id, viewer, len(messages), n_display)
         if reserved is None:
             await self.refuse(session_id, viewer)
-        seq, disp = reserved
+        seq, disp, user_id = reserved
         # Pasted images → session files + the notice of the LLM copy (metadata).
-        await attach_pasted_images(self.repo, self.settings, session_id, viewer, messages)
+        await attach_pasted_images(self.repo, self.settings, user_id, session_id, viewer, messages)
         at = datetime.now(UTC)
         rows, refs = [], []
         for m in messages:
             d = None
             if m.is_display:
                 d, disp = disp, disp + 1
-            rows.append(message_row(session_id, m, seq, d, at))
+            rows.append(message_row(session_id, user_id, m, seq, d, at))
             refs.append(AppendedRef(sequence_number=seq, display_index=d))
             seq += 1
         await self.repo.insert_messages(rows)
         # Size-based compaction of the hot history (SESSION_MAX_HISTORY_BYTES).
         await after_append(
             self.repo.session,
+            user_id,
             session_id,
             reserved[0],
             [(m.content, m.thinking) for m in messages],
@@ -249,8 +256,8 @@ class SessionService:
     async def history(
         self, session_id: uuid.UUID, viewer: Viewer, before_seq: int | None, limit: int
     ) -> HistoryPage:
-        await self.get(session_id, viewer)
-        rows = await self.repo.history_page(session_id, before_seq, limit + 1)
+        session = await self.get(session_id, viewer)
+        rows = await self.repo.history_page(session.user_id, session_id, before_seq, limit + 1)
         has_more = len(rows) > limit
         rows = rows[:limit]
         msgs = [message_out(r, archived) for r, archived in reversed(rows)]
@@ -266,7 +273,7 @@ class SessionService:
         """What the LLM sees: the is_context rows, stored system records only when their
         source is on the allowlist."""
         session = await self.get(session_id, viewer)
-        rows = await self.repo.context_messages(session_id)
+        rows = await self.repo.context_messages(session.user_id, session_id)
         visible = [r for r in rows if reaches_llm(r.role, r.is_context, r.message_metadata)]
         # A compression summary leads the context although its sequence number is newer.
         return session, [

@@ -6,6 +6,7 @@ from pathlib import Path
 from litestar import Controller, MediaType, get, post
 from litestar.response import File
 
+from app.domain.kernel.deps import READ_ONLY
 from app.domain.kernel.principal import Principal
 from app.domain.shares.deps import DEPENDENCIES
 from app.domain.shares.schemas import SharedMessages, SharedSession, ShareOut
@@ -50,13 +51,13 @@ class SharedController(Controller):
     opt = {"public": True}
     response_headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 
-    @get("/{token:str}")
+    @get("/{token:str}", dependencies=READ_ONLY)
     async def shared_session(
         self, token: str, shares: ShareService, limit: Limit = 50
     ) -> SharedSession:
         return await shares.view(token, limit)
 
-    @get("/{token:str}/messages")
+    @get("/{token:str}/messages", dependencies=READ_ONLY)
     async def shared_messages(
         self,
         token: str,

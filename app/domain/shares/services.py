@@ -130,11 +130,11 @@ class ShareService:
             raise Forbidden("session: only its owner or an admin may share it")
         if session.next_seq == 0:
             raise Conflict("session: no message saved yet; share it after the first message")
-        existing = await self.repo.token_for_session(session_id)
+        existing = await self.repo.token_for_session(session.user_id, session_id)
         if existing is not None:
             return existing
         token = secrets.token_urlsafe(32)
-        stored = await self.repo.create(session_id, token, token_hash(token))
+        stored = await self.repo.create(session.user_id, session_id, token, token_hash(token))
         log.info("share.issued", session_id=str(session_id))
         return stored
 
@@ -147,7 +147,9 @@ class ShareService:
         return found[1]
 
     async def _page(self, session: Session, before_seq: int | None, limit: int) -> SharedMessages:
-        rows = await SessionRepository(self.db).history_page(session.id, before_seq, limit + 1)
+        rows = await SessionRepository(self.db).history_page(
+            session.user_id, session.id, before_seq, limit + 1
+        )
         has_more = len(rows) > limit
         rows = rows[:limit]
         scrub = _scrubber(session)

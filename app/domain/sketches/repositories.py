@@ -60,11 +60,13 @@ class SketchRepository:
             session_id=session_id,
             key=key,
             value=value,
+            updated_at=func.now(),
         )
         await self.session.execute(
             stmt.on_conflict_do_update(
                 constraint="uq_kv_store_user_id_scope_session_id_key",
-                set_={"value": stmt.excluded.value, "updated_at": func.now()},
+                # the inserted row's `now()`: Citus allows no volatile function here
+                set_={"value": stmt.excluded.value, "updated_at": stmt.excluded.updated_at},
             )
         )
 

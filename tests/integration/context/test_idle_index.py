@@ -227,7 +227,7 @@ async def test_a_session_held_by_one_worker_is_passed_over(
         repo = RawIndexRepository(held)
         await repo.ensure_idle_rows(before, None)
     async with transaction(factory) as held:
-        assert await RawIndexRepository(held).claim(uuid.UUID(sid), before) is not None
+        assert await RawIndexRepository(held).claim("admin", uuid.UUID(sid), before) is not None
         other = await _pass(
             engine, dataclasses.replace(settings, raw_index_idle_minutes=0), minutes_later=1
         )

@@ -85,7 +85,10 @@ async def test_trigram_indexes_serve_the_fallback(db_url: str) -> None:
     if not _has_trgm(db_url):
         return  # embedded server: nothing to check, the ILIKE path is covered above
     with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
-        conn.execute("SET enable_seqscan = off")
+        if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone():
+            # on a cluster the shards are planned on the workers: the setting goes there too
+            conn.execute("SET LOCAL citus.propagate_set_commands = 'local'")
+        conn.execute("SET LOCAL enable_seqscan = off")
         plan = "\n".join(
             r[0]
             for r in conn.execute(

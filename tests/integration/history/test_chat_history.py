@@ -6,6 +6,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from litestar.testing import AsyncTestClient
+from sqlalchemy import text as sql_text
 
 from app.db.engine import session_factory, transaction
 from app.domain.sessions.repositories import SessionRepository
@@ -47,7 +48,13 @@ async def _fill(client: AsyncTestClient, sid: str, archive_before: int | None = 
     assert r.status_code == 201, r.text
     if archive_before is not None:
         async with transaction(session_factory(engine)) as db:
-            moved = await SessionRepository(db).archive_old_messages(uuid.UUID(sid), archive_before)
+            owner = (
+                await db.execute(
+                    sql_text("SELECT user_id FROM sessions WHERE id = :id"), {"id": sid}
+                )
+            ).scalar_one()
+            repo = SessionRepository(db)
+            moved = await repo.archive_old_messages(owner, uuid.UUID(sid), archive_before)
             assert moved == archive_before
 
 

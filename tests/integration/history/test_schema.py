@@ -25,7 +25,10 @@ def test_indexes_and_tables(db_url: str) -> None:
 
 def test_fulltext_uses_the_gin_index(db_url: str) -> None:
     with _conn(db_url) as c:
-        c.execute("insert into sessions (id, profile_id) values (gen_random_uuid(), 'x')")
+        c.execute("insert into navi_users (id, name) values ('u', 'u') on conflict do nothing")
+        c.execute(
+            "insert into sessions (id, profile_id, user_id) values (gen_random_uuid(), 'x', 'u')"
+        )
         c.execute("set enable_seqscan = off")
         plan = "\n".join(
             r[0]

@@ -8,11 +8,14 @@ from datetime import UTC, datetime
 
 from sqlalchemy import text
 
+from app.db.citus import SHARD_HNSW_INDEX
 from app.db.engine import session_factory, transaction
 from app.db.models.memory import CHUNK_USER_TSV, SEGMENT_BUCKETS
+from app.domain.kernel.access import Viewer
 from app.domain.raw_history.chunks import RawChunk
 from app.domain.raw_history.repositories import ChunkRepository, user_bucket
 from app.domain.raw_history.search_cache import CommonTerms
+from app.domain.sessions.repositories import SessionRepository
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -22,7 +25,7 @@ def _chunk(content: str, n: int, crumbs: tuple[str, ...] = ()) -> RawChunk:
     return RawChunk(content, n, n, T0, T0, digest, crumbs)
 
 
-async def _store(db, user_id: str | None, contents, crumbs=()) -> list[str]:  # type: ignore[no-untyped-def]
+async def _store(db, user_id: str, contents, crumbs=()) -> list[str]:  # type: ignore[no-untyped-def]
     repo = ChunkRepository(db)
     sid = uuid.uuid4()
     chunks = [_chunk(c, n, crumbs) for n, c in enumerate(contents)]
@@ -47,6 +50,19 @@ async def _segment_dim(db) -> int:  # type: ignore[no-untyped-def]
     )
 
 
+async def _on_cluster(db) -> bool:  # type: ignore[no-untyped-def]
+    """A Citus coordinator: one HNSW graph per shard instead of one per user bucket
+    (migration d8f3b2a6c4e1). Its `SET LOCAL`s below reach the workers, where the
+    user's shard is read."""
+    found = (await db.execute(text("SELECT 1 FROM pg_extension WHERE extname = 'citus'"))).first()
+    if found is not None:
+        await db.execute(text("SET LOCAL citus.propagate_set_commands = 'local'"))
+        # a shard's one graph also holds its other users' vectors: on these tiny tables
+        # a sort of the user's rows (by the primary key's `user_id`) is cheaper still
+        await db.execute(text("SET LOCAL enable_sort = off"))
+    return found is not None
+
+
 async def test_term_matches_is_scoped_to_the_user(engine) -> None:  # type: ignore[no-untyped-def]
     async with transaction(session_factory(engine)) as db:
         for uid in ("alice", "bob"):
@@ -62,7 +78,6 @@ async def test_term_matches_is_scoped_to_the_user(engine) -> None:  # type: igno
             crumbs=("INV-2291",),
         )
         b = await _store(db, "bob", ["User: katori deployment ab abc"])
-        await _store(db, None, ["User: katori without a user"])  # NULL user_id indexes too
 
         repo = ChunkRepository(db)
         terms = ["kato", "conf", "ab", "приве", "2291", "deploy", "zzz"]
@@ -89,13 +104,18 @@ async def test_term_lookup_uses_the_user_keyed_index(engine) -> None:  # type: i
         # database) the query must still be answerable from the GIN index: the
         # expressions match.
         await db.execute(text("DROP INDEX ix_memory_chunks_user_session_ended"))
+        # the primary and unique keys hold user_id too (the tenant key): on an empty
+        # table a scan of either is as cheap; without them too the GIN index must answer
+        for key in ("uq_memory_chunks_session_id_content_hash_user_id", "pk_memory_chunks"):
+            await db.execute(text(f"ALTER TABLE memory_chunks DROP CONSTRAINT {key} CASCADE"))
+        await _on_cluster(db)  # the settings below reach the shard's worker too
         await db.execute(text("SET LOCAL enable_seqscan = off"))
         plan = "\n".join(
             (
                 await db.execute(
                     text(
-                        f"EXPLAIN SELECT id FROM memory_chunks WHERE user_id = 'alice' AND "
-                        f"{CHUNK_USER_TSV} @@ navi_user_tsquery('alice', "
+                        "EXPLAIN SELECT id FROM memory_chunks WHERE user_id = 'alice' AND "
+                        "search_terms @@ navi_user_tsquery('alice', "
                         "to_tsquery('simple', 'kato:*'))"
                     )
                 )
@@ -110,6 +130,43 @@ async def test_term_lookup_uses_the_user_keyed_index(engine) -> None:  # type: i
         ).scalar_one()
         key = hashlib.md5(b"alice").hexdigest()[:8]
         assert q == f"'{key}kato':* & '{key}ab'"
+
+
+async def test_a_small_users_term_lookup_reads_the_stored_lexemes(engine) -> None:  # type: ignore[no-untyped-def]
+    """A user with a few chunks: the planner reads the user's btree range, and each row is
+    matched on its stored lexemes, not by re-parsing its text (~1 ms a chunk)."""
+    async with transaction(session_factory(engine)) as db:
+        content = "the deploy of kato2291 went fine " * 40
+        await db.execute(text("INSERT INTO navi_users (id, name) VALUES ('carol', 'carol')"))
+        ids = await _store(db, "carol", [content, "nothing here"])
+        stored, computed = (
+            await db.execute(
+                text(
+                    f"SELECT search_terms::text, ({CHUNK_USER_TSV})::text FROM memory_chunks "
+                    "WHERE user_id = 'carol' AND id = CAST(:id AS uuid)"
+                ),
+                {"id": ids[0]},
+            )
+        ).one()
+        assert stored == computed and "kato2291" in stored
+        await _on_cluster(db)
+        await db.execute(text("SET LOCAL enable_bitmapscan = off"))  # the btree range
+        await db.execute(text("SET LOCAL enable_seqscan = off"))
+        found = await ChunkRepository(db).term_matches(
+            "carol", ["kato2291"], session_id=None, cap=10
+        )
+        assert found == [[ids[0]]]
+        plan = "\n".join(
+            (
+                await db.execute(
+                    text(
+                        "EXPLAIN SELECT id FROM memory_chunks WHERE user_id = 'carol' AND "
+                        "search_terms @@ navi_user_tsquery('carol', to_tsquery('simple', 'x'))"
+                    )
+                )
+            ).scalars()
+        )
+        assert "navi_chunk_user_tsv" not in plan, plan
 
 
 async def test_nearest_segments_walk_the_users_bucket_graph(engine) -> None:  # type: ignore[no-untyped-def]
@@ -138,27 +195,33 @@ async def test_nearest_segments_walk_the_users_bucket_graph(engine) -> None:  # 
         exact = await repo.nearest_segments("alice", vec, session_id=None, limit=5, exact=True)
         assert [c for c, _ in exact] == [c for c, _ in near]
 
-        # the graph walked is the one of alice's bucket (seq scan off: the table is tiny)
+        # the graph walked is the one of alice's bucket (seq scan off: the table is tiny);
+        # on a cluster the one graph of alice's shard, the statement on that shard only
+        cluster = await _on_cluster(db)
         await db.execute(text("SET LOCAL enable_seqscan = off"))
         await db.execute(text("DROP INDEX ix_memory_chunk_vectors_user_session"))
         v = "[" + ",".join(map(str, vec)) + "]"
+        bucket = "" if cluster else f" AND navi_user_bucket(user_id) = {user_bucket('alice')}"
         plan = "\n".join(
             (
                 await db.execute(
                     text(
                         "EXPLAIN SELECT chunk_id FROM memory_chunk_vectors WHERE user_id = "
-                        f"'alice' AND navi_user_bucket(memory_chunk_vectors.user_id) = "
-                        f"{user_bucket('alice')} ORDER BY embedding <=> '{v}' LIMIT 5"
+                        f"'alice'{bucket} ORDER BY embedding <=> '{v}' LIMIT 5"
                     )
                 )
             ).scalars()
         )
-        assert f"ix_memory_chunk_vectors_hnsw_b{user_bucket('alice'):02d}" in plan
+        if cluster:
+            assert "Task Count: 1" in plan and f"Index Scan using {SHARD_HNSW_INDEX}_" in plan
+        else:
+            assert f"ix_memory_chunk_vectors_hnsw_b{user_bucket('alice'):02d}" in plan
 
 
 async def test_chunk_counts_follow_inserts_and_deletes(engine) -> None:  # type: ignore[no-untyped-def]
-    """`memory_chunk_counts` (kept by triggers, migration e7c2a4f9b1d3) always equals a
-    count of the user's chunks: after inserts, a session's delete, a user's cascade."""
+    """`memory_chunk_counts` (kept by the app's chunk writes, migration c5a1d9e3f7b2)
+    always equals a count of the user's chunks: after inserts, a session's delete, a
+    user's cascade."""
 
     async def counts(db) -> tuple[dict[str, int], dict[str, int]]:  # type: ignore[no-untyped-def]
         kept = dict(
@@ -180,14 +243,16 @@ async def test_chunk_counts_follow_inserts_and_deletes(engine) -> None:  # type:
         for uid in ("carol", "dave"):
             await db.execute(text("INSERT INTO navi_users (id, name) VALUES (:u, :u)"), {"u": uid})
         await _store(db, "carol", ["User: one", "User: two", "User: three"])
-        gone = await _store(db, "carol", ["User: four"])
+        doomed = await SessionRepository(db).create("default", "carol", None)
+        await ChunkRepository(db).add_chunks(
+            "carol", doomed.id, [_chunk("User: four", 0, ())], [[]]
+        )
         await _store(db, "dave", ["User: five", "User: six"])
-        await _store(db, None, ["User: nobody's"])
         kept, real = await counts(db)
         assert kept == real and kept["carol"] == 4 and kept["dave"] == 2
         carol = await ChunkRepository(db).begin_search("carol", session_id=None)
         assert carol.chunks == 4 and carol.version is not None
-        await db.execute(text("DELETE FROM memory_chunks WHERE id = :i"), {"i": uuid.UUID(gone[0])})
+        assert await SessionRepository(db).delete(doomed.id, Viewer(user_id="carol", modifies=True))
         await db.execute(text("DELETE FROM navi_users WHERE id = 'dave'"))  # cascades
         kept, real = await counts(db)
         assert kept == real and kept["carol"] == 3 and "dave" not in kept
@@ -222,11 +287,13 @@ async def test_candidates_are_the_users_and_plans_stay_custom(engine) -> None:  
             c: i for c, i in (await db.execute(text("SELECT content, id FROM memory_chunks"))).all()
         }
         assert (await repo.begin_search("erin", session_id=None)).chunks == 1
+        # read where erin's rows are read (on a cluster: her shard's connection)
         settings = (
             await db.execute(
                 text(
                     "SELECT current_setting('plan_cache_mode'), current_setting('jit'),"
                     " current_setting('max_parallel_workers_per_gather')"
+                    " FROM memory_chunk_counts WHERE user_id = 'erin'"
                 )
             )
         ).one()
@@ -248,16 +315,21 @@ async def test_candidates_are_the_users_and_plans_stay_custom(engine) -> None:  
 
 async def test_a_graph_walk_on_its_own_connection_sets_its_scan(engine) -> None:  # type: ignore[no-untyped-def]
     """The segment walk may run first on a side connection (no `begin_search` there): the
-    one statement turns the iterative scan on for its own transaction, before the walk."""
+    one statement turns the iterative scan on for its own transaction, before the walk
+    (read where the user's vectors are: on a cluster the user's shard's connection)."""
+    setting = (
+        "SELECT current_setting('hnsw.iterative_scan'), count(*) FROM memory_chunk_vectors"
+        " WHERE user_id = 'nobody'"
+    )
     async with transaction(session_factory(engine)) as db:
         dim = await _segment_dim(db)
         repo = ChunkRepository(db)
         assert await repo.nearest_segments("nobody", [1.0] * dim, session_id=None, limit=5) == []
-        got = (await db.execute(text("SELECT current_setting('hnsw.iterative_scan')"))).one()
-        assert tuple(got) == ("relaxed_order",)
+        got = (await db.execute(text(setting))).one()
+        assert tuple(got) == ("relaxed_order", 0)
     async with transaction(session_factory(engine)) as db:
-        scan = (await db.execute(text("SELECT current_setting('hnsw.iterative_scan')"))).one()
-        assert tuple(scan) == ("off",)
+        scan = (await db.execute(text(setting))).one()
+        assert tuple(scan) == ("off", 0)
 
 
 async def test_search_statements_are_never_prepared(engine) -> None:  # type: ignore[no-untyped-def]
@@ -293,10 +365,24 @@ async def test_the_walk_scans_on_past_other_users_vectors(engine) -> None:  # ty
     statement): where the first `ef_search` (40) vectors found are all another user's,
     the walk goes on to the user's own; the same walk with the scan off finds nothing."""
     near_user = "ivan"
-    other = next(
-        f"other-{n}" for n in range(10_000) if user_bucket(f"other-{n}") == user_bucket(near_user)
-    )
     async with transaction(session_factory(engine)) as db:
+        cluster = await _on_cluster(db)
+        if cluster:  # a user of ivan's shard: its graph holds both
+            shard = (
+                "SELECT get_shard_id_for_distribution_column('memory_chunk_vectors',"
+                " CAST(:u AS text))"
+            )
+            mine = (await db.execute(text(shard), {"u": near_user})).scalar_one()
+            n = 0
+            while (await db.execute(text(shard), {"u": f"other-{n}"})).scalar_one() != mine:
+                n += 1
+            other = f"other-{n}"
+        else:  # a user of ivan's bucket
+            other = next(
+                f"other-{n}"
+                for n in range(10_000)
+                if user_bucket(f"other-{n}") == user_bucket(near_user)
+            )
         for uid in (near_user, other):
             await db.execute(text("INSERT INTO navi_users (id, name) VALUES (:u, :u)"), {"u": uid})
         dim = await _segment_dim(db)
@@ -312,13 +398,13 @@ async def test_the_walk_scans_on_past_other_users_vectors(engine) -> None:  # ty
         await db.execute(text("DROP INDEX ix_memory_chunk_vectors_user_session"))  # the graph only
         got = await repo.nearest_segments(near_user, query, session_id=None, limit=5)
         assert len(got) == 1
-        bucket = user_bucket(near_user)
+        bucket = "" if cluster else f" AND navi_user_bucket(user_id) = {user_bucket(near_user)}"
         await db.execute(text("SET LOCAL hnsw.iterative_scan = off"))
         v = "[" + ",".join(map(str, query)) + "]"
         without = await db.execute(
             text(
-                "SELECT chunk_id FROM memory_chunk_vectors WHERE user_id = :u AND"
-                f" navi_user_bucket(user_id) = {bucket} ORDER BY embedding <=> '{v}' LIMIT 5"
+                "SELECT chunk_id FROM memory_chunk_vectors WHERE user_id = :u"
+                f"{bucket} ORDER BY embedding <=> '{v}' LIMIT 5"
             ),
             {"u": near_user},
         )

@@ -173,9 +173,10 @@ async def test_before_summary_label(client, engine, settings, db_url) -> None:  
         db_url.replace("postgresql+psycopg://", "postgresql://", 1), autocommit=True
     ) as c:
         c.execute(
-            "insert into session_messages (session_id, sequence_number, role, content, is_summary, is_display, created_at)"
-            " values (%s, 10, 'user', 'summary', true, false, %s)",
-            (sid, later),
+            "insert into session_messages (session_id, user_id, sequence_number, role, content,"
+            " is_summary, is_display, created_at)"
+            " select id, user_id, 10, 'user', 'summary', true, false, %s from sessions where id = %s",
+            (later, sid),
         )
     r = await client.post(
         "/memory/search", json={"query": "nginx config", "scope": "raw", "current_session_id": sid}

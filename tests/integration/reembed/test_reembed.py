@@ -113,7 +113,7 @@ def _chunk_segment_dims(url: str) -> list[list[int]]:
             list(r[0])
             for r in c.execute(
                 "SELECT coalesce((SELECT array_agg(vector_dims(v.embedding)) "
-                "FROM memory_chunk_vectors v WHERE v.chunk_id = m.id), '{}') "
+                "FROM memory_chunk_vectors v WHERE v.chunk_id = m.id AND v.user_id = m.user_id), '{}') "
                 "FROM memory_chunks m ORDER BY m.id"
             )
         ]
@@ -189,7 +189,7 @@ async def test_reembed_changes_the_dimension_and_fills_vectors(
         ).fetchone()
         (chunk,) = model.encode(["the trip to Japan in spring"])
         content = c.execute(
-            "SELECT m.content FROM memory_chunk_vectors v JOIN memory_chunks m ON m.id = v.chunk_id "
+            "SELECT m.content FROM memory_chunk_vectors v JOIN memory_chunks m ON m.id = v.chunk_id AND m.user_id = v.user_id "
             "ORDER BY v.embedding <=> %s::vector LIMIT 1",
             (vector_literal(chunk),),
         ).fetchone()

@@ -44,8 +44,8 @@ async def test_rolling_prepare_keeps_16_messages_and_the_summary(
         ]
         _sql(
             db_url,
-            "insert into rolling_summaries (session_id, summary, cursor_at) values (%s, %s, now())",
-            sid,
+            "insert into rolling_summaries (session_id, user_id, summary, cursor_at)"
+            " select id, user_id, %s, now() from sessions where id = %s",
             json.dumps(
                 {
                     "key_decisions": ["Do: answer in English", "never use tabs"],
@@ -53,6 +53,7 @@ async def test_rolling_prepare_keeps_16_messages_and_the_summary(
                     "current_discussion": "the questions",
                 }
             ),
+            sid,
         )
         r = await c.post(f"/sessions/{sid}/prepare", json={"message": {"content": "next?"}})
         body = r.json()

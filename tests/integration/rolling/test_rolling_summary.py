@@ -206,9 +206,10 @@ async def test_summary_without_cursor_only_sets_the_cursor(
     sid = await _session(make_client, rolling_settings, "chat", exchanges=3)
     _sql(
         db_url,
-        "insert into rolling_summaries (session_id, summary) values (%s, %s)",
-        sid,
+        "insert into rolling_summaries (session_id, user_id, summary)"
+        " select id, user_id, %s from sessions where id = %s",
         json.dumps({"key_decisions": ["Do: x"], "past_discussions": [], "current_discussion": ""}),
+        sid,
     )
     async with replica(db_url, rolling_settings) as state:
         report = await run_rolling_summaries(state)

@@ -21,6 +21,13 @@ from tests.conftest import new_user
 from tests.integration.sessions.test_sessions import _append, _session
 
 
+async def _owner(db, sid: str) -> str:  # type: ignore[no-untyped-def]
+    """The session's user (the tenant key the message statements name)."""
+    return (
+        await db.execute(text("SELECT user_id FROM sessions WHERE id = :id"), {"id": sid})
+    ).scalar_one()
+
+
 async def test_list_total_from_the_same_statement(client: AsyncTestClient) -> None:
     ids = [await _session(client, name=f"s{i}") for i in range(5)]
     for sid in ids[:3]:
@@ -59,7 +66,8 @@ async def test_match_positions_are_capped_in_display_order(
     # The older half moves to the archive: positions span both tables.
     async with transaction(session_factory(engine)) as s:
         await s.execute(text("UPDATE session_messages SET is_context = false"))
-        assert await SessionRepository(s).archive_old_messages(uuid.UUID(sid), 7) == 7
+        owner = await _owner(s, sid)
+        assert await SessionRepository(s).archive_old_messages(owner, uuid.UUID(sid), 7) == 7
 
     async def matches(**params):  # type: ignore[no-untyped-def]
         r = await client.get("/sessions/matches", params={"session_id": [sid], **params})
@@ -107,8 +115,14 @@ async def test_match_terms_are_literal_and_both_paths_agree(
         assert got == ([positions] if positions else []), term
     # The rare-term statement (trigram index + ILIKE) gives the same answers.
     async with session_factory(engine)() as s:
+        owner = await _owner(s, sid)
         for term in [*expected, "100"]:
-            params = {"ids": [uuid.UUID(sid)], "pattern": contains_pattern(term), "term": term}
+            params = {
+                "uid": owner,
+                "ids": [uuid.UUID(sid)],
+                "pattern": contains_pattern(term),
+                "term": term,
+            }
             ordered = (await s.execute(MATCHES_SQL, {**params, "cap": 2})).all()
             rare = (await s.execute(MATCHES_RARE_SQL, {**params, "cap": 2})).all()
             assert [(r.session_id, r.positions, r.snippet) for r in ordered] == [

@@ -1,17 +1,8 @@
 import asyncio
 
-import psycopg
 from litestar.testing import AsyncTestClient
 
-from tests.conftest import new_user
-
-
-def _sql(db_url: str, sql: str, *params):  # type: ignore[no-untyped-def]
-    with psycopg.connect(
-        db_url.replace("postgresql+psycopg://", "postgresql://", 1), autocommit=True
-    ) as c:
-        cur = c.execute(sql, params)
-        return cur.fetchall() if cur.description else None
+from tests.conftest import legacy_session, new_user, run_sql
 
 
 async def _session(client: AsyncTestClient, headers=None, **body) -> str:  # type: ignore[no-untyped-def]
@@ -217,7 +208,7 @@ async def test_search_matches_positions_and_snippets(client: AsyncTestClient, db
     assert sessions[0]["positions"] == [0, 2] and sessions[0]["match_count"] == 2
     assert "Port is 8080" in sessions[0]["snippet"]
     # archived rows keep their positions
-    _sql(db_url, "update session_messages set is_context = false where session_id = %s", a)
+    run_sql(db_url, "update session_messages set is_context = false where session_id = %s", a)
     r = await client.get("/sessions/matches", params={"q": "port", "session_id": [a]})
     assert r.json()["sessions"][0]["positions"] == [0, 2]
     r = await client.get("/sessions/matches", params={"q": " ", "session_id": [a]})
@@ -234,14 +225,20 @@ async def test_archive_read_through(client: AsyncTestClient, engine) -> None:  #
     )
     import uuid
 
+    from sqlalchemy import text as sql_text
+
     async with transaction(session_factory(engine)) as db:
         repo = SessionRepository(db)
-        moved = await repo.archive_old_messages(uuid.UUID(sid), 10)
+        owner = (
+            await db.execute(sql_text("SELECT user_id FROM sessions WHERE id = :id"), {"id": sid})
+        ).scalar_one()
+        moved = await repo.archive_old_messages(owner, uuid.UUID(sid), 10)
         assert moved == 8  # rows still in context stay hot
-        assert (
-            len(await repo.get_archived_messages(uuid.UUID(sid), before_seq=None, limit=100)) == 8
+        archived = await repo.get_archived_messages(
+            owner, uuid.UUID(sid), before_seq=None, limit=100
         )
-        assert await repo.hot_message_count(uuid.UUID(sid)) == 4
+        assert len(archived) == 8
+        assert await repo.hot_message_count(owner, uuid.UUID(sid)) == 4
     page1 = (await client.get(f"/sessions/{sid}/messages?limit=5")).json()
     assert [m["content"] for m in page1["messages"]] == ["m7", "m8", "m9", "m10", "m11"]
     assert page1["has_more"] and page1["next_before_seq"] == 7
@@ -270,8 +267,13 @@ async def test_set_context_flag_ignores_is_display(client: AsyncTestClient, engi
             {"role": "user", "content": "summary", "is_summary": True, "is_display": False},
         ],
     )
+    from sqlalchemy import text as sql_text
+
     async with transaction(session_factory(engine)) as db:
-        n = await SessionRepository(db).set_context_flag(uuid.UUID(sid), [0, 1], False)
+        owner = (
+            await db.execute(sql_text("SELECT user_id FROM sessions WHERE id = :id"), {"id": sid})
+        ).scalar_one()
+        n = await SessionRepository(db).set_context_flag(owner, uuid.UUID(sid), [0, 1], False)
     assert n == 2
     assert (await client.get(f"/sessions/{sid}/context")).json()["messages"] == []
 
@@ -290,19 +292,22 @@ async def test_delete_cascades(client: AsyncTestClient, db_url: str, settings) -
     await _append(
         client, sid, [{"role": "user", "content": f"m{i}", "is_context": False} for i in range(4)]
     )
-    _sql(
+    run_sql(
         db_url,
-        "insert into session_messages_archive (session_id, sequence_number, role, content) values (%s, 100, 'user', 'old')",
+        "insert into session_messages_archive (session_id, user_id, sequence_number, role, content)"
+        " select id, user_id, 100, 'user', 'old' from sessions where id = %s",
         sid,
     )
-    _sql(
+    run_sql(
         db_url,
-        "insert into session_shares (session_id, token, token_hash) values (%s, 't', 'h')",
+        "insert into session_shares (session_id, user_id, token, token_hash)"
+        " select id, user_id, 't', 'h' from sessions where id = %s",
         sid,
     )
-    _sql(
+    run_sql(
         db_url,
-        "insert into memory_chunks (id, session_id, content, content_hash, start_seq, end_seq) values (gen_random_uuid(), %s, 'c', 'x', 0, 1)",
+        "insert into memory_chunks (id, user_id, session_id, content, content_hash, start_seq, end_seq)"
+        " select gen_random_uuid(), user_id, id, 'c', 'x', 0, 1 from sessions where id = %s",
         sid,
     )
     files = settings.data_path / "session_files" / sid
@@ -316,7 +321,7 @@ async def test_delete_cascades(client: AsyncTestClient, db_url: str, settings) -
         "memory_chunks",
     ):
         assert (
-            _sql(db_url, f"select count(*) from {table} where session_id = %s", sid)[0][0] == 0
+            run_sql(db_url, f"select count(*) from {table} where session_id = %s", sid)[0][0] == 0
         ), table
     assert not files.exists()
     assert (await client.get(f"/sessions/{sid}")).status_code == 404
@@ -356,8 +361,7 @@ async def test_legacy_admin_and_read_all(client: AsyncTestClient, db_url: str) -
     _, alice = await new_user(client, "alice")
     _, reader = await new_user(client, "reader", permissions=["navi.sessions.read_all"])
     mine = await _session(client, headers=alice)
-    legacy = await _session(client, headers=alice)
-    _sql(db_url, "update sessions set user_id = null where id = %s", legacy)
+    legacy = legacy_session(db_url, "default")
     alice_ids = {s["id"] for s in (await client.get("/sessions", headers=alice)).json()["items"]}
     assert alice_ids == {mine}
     assert (await client.get(f"/sessions/{legacy}", headers=alice)).status_code == 404
@@ -374,8 +378,7 @@ async def test_read_all_reads_but_changes_nothing(client: AsyncTestClient, db_ur
     _, reader = await new_user(client, "reader", permissions=["navi.sessions.read_all"])
     sid = await _session(client, headers=alice, name="mine")
     await _append(client, sid, [{"role": "user", "content": "hello"}], headers=alice)
-    legacy = await _session(client, headers=alice)
-    _sql(db_url, "update sessions set user_id = null where id = %s", legacy)
+    legacy = legacy_session(db_url, "default")
     before = (await client.get(f"/sessions/{sid}", headers=alice)).json()
     writes = [
         ("PATCH", f"/sessions/{sid}", {"name": "renamed"}),
@@ -417,8 +420,7 @@ async def test_read_all_reads_but_changes_nothing(client: AsyncTestClient, db_ur
 async def test_anonymous_mode_sessions(anon_client: AsyncTestClient, db_url: str) -> None:
     sid = await _session(anon_client)
     assert (await anon_client.get(f"/sessions/{sid}")).json()["user_id"] == "anonymous"
-    legacy = await _session(anon_client)
-    _sql(db_url, "update sessions set user_id = null where id = %s", legacy)
+    legacy = legacy_session(db_url, "default")
     assert (await anon_client.get(f"/sessions/{legacy}")).status_code == 200  # checks bypassed
 
 

@@ -4,19 +4,10 @@ import hashlib
 import re
 from typing import Any
 
-import psycopg
 from litestar.testing import AsyncTestClient
 
 from app.config import Settings
-from tests.conftest import ADMIN_TOKEN, new_user
-
-
-def _sql(db_url: str, sql: str, *params):  # type: ignore[no-untyped-def]
-    with psycopg.connect(
-        db_url.replace("postgresql+psycopg://", "postgresql://", 1), autocommit=True
-    ) as c:
-        cur = c.execute(sql, params)
-        return cur.fetchall() if cur.description else None
+from tests.conftest import ADMIN_TOKEN, legacy_session, new_user, run_sql
 
 
 async def _session(client: AsyncTestClient, headers=None, name: str | None = None) -> str:  # type: ignore[no-untyped-def]
@@ -54,7 +45,9 @@ async def test_owner_issues_one_idempotent_link(client: AsyncTestClient, db_url:
     assert len(token) >= 43 and r.json()["url"] == f"/#share={token}"
     again = await _share(client, sid, alice)
     assert again.json()["token"] == token
-    rows = _sql(db_url, "select token, token_hash from session_shares where session_id = %s", sid)
+    rows = run_sql(
+        db_url, "select token, token_hash from session_shares where session_id = %s", sid
+    )
     assert rows == [(token, hashlib.sha256(token.encode()).hexdigest())]
     # the admin may publish it too (and gets the same link)
     assert (await _share(client, sid)).json()["token"] == token
@@ -88,8 +81,7 @@ async def test_auth_disabled_only_ownerless_sessions(
     anon_client: AsyncTestClient, client: AsyncTestClient, db_url: str
 ) -> None:
     local = await _session(anon_client)  # user_id 'anonymous'
-    legacy = await _session(anon_client)
-    _sql(db_url, "update sessions set user_id = null where id = %s", legacy)
+    legacy = legacy_session(db_url, "code")
     _, alice = await new_user(client, "alice")
     owned = await _session(client, alice)
     for sid in (local, legacy, owned):
@@ -211,7 +203,7 @@ async def test_deleting_the_session_kills_the_link(
         assert (await client.delete(f"/sessions/{sid}")).status_code == 204
         assert (await public.get(f"/shared/{token}")).status_code == 404
         assert (await public.get(f"/shared/{token}/messages")).status_code == 404
-    assert _sql(db_url, "select count(*) from session_shares")[0][0] == 0
+    assert run_sql(db_url, "select count(*) from session_shares")[0][0] == 0
 
 
 async def test_tokens_never_reach_the_logs(make_client, settings: Settings, capsys) -> None:  # type: ignore[no-untyped-def]

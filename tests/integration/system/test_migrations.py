@@ -41,7 +41,7 @@ def test_named_indexes_exist(db_url: str) -> None:
         trgm = c.execute("select 1 from pg_extension where extname='pg_trgm'").fetchone()
     assert "hnsw" in idx["ix_memory_facts_embedding_hnsw"]
     assert "ix_memory_chunks_embedding_hnsw" not in idx  # unread: dropped (2026_12_01_0730)
-    assert "navi_chunk_user_tsv" in idx["ix_memory_chunks_user_terms"]
+    assert "gin (search_terms)" in idx["ix_memory_chunks_user_terms"]
     assert "gin" in idx["ix_memory_chunks_breadcrumbs"].lower()
     assert "ix_session_messages_counts" in idx
     assert "ix_memory_facts_expires_at" in idx

@@ -1,0 +1,18 @@
+# Sourced by scripts/provision-*.sh (never run): the common start of a provisioning
+# script. `provision_start NAME WHY_ROOT`: the real stdout moves to fd 3 (the script's
+# last line, the URL, is printed there; everything else goes to stderr), stray libpq
+# settings of the environment cannot redirect psql, `log`/`die` prefix NAME, and the
+# script stops unless run as root.
+
+provision_start() {
+    NAVI_SCRIPT=$1
+    exec 3>&1 1>&2
+    export DEBIAN_FRONTEND=noninteractive
+    export PGCONNECT_TIMEOUT=5
+    unset PGSERVICE PGSERVICEFILE PGHOSTADDR PGOPTIONS PGSSLMODE PGPASSFILE PGPASSWORD \
+        PGDATABASE || true
+    [[ ${EUID} -eq 0 ]] || die "must run as root ($2)"
+}
+
+log() { printf '[%s] %s\n' "$NAVI_SCRIPT" "$*" >&2; }
+die() { printf '[%s] ERROR: %s\n' "$NAVI_SCRIPT" "$*" >&2; exit 1; }
