@@ -25,6 +25,7 @@ from app.domain.search.merge import mark_freshness, merge_tiered
 from app.domain.search.render import format_hits
 from app.domain.sketches.repositories import SCRATCHPAD, SketchRepository
 from app.lib.aio import both
+from app.lib.inputs import scrub_text
 from app.llm.gateway import LLMError, LLMGateway
 
 # (db, llm, user_id, query, limit) -> fact hits. Provided by the facts domain.
@@ -132,6 +133,7 @@ class UnifiedSearch:
         current_session_id: uuid.UUID | None = None,
         best_window: bool = True,
     ) -> SearchResult:
+        query = scrub_text(query)  # free text: a NUL is searched (and echoed) as U+FFFD
         scope_ = normalize_scope(scope)
         k_ = clamp_k(k)
         llm = cast(LLMGateway, QueryEmbeddings(self.llm)) if self.llm is not None else None

@@ -96,6 +96,30 @@ async def test_nul_in_free_text_of_memory_and_tools_is_kept(client: AsyncTestCli
     assert r.json()["query"] == KEPT and r.json()["hits"][0]["content"] == KEPT
 
 
+async def test_a_search_query_that_is_only_a_nul_is_searched_not_a_500(
+    client: AsyncTestClient,
+) -> None:
+    """A query with no word in it reaches the text searches whole (no tokens to pick),
+    so a lone NUL must be replaced before any of them sees it."""
+    sid = await _session(client)
+    await client.post(
+        f"/sessions/{sid}/messages", json={"messages": [{"role": "user", "content": "x"}]}
+    )
+    await client.post("/memory/facts", json={"category": "c", "key": "k", "value": "v"})
+    for query in ("\u0000", " \u0000 ", "\u0000\u0000"):
+        kept = query.replace("\u0000", "\ufffd")
+        for scope in ("all", "facts", "sketches", "raw", "errors"):
+            r = await client.post("/memory/search", json={"query": query, "scope": scope})
+            assert r.status_code == 200, (scope, r.text)
+            assert r.json()["query"] == kept
+        r = await client.post("/tools/memory_search", json={"query": query})
+        assert r.status_code == 200 and r.json()["query"] == kept, r.text
+        r = await client.post("/tools/error_history", json={"query": query})
+        assert r.status_code in (200, 422), r.text
+        r = await client.post("/tools/chat_history", json={"query": query, "session_id": sid})
+        assert r.status_code in (200, 422), r.text
+
+
 # Identifiers with a rule of their own say so; every other one names the NUL.
 OWN_RULE = ("unknown profile", "letters, digits")
 
