@@ -13,6 +13,7 @@ replica's state is logged once.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections import OrderedDict, deque
 from contextvars import ContextVar
@@ -32,6 +33,7 @@ MAX_REMEMBERED_WRITERS = 100_000
 #: The header a response to a write carries, and the one a client echoes on a read.
 WRITE_LSN_HEADER = "navi-write-lsn"
 MIN_LSN_HEADER = "navi-min-lsn"
+_LSN = re.compile(r"[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}")
 
 
 @dataclass(slots=True)
@@ -75,14 +77,12 @@ class WriteTrackingSession(AsyncSession):
 
 
 def parse_lsn(value: str | None) -> int | None:
-    """PostgreSQL's `X/Y` text form of a WAL position as an int; None when malformed."""
-    if not value or "/" not in value or len(value) > 17:
+    """PostgreSQL's `X/Y` text form of a WAL position (two hex numbers of at most 8
+    digits) as an int; None when malformed."""
+    if not value or not _LSN.fullmatch(value):
         return None
     high, _, low = value.partition("/")
-    try:
-        return (int(high, 16) << 32) | int(low, 16)
-    except ValueError:
-        return None
+    return (int(high, 16) << 32) | int(low, 16)
 
 
 def format_lsn(lsn: int) -> str:

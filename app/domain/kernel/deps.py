@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.db.replica import MIN_LSN_HEADER, ReplicaRouter, parse_lsn
 from app.domain.kernel.ownership import SessionAccess
+from app.lib.errors import Unprocessable
 
 
 async def provide_db(state: State, request: Request) -> AsyncGenerator[AsyncSession, None]:
@@ -75,6 +76,7 @@ async def provide_route_standalone_read_db(
     restores its isolation level when it is returned (as for `in_own_session`). With a
     replica configured, `provide_route_read_db`'s session as it is (the replica's first
     statement has begun its transaction)."""
+    echoed_lsn(request)  # refused alike with a replica or without
     if state.get("replica") is not None:
         async with await _read_session(state, request) as session:
             yield session
@@ -83,11 +85,23 @@ async def provide_route_standalone_read_db(
         yield session
 
 
+def echoed_lsn(request: Request) -> int | None:
+    """The request's `Navi-Min-LSN`, or None without one; a malformed one is a 422 with
+    a replica or without (a client's mistake shows before a replica is added)."""
+    header = request.headers.get(MIN_LSN_HEADER)
+    echoed = parse_lsn(header)
+    if header is not None and echoed is None:
+        raise Unprocessable(
+            f"Navi-Min-LSN: {header[:40]!r} is not a WAL position (the X/Y of a Navi-Write-LSN)"
+        )
+    return echoed
+
+
 async def _read_session(state: State, request: Request) -> AsyncSession:
+    echoed = echoed_lsn(request)
     router: ReplicaRouter | None = state.get("replica")
     if router is None:
         return state.session_factory()
-    echoed = parse_lsn(request.headers.get(MIN_LSN_HEADER))
     return await router.read_session(router.min_lsn(_user_of(request), echoed))
 
 

@@ -193,3 +193,34 @@ async def test_pasted_images_must_be_images(client: AsyncTestClient, settings: S
         } and r.json()["detail"].startswith(f"messages[0].images[1]: {says}"), r.json()
     assert await _count(client, sid) == 0
     assert not (settings.data_path / "session_files" / sid).exists()  # no image_1.bin
+
+
+async def test_a_malformed_navi_min_lsn_is_422_on_every_read_route(
+    client: AsyncTestClient,
+) -> None:
+    """The read-your-writes header is checked whether or not a replica is configured, so
+    a client echoing the wrong value learns it before a replica is added."""
+    sid = await _session(client)
+    msg = {"messages": [{"role": "user", "content": "x"}]}
+    assert (await client.post(f"/sessions/{sid}/messages", json=msg)).status_code == 201
+    share = await client.post(f"/sessions/{sid}/share")
+    assert share.status_code == 200, share.text
+    token = share.json()["token"]
+    reads: list[tuple[str, str, dict[str, Any] | None]] = [
+        ("GET", "/sessions", None),
+        ("GET", f"/sessions/{sid}/messages", None),
+        ("GET", f"/sessions/matches?q=x&session_id={sid}", None),
+        ("POST", "/memory/search", {"query": "x"}),
+        ("POST", "/tools/memory_search", {"query": "x"}),
+        ("GET", "/memory/facts/search?q=x", None),
+        ("GET", f"/shared/{token}", None),
+        ("GET", f"/shared/{token}/messages", None),
+    ]
+    for bad in ("garbage", "", "0/0/0", "-1/0", "1/", "/1", "0/G", "123456789/0", "1" * 100):
+        for method, path, body in reads:
+            r = await client.request(method, path, json=body, headers={"Navi-Min-LSN": bad})
+            _expect(r, 422, "Navi-Min-LSN")
+    for good in ("0/0", "0/16B3748", "FFFFFFFF/FFFFFFFF"):
+        for method, path, body in reads:
+            r = await client.request(method, path, json=body, headers={"Navi-Min-LSN": good})
+            assert r.status_code == 200, (good, path, r.text)
