@@ -62,6 +62,7 @@ from app.domain.search.deps import unified_search
 from app.domain.search.render import format_hits
 from app.domain.sessions.compaction_repository import _SIZE as HISTORY_SIZE_SQL
 from app.domain.sessions.controllers import DEFAULT_POSITIONS, MAX_POSITIONS
+from app.domain.sessions.message_repository import MessageRepository
 from app.domain.sessions.repositories import SessionRepository
 from app.domain.sessions.services import SessionService
 from app.lib.logging import configure_logging
@@ -87,6 +88,7 @@ __all__ = [
     "IndexPassResult",
     "LocalEmbedder",
     "MessageIn",
+    "MessageRepository",
     "Msg",
     "Profile",
     "Segment",

@@ -44,6 +44,7 @@ from _app import (
     DEFAULT_POSITIONS,
     MAX_POSITIONS,
     MessageIn,
+    MessageRepository,
     Session,
     SessionRepository,
     SessionService,
@@ -552,7 +553,7 @@ OFFSET :off LIMIT :lim
 
 async def naive_list(s: AsyncSession, uid: str) -> list[tuple[Any, int, str | None]]:
     """The sidebar the way it was built before stored counts: load every history."""
-    repo = SessionRepository(s)
+    repo = MessageRepository(s)
     sessions = (
         await s.execute(
             select(Session)
@@ -563,7 +564,7 @@ async def naive_list(s: AsyncSession, uid: str) -> list[tuple[Any, int, str | No
     ).scalars()
     out = []
     for row in sessions:
-        msgs = await repo.all_messages(row.id)
+        msgs = await repo.all_messages(uid, row.id)
         shown = [m for m in msgs if m.is_display]
         out.append((row.id, len(shown), shown[-1].content[:160] if shown else None))
     return out
@@ -843,8 +844,8 @@ async def run_bench(
         await sql_matches(s, i, RARE_TERM)
 
     async def sql_history(s: AsyncSession, i: int) -> None:
-        sid, _, before, _ = history_point(i)
-        await SessionRepository(s).history_page(sid, before, 51)
+        sid, owner, before, _ = history_point(i)
+        await MessageRepository(s).history_page(owner, sid, before, 51)
 
     async def nv_list(s: AsyncSession, i: int) -> None:
         await naive_list(s, users[i % len(users)])

@@ -17,7 +17,7 @@ from app.domain.compression import Estimator, Msg, calibration_for, estimate_tok
 from app.domain.files.images import context_view
 from app.domain.kernel.access import reaches_llm
 from app.domain.kernel.layout import order_context
-from app.domain.sessions.repositories import SessionRepository
+from app.domain.sessions.message_repository import MessageRepository
 
 __all__ = ["LoadedContext", "estimator_for", "load_context", "msg_from_row"]
 
@@ -72,7 +72,7 @@ class LoadedContext:
 
 async def load_context(db: AsyncSession, user_id: str, session_id: uuid.UUID) -> LoadedContext:
     """The session's stored context (`user_id`: the session's, its tenant key)."""
-    rows = await SessionRepository(db).context_messages(user_id, session_id)
+    rows = await MessageRepository(db).context_messages(user_id, session_id)
     visible, strays = [], []
     for r in rows:
         if reaches_llm(r.role, r.is_context, r.message_metadata):

@@ -32,7 +32,7 @@ from app.domain.kernel.messages import MessageOut
 from app.domain.kernel.profiles import Profile
 from app.domain.rolling.repositories import RollingRepository
 from app.domain.rolling.summary import recent_window, summary_block
-from app.domain.sessions.repositories import SessionRepository
+from app.domain.sessions.message_repository import MessageRepository
 from app.domain.sessions.services import message_out
 
 SUMMARY_SOURCE = "rolling_summary"
@@ -69,7 +69,7 @@ async def prepare_rolling(
     older = [row.sequence_number for row, _ in pairs if row.sequence_number not in kept]
     if older:
         first_kept = min(kept) if kept else None
-        await SessionRepository(db).set_context_flag(
+        await MessageRepository(db).set_context_flag(
             session.user_id,
             session.id,
             [s for s in older if first_kept is None or s < first_kept],

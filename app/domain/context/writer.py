@@ -25,6 +25,7 @@ from app.domain.kernel.access import Viewer
 from app.domain.kernel.layout import CONTEXT_HEAD
 from app.domain.kernel.messages import MessageIn
 from app.domain.kernel.ownership import SessionAccess
+from app.domain.sessions.message_repository import MessageRepository
 from app.domain.sessions.repositories import SessionRepository
 from app.domain.sessions.services import SessionService
 from app.lib.metrics import COMPRESSIONS
@@ -109,7 +110,7 @@ class CompressionWriter:
         self, draft: Draft, loaded: LoadedContext, estimate: Estimator, *, tokens_before: int
     ) -> Stored:
         """Demote, then append the summary (it leads the new context) and the marker."""
-        await SessionRepository(self.db).set_context_flag(
+        await MessageRepository(self.db).set_context_flag(
             self.user_id,
             self.session_id,
             [m.sequence_number for m in draft.demoted] + loaded.strays,
@@ -162,7 +163,7 @@ class CompressionWriter:
         threshold = stored.marker_seq + 1 - self.settings.session_messages_window
         if threshold <= 0:
             return 0
-        return await SessionRepository(self.db).archive_old_messages(
+        return await MessageRepository(self.db).archive_old_messages(
             self.user_id, self.session_id, threshold
         )
 

@@ -11,7 +11,7 @@ content by the context view) and `context_images` (how many leading images reach
 model). The display copy — content and images — is stored unchanged.
 
 Concurrency: `attach_pasted_images` runs inside the append transaction after the
-session row was locked (`SessionRepository.reserve`), so appends to one session write
+session row was locked (`MessageRepository.reserve`), so appends to one session write
 their images one at a time, on every replica.
 """
 
@@ -145,9 +145,11 @@ def store_images(directory: Path, images: Sequence[bytes]) -> list[str]:
 
 
 # ------------------------------------------------------------------ the append hook
-class _SessionRepo(Protocol):
+class _Sessions(Protocol):
     async def get(self, session_id: uuid.UUID, viewer: Viewer) -> Any: ...
 
+
+class _Messages(Protocol):
     async def context_messages(self, user_id: str, session_id: uuid.UUID) -> Sequence[Any]: ...
 
 
@@ -227,7 +229,8 @@ def _hidden(m: MessageIn) -> bool:
 
 
 async def attach_pasted_images(
-    repo: _SessionRepo,
+    sessions: _Sessions,
+    messages_repo: _Messages,
     settings: Settings,
     user_id: str,
     session_id: uuid.UUID,
@@ -242,10 +245,10 @@ async def attach_pasted_images(
     ]
     if not targets:
         return
-    session = await repo.get(session_id, viewer)
+    session = await sessions.get(session_id, viewer)
     window, model = window_and_model(settings, session.profile_id if session else None)
     calib = calibration_for(model)
-    rows = await repo.context_messages(user_id, session_id)
+    rows = await messages_repo.context_messages(user_id, session_id)
     context = [
         _as_msg(r, True) for r in rows if reaches_llm(r.role, r.is_context, r.message_metadata)
     ]

@@ -3,7 +3,7 @@
 Every query reads the hot table and the archive together (`UNION ALL`): a session's
 history is both, and sequence numbers are unique across the two. Callers check that the
 session is visible to the caller first (`SessionAccess.get(session_id, viewer)`), as
-for `SessionRepository.history_page`.
+for `MessageRepository.history_page`.
 """
 
 from __future__ import annotations

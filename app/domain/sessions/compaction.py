@@ -25,7 +25,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.sessions.compaction_repository import CompactionRepository, HotRow
-from app.domain.sessions.repositories import SessionRepository
+from app.domain.sessions.message_repository import MessageRepository
 
 log = structlog.get_logger()
 
@@ -78,7 +78,7 @@ async def compact_by_bytes(
     cut = compaction_cut(await repo.hot_rows(user_id, session_id), limit)
     if cut is None:
         return 0
-    moved = await SessionRepository(db).archive_old_messages(user_id, session_id, cut)
+    moved = await MessageRepository(db).archive_old_messages(user_id, session_id, cut)
     log.info("history.compacted", session_id=str(session_id), below_seq=cut, moved=moved)
     return moved
 

@@ -22,6 +22,7 @@ from app.domain.kernel.layout import order_context
 from app.domain.kernel.messages import MessageIn, MessageOut
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.sessions.compaction import after_append
+from app.domain.sessions.message_repository import MessageRepository
 from app.domain.sessions.repositories import SessionRepository
 from app.domain.sessions.schemas import MAX_APPEND, AppendedRef, HistoryPage
 from app.lib.errors import PayloadTooLarge, Unprocessable
@@ -171,6 +172,7 @@ def message_row(
 class SessionService:
     def __init__(self, db: AsyncSession, settings: Settings) -> None:
         self.repo = SessionRepository(db)
+        self.messages = MessageRepository(db)
         self.access = SessionAccess(db)
         self.settings = settings
 
@@ -226,12 +228,14 @@ class SessionService:
         request order, display positions for displayed ones; bumps last_active."""
         messages = validate_messages(messages, self.settings)
         n_display = sum(1 for m in messages if m.is_display)
-        reserved = await self.repo.reserve(session_id, viewer, len(messages), n_display)
+        reserved = await self.messages.reserve(session_id, viewer, len(messages), n_display)
         if reserved is None:
             await self.refuse(session_id, viewer)
         seq, disp, user_id = reserved
         # Pasted images → session files + the notice of the LLM copy (metadata).
-        await attach_pasted_images(self.repo, self.settings, user_id, session_id, viewer, messages)
+        await attach_pasted_images(
+            self.repo, self.messages, self.settings, user_id, session_id, viewer, messages
+        )
         at = datetime.now(UTC)
         rows, refs = [], []
         for m in messages:
@@ -241,7 +245,7 @@ class SessionService:
             rows.append(message_row(session_id, user_id, m, seq, d, at))
             refs.append(AppendedRef(sequence_number=seq, display_index=d))
             seq += 1
-        await self.repo.insert_messages(rows)
+        await self.messages.insert_messages(rows)
         # Size-based compaction of the hot history (SESSION_MAX_HISTORY_BYTES).
         await after_append(
             self.repo.session,
@@ -257,7 +261,7 @@ class SessionService:
         self, session_id: uuid.UUID, viewer: Viewer, before_seq: int | None, limit: int
     ) -> HistoryPage:
         session = await self.get(session_id, viewer)
-        rows = await self.repo.history_page(session.user_id, session_id, before_seq, limit + 1)
+        rows = await self.messages.history_page(session.user_id, session_id, before_seq, limit + 1)
         has_more = len(rows) > limit
         rows = rows[:limit]
         msgs = [message_out(r, archived) for r, archived in reversed(rows)]
@@ -273,7 +277,7 @@ class SessionService:
         """What the LLM sees: the is_context rows, stored system records only when their
         source is on the allowlist."""
         session = await self.get(session_id, viewer)
-        rows = await self.repo.context_messages(session.user_id, session_id)
+        rows = await self.messages.context_messages(session.user_id, session_id)
         visible = [r for r in rows if reaches_llm(r.role, r.is_context, r.message_metadata)]
         # A compression summary leads the context although its sequence number is newer.
         return session, [

@@ -24,7 +24,7 @@ from app.db.models import Message, MessageArchive, Session
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import ANONYMOUS_ID, Principal
-from app.domain.sessions.repositories import SessionRepository
+from app.domain.sessions.message_repository import MessageRepository
 from app.domain.shares.repositories import ShareRepository
 from app.domain.shares.schemas import SharedMessage, SharedMessages, SharedSession
 from app.lib.errors import Conflict, Forbidden, NotFound
@@ -147,7 +147,7 @@ class ShareService:
         return found[1]
 
     async def _page(self, session: Session, before_seq: int | None, limit: int) -> SharedMessages:
-        rows = await SessionRepository(self.db).history_page(
+        rows = await MessageRepository(self.db).history_page(
             session.user_id, session.id, before_seq, limit + 1
         )
         has_more = len(rows) > limit

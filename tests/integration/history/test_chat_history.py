@@ -9,7 +9,7 @@ from litestar.testing import AsyncTestClient
 from sqlalchemy import text as sql_text
 
 from app.db.engine import session_factory, transaction
-from app.domain.sessions.repositories import SessionRepository
+from app.domain.sessions.message_repository import MessageRepository
 from tests.conftest import new_user
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -53,7 +53,7 @@ async def _fill(client: AsyncTestClient, sid: str, archive_before: int | None = 
                     sql_text("SELECT user_id FROM sessions WHERE id = :id"), {"id": sid}
                 )
             ).scalar_one()
-            repo = SessionRepository(db)
+            repo = MessageRepository(db)
             moved = await repo.archive_old_messages(owner, uuid.UUID(sid), archive_before)
             assert moved == archive_before
 

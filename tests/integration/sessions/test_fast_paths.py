@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.db.engine import session_factory, transaction
 from app.db.models import Session
 from app.domain.kernel.access import Viewer
+from app.domain.sessions.message_repository import MessageRepository
 from app.domain.sessions.queries import MATCHES_RARE_SQL, MATCHES_SQL, search_filters
 from app.domain.sessions.repositories import SessionRepository
 from app.lib.sql import contains_pattern
@@ -67,7 +68,7 @@ async def test_match_positions_are_capped_in_display_order(
     async with transaction(session_factory(engine)) as s:
         await s.execute(text("UPDATE session_messages SET is_context = false"))
         owner = await _owner(s, sid)
-        assert await SessionRepository(s).archive_old_messages(owner, uuid.UUID(sid), 7) == 7
+        assert await MessageRepository(s).archive_old_messages(owner, uuid.UUID(sid), 7) == 7
 
     async def matches(**params):  # type: ignore[no-untyped-def]
         r = await client.get("/sessions/matches", params={"session_id": [sid], **params})

@@ -217,7 +217,7 @@ async def test_search_matches_positions_and_snippets(client: AsyncTestClient, db
 
 async def test_archive_read_through(client: AsyncTestClient, engine) -> None:  # type: ignore[no-untyped-def]
     from app.db.engine import session_factory, transaction
-    from app.domain.sessions.repositories import SessionRepository
+    from app.domain.sessions.message_repository import MessageRepository
 
     sid = await _session(client)
     await _append(
@@ -228,7 +228,7 @@ async def test_archive_read_through(client: AsyncTestClient, engine) -> None:  #
     from sqlalchemy import text as sql_text
 
     async with transaction(session_factory(engine)) as db:
-        repo = SessionRepository(db)
+        repo = MessageRepository(db)
         owner = (
             await db.execute(sql_text("SELECT user_id FROM sessions WHERE id = :id"), {"id": sid})
         ).scalar_one()
@@ -256,7 +256,7 @@ async def test_set_context_flag_ignores_is_display(client: AsyncTestClient, engi
     import uuid
 
     from app.db.engine import session_factory, transaction
-    from app.domain.sessions.repositories import SessionRepository
+    from app.domain.sessions.message_repository import MessageRepository
 
     sid = await _session(client)
     await _append(
@@ -273,7 +273,7 @@ async def test_set_context_flag_ignores_is_display(client: AsyncTestClient, engi
         owner = (
             await db.execute(sql_text("SELECT user_id FROM sessions WHERE id = :id"), {"id": sid})
         ).scalar_one()
-        n = await SessionRepository(db).set_context_flag(owner, uuid.UUID(sid), [0, 1], False)
+        n = await MessageRepository(db).set_context_flag(owner, uuid.UUID(sid), [0, 1], False)
     assert n == 2
     assert (await client.get(f"/sessions/{sid}/context")).json()["messages"] == []
 

@@ -1,0 +1,200 @@
+"""All SQL of a session's messages: appends, history pages, the context, the archive.
+
+Sequence numbers and display positions are assigned under the session row's lock (one
+UPDATE … RETURNING), so concurrent appends never collide and never leave gaps. The display
+position of a message is stored when it is appended, so "which positions match" is a
+lookup, not a numbering of the whole history at read time. The session row's other SQL
+is `SessionRepository`'s (repositories.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any, cast
+
+from sqlalchemy import Table, bindparam, func, insert, select, text, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Message, MessageArchive, Session
+from app.domain.kernel.access import Viewer
+from app.domain.kernel.repositories import scope_owner
+
+MESSAGE_COLUMNS = [c.name for c in Message.__table__.columns if c.name != "id"]
+_COLS_SQL = ", ".join(f'"{c}"' for c in MESSAGE_COLUMNS)
+
+_MESSAGES = cast(Table, Message.__table__)
+_SESSIONS = cast(Table, Session.__table__)
+# An append's reservation (`MessageRepository.reserve`), built once: Core, not the ORM's
+# bulk-update path, and no expression building per call (both measurable per append).
+_RESERVE = (
+    update(_SESSIONS)
+    .where(_SESSIONS.c.id == bindparam("sid"), _SESSIONS.c.user_id == bindparam("uid"))
+    .values(
+        next_seq=_SESSIONS.c.next_seq + bindparam("n"),
+        next_display_index=_SESSIONS.c.next_display_index + bindparam("d"),
+        last_active=func.now(),
+    )
+    .returning(
+        _SESSIONS.c.next_seq - bindparam("n"),
+        _SESSIONS.c.next_display_index - bindparam("d"),
+        _SESSIONS.c.user_id,
+    )
+)
+
+
+class MessageRepository:
+    """A session's messages, hot (`session_messages`) and archived
+    (`session_messages_archive`). Built from the same `AsyncSession` as the
+    `SessionRepository` it works beside."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def reserve(
+        self, session_id: uuid.UUID, viewer: Viewer, n_total: int, n_display: int
+    ) -> tuple[int, int, str] | None:
+        """Reserve `n_total` sequence numbers and `n_display` display positions.
+
+        One UPDATE takes the session row lock until commit, so concurrent appends to one
+        session serialise here and get disjoint, gap-free ranges. Returns the first
+        sequence number and display position and the session's user (the messages'
+        tenant key), or None when the session is not visible.
+        """
+        owner = await scope_owner(self.session, session_id, viewer)
+        if owner is None:
+            return None
+        params = {"sid": session_id, "uid": owner, "n": n_total, "d": n_display}
+        row = (await self.session.execute(_RESERVE, params)).first()
+        return (int(row[0]), int(row[1]), str(row[2])) if row else None
+
+    async def insert_messages(self, rows: list[dict[str, Any]]) -> None:
+        """One multi-row INSERT (Core executemany → insertmanyvalues), bypassing the ORM's
+        bulk path: no per-row bookkeeping, nothing is loaded into the session."""
+        if rows:
+            # Core keys are column names: the ORM's `message_metadata` is column "metadata".
+            for row in rows:
+                if "message_metadata" in row:
+                    row["metadata"] = row.pop("message_metadata")
+            await self.session.execute(insert(_MESSAGES), rows)
+
+    # Every message statement below names the session's user (the tenant key, its
+    # `user_id`) next to the session id: on Citus each then routes to one shard.
+    async def history_page(
+        self, user_id: str, session_id: uuid.UUID, before_seq: int | None, limit: int
+    ) -> list[tuple[Message | MessageArchive, bool]]:
+        """Display messages with sequence_number < before_seq, newest first, hot and
+        archived alike. Returns (row, archived) pairs."""
+        bound = before_seq if before_seq is not None else 2**62
+        out: list[tuple[Message | MessageArchive, bool]] = []
+        models: tuple[tuple[type[Message] | type[MessageArchive], bool], ...] = (
+            (Message, False),
+            (MessageArchive, True),
+        )
+        for model, archived in models:
+            rows = await self.session.execute(
+                select(model)
+                .where(
+                    model.user_id == user_id,
+                    model.session_id == session_id,
+                    model.display_index.is_not(None),
+                    model.sequence_number < bound,
+                )
+                .order_by(model.sequence_number.desc())
+                .limit(limit)
+            )
+            out.extend((r, archived) for r in rows.scalars())  # type: ignore[misc]
+            if not archived and len(out) >= limit:
+                break  # the archive holds only older rows: nothing there can be newer
+        out.sort(key=lambda p: p[0].sequence_number, reverse=True)
+        return out[:limit]
+
+    async def context_messages(self, user_id: str, session_id: uuid.UUID) -> list[Message]:
+        """Rows flagged is_context, in order (the LLM context is rebuilt from these)."""
+        rows = await self.session.execute(
+            select(Message)
+            .where(
+                Message.user_id == user_id,
+                Message.session_id == session_id,
+                Message.is_context.is_(True),
+            )
+            .order_by(Message.sequence_number)
+        )
+        return list(rows.scalars())
+
+    async def all_messages(self, user_id: str, session_id: uuid.UUID) -> list[Message]:
+        rows = await self.session.execute(
+            select(Message)
+            .where(Message.user_id == user_id, Message.session_id == session_id)
+            .order_by(Message.sequence_number)
+        )
+        return list(rows.scalars())
+
+    async def set_context_flag(
+        self, user_id: str, session_id: uuid.UUID, sequence_numbers: Sequence[int], flag: bool
+    ) -> int:
+        """The narrow update by sequence number. It deliberately does not filter on
+        is_display: context-only rows (old summaries) must be demoted too."""
+        if not sequence_numbers:
+            return 0
+        result = await self.session.execute(
+            update(Message)
+            .where(
+                Message.user_id == user_id,
+                Message.session_id == session_id,
+                Message.sequence_number.in_(list(sequence_numbers)),
+            )
+            .values(is_context=flag)
+            # Loaded rows are not synchronised: "evaluate" re-checks the IN list against
+            # every loaded row (~1 s for a 2,000-row context). Readers select by is_context
+            # in SQL, so a stale in-memory flag on a demoted row is never looked at.
+            .execution_options(synchronize_session=False)
+        )
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
+    async def archive_old_messages(
+        self, user_id: str, session_id: uuid.UUID, threshold: int
+    ) -> int:
+        """Move rows with sequence_number < threshold to the archive, in one statement.
+
+        Rows still in the LLM context stay hot whatever their age: the context is read from
+        the hot table only.
+        """
+        result = await self.session.execute(
+            text(
+                f"""
+                WITH moved AS (
+                    DELETE FROM session_messages
+                    WHERE user_id = :uid AND session_id = :sid
+                      AND sequence_number < :threshold AND NOT is_context
+                    RETURNING {_COLS_SQL}
+                )
+                INSERT INTO session_messages_archive ({_COLS_SQL})
+                SELECT {_COLS_SQL} FROM moved
+                """
+            ),
+            {"uid": user_id, "sid": session_id, "threshold": threshold},
+        )
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
+    async def get_archived_messages(
+        self, user_id: str, session_id: uuid.UUID, *, before_seq: int | None, limit: int
+    ) -> list[MessageArchive]:
+        stmt = select(MessageArchive).where(
+            MessageArchive.user_id == user_id, MessageArchive.session_id == session_id
+        )
+        if before_seq is not None:
+            stmt = stmt.where(MessageArchive.sequence_number < before_seq)
+        rows = await self.session.execute(
+            stmt.order_by(MessageArchive.sequence_number.desc()).limit(limit)
+        )
+        return list(rows.scalars())
+
+    async def hot_message_count(self, user_id: str, session_id: uuid.UUID) -> int:
+        return (
+            await self.session.execute(
+                select(func.count()).where(
+                    Message.user_id == user_id, Message.session_id == session_id
+                )
+            )
+        ).scalar_one()
