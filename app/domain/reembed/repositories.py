@@ -14,9 +14,12 @@ repositories its methods take no user scope.
 * Rows to embed are claimed in id order after a cursor (keyset: each read is an index
   range scan, never a rescan of the filled rows), in two steps: the candidates `(id,
   user_id)` across every user without a lock, then each user's share locked by its key
-  with `FOR UPDATE SKIP LOCKED` (on Citus a locking read must stay on one shard), the
-  filter checked again on the locked rows. Concurrent runs take disjoint rows, and the
-  locks last until the batch's commit. Vectors are written by the same key.
+  with `FOR UPDATE SKIP LOCKED` (on Citus a locking read must stay on one shard), then
+  the filter checked again by a statement of its own, whose snapshot sees what the run
+  that held a lock before committed (a chunk's vectors live in another table, which the
+  locking statement's re-check of the locked row cannot see). Concurrent runs take
+  disjoint rows and never embed one twice; the locks last until the batch's commit.
+  Vectors are written by the same key.
 """
 
 from __future__ import annotations
@@ -122,12 +125,22 @@ def _candidates_sql(table: str, after: bool) -> Any:
 
 
 def _lock_sql(table: str) -> Any:
-    """One user's candidates, locked (those still without a vector)."""
+    """One user's candidates still without a vector, locked; their ids."""
+    _, where, id_type = _CLAIMS[table]
+    return text(
+        f"SELECT id FROM {table}"
+        f" WHERE user_id = :uid AND id = ANY(CAST(:ids AS {id_type}[])) AND {where}"
+        f" ORDER BY id FOR UPDATE OF {table} SKIP LOCKED"
+    )
+
+
+def _locked_sql(table: str) -> Any:
+    """The locked rows that still need a vector, read by a statement of their own."""
     columns, where, id_type = _CLAIMS[table]
     return text(
         f"SELECT id, user_id, {columns} FROM {table}"
         f" WHERE user_id = :uid AND id = ANY(CAST(:ids AS {id_type}[])) AND {where}"
-        f" ORDER BY id FOR UPDATE OF {table} SKIP LOCKED"
+        " ORDER BY id"
     )
 
 
@@ -227,7 +240,16 @@ class EmbeddingRepository:
             for c in candidates:
                 per_user.setdefault(c.user_id, []).append(c.id)
             for user_id, ids in per_user.items():
-                rows = await self.session.execute(_lock_sql(table), {"uid": user_id, "ids": ids})
+                params = {"uid": user_id, "ids": ids}
+                locked = (await self.session.execute(_lock_sql(table), params)).scalars().all()
+                if not locked:
+                    continue
+                # The filter again, in a new statement: its snapshot is taken after the
+                # locks were granted, so it sees whatever a run that held one committed.
+                # (The locking statement's own re-check sees only changes to the locked
+                # row; a chunk's vectors are rows of another table.)
+                params["ids"] = list(locked)
+                rows = await self.session.execute(_locked_sql(table), params)
                 claimed.extend(_claimed(table, r) for r in rows)
             if len(candidates) < want:
                 break
