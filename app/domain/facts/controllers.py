@@ -32,7 +32,7 @@ from app.domain.facts.tool import run_memory_tool
 from app.domain.kernel.deps import READ_ONLY
 from app.domain.kernel.principal import Principal
 from app.lib.errors import Forbidden, NotFound, Unprocessable
-from app.lib.pagination import Limit, Offset, Page, page
+from app.lib.pagination import MAX_LIMIT, Limit, Offset, Page, page
 
 SearchLimit = Annotated[int, Parameter(ge=1, le=MAX_SEARCH_LIMIT)]
 QueryText = Annotated[str, Parameter(max_length=MAX_QUERY)]
@@ -121,10 +121,22 @@ class MemoryController(Controller):
         return SearchOut(query=q, mode=found.mode, items=found.hits)  # type: ignore[arg-type]
 
     @get("/categories")
-    async def categories(self, principal: Principal, facts: FactService) -> CategoriesOut:
+    async def categories(
+        self,
+        principal: Principal,
+        facts: FactService,
+        limit: Limit = MAX_LIMIT,
+        offset: Offset = 0,
+    ) -> CategoriesOut:
         rows = await facts.categories(principal.id)
+        shown = rows[offset : offset + limit]
         return CategoriesOut(
-            categories=[CategoryCount(c, n) for c, n in rows], total=sum(n for _, n in rows)
+            categories=[CategoryCount(c, n) for c, n in shown],
+            total=sum(n for _, n in rows),
+            category_count=len(rows),
+            limit=limit,
+            offset=offset,
+            has_more=offset + len(shown) < len(rows),
         )
 
     @get("/summary")

@@ -87,8 +87,15 @@ class CategoryCount(msgspec.Struct):
 
 
 class CategoriesOut(msgspec.Struct):
+    """A page of the categories, most facts first; `total` counts the live facts of all of them,
+    `category_count` the categories."""
+
     categories: list[CategoryCount]
     total: int
+    category_count: int
+    limit: int
+    offset: int
+    has_more: bool
 
 
 class SummaryIn(msgspec.Struct, forbid_unknown_fields=True):

@@ -37,7 +37,7 @@ from app.domain.sessions.schemas import (
 )
 from app.domain.sessions.services import SessionService
 from app.lib.errors import Unprocessable
-from app.lib.pagination import BeforeSeq, Limit, Offset, Page, page
+from app.lib.pagination import MAX_LIMIT, BeforeSeq, Limit, Offset, Page, page
 
 MAX_MATCH_SESSIONS = 100
 MAX_POSITIONS = 1000
@@ -234,10 +234,24 @@ class SessionController(Controller):
 
     @get("/{session_id:uuid}/planning")
     async def planning(
-        self, session_id: uuid.UUID, principal: Principal, sessions: SessionService
+        self,
+        session_id: uuid.UUID,
+        principal: Principal,
+        sessions: SessionService,
+        limit: Limit = MAX_LIMIT,  # the default is every kept entry (PLANNING_LOGS_KEPT)
+        offset: Offset = 0,
     ) -> PlanningOut:
         s = await sessions.get(session_id, Viewer.of(principal))
-        return PlanningOut(session_id=session_id, planning_logs=list(s.planning_logs or []))
+        logs = list(s.planning_logs or [])
+        shown = logs[offset : offset + limit]
+        return PlanningOut(
+            session_id=session_id,
+            planning_logs=shown,
+            total=len(logs),
+            limit=limit,
+            offset=offset,
+            has_more=offset + len(shown) < len(logs),
+        )
 
     @post("/{session_id:uuid}/planning", status_code=204)
     async def add_planning(

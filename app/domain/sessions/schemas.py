@@ -103,5 +103,11 @@ class PlanningLogIn(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class PlanningOut(msgspec.Struct):
+    """A page of the session's planning logs, oldest first (`total` kept in all)."""
+
     session_id: uuid.UUID
     planning_logs: list[Any]
+    total: int
+    limit: int
+    offset: int
+    has_more: bool

@@ -100,6 +100,10 @@ async def test_isolation_per_user_on_every_endpoint(client: AsyncTestClient) -> 
     assert (await client.get("/memory/categories", headers=bob)).json() == {
         "categories": [],
         "total": 0,
+        "category_count": 0,
+        "limit": 200,
+        "offset": 0,
+        "has_more": False,
     }
     assert (await client.get("/memory/summary", headers=bob)).json()["content"] == ""
     assert (await client.delete("/memory/facts/home_city", headers=bob)).status_code == 404
@@ -122,7 +126,7 @@ async def test_isolation_per_user_on_every_endpoint(client: AsyncTestClient) -> 
     # Alice still has everything
     assert (await client.get("/memory/facts", headers=alice)).json()["total"] == 1
     cats = (await client.get("/memory/categories", headers=alice)).json()
-    assert cats == {"categories": [{"category": "location", "count": 1}], "total": 1}
+    assert cats["categories"] == [{"category": "location", "count": 1}] and cats["total"] == 1
     assert (await client.get("/memory/summary", headers=alice)).json()[
         "content"
     ] == "Alice lives in Lisbon."
@@ -248,3 +252,22 @@ async def test_search_degrades_when_ollama_is_down(
     # same value, embedding failed earlier: a later save embeds it
     again = await _save(client, category="preferences", key="shell", value="fish")
     assert again["has_embedding"] is True
+
+
+async def test_categories_are_paged_most_facts_first(client: AsyncTestClient) -> None:
+    for category, n in (("a", 1), ("b", 3), ("c", 2)):
+        for i in range(n):
+            fact = {"category": category, "key": f"k{i}", "value": f"v{i}"}
+            assert (await client.post("/memory/facts", json=fact)).status_code == 201
+    r = await client.get("/memory/categories", params={"limit": 2})
+    assert r.json() == {
+        "categories": [{"category": "b", "count": 3}, {"category": "c", "count": 2}],
+        "total": 6,
+        "category_count": 3,
+        "limit": 2,
+        "offset": 0,
+        "has_more": True,
+    }
+    rest = (await client.get("/memory/categories", params={"limit": 2, "offset": 2})).json()
+    assert rest["categories"] == [{"category": "a", "count": 1}] and not rest["has_more"]
+    assert (await client.get("/memory/categories", params={"limit": 201})).status_code == 422

@@ -285,6 +285,13 @@ async def test_planning_logs(client: AsyncTestClient) -> None:
         assert r.status_code == 204
     logs = (await client.get(f"/sessions/{sid}/planning")).json()["planning_logs"]
     assert logs == [{"step": 0}, {"step": 1}, {"step": 2}]
+    page = (await client.get(f"/sessions/{sid}/planning", params={"limit": 2})).json()
+    assert page["planning_logs"] == [{"step": 0}, {"step": 1}]
+    assert (page["total"], page["limit"], page["offset"], page["has_more"]) == (3, 2, 0, True)
+    page = (await client.get(f"/sessions/{sid}/planning", params={"offset": 2})).json()
+    assert page["planning_logs"] == [{"step": 2}] and not page["has_more"]
+    r = await client.get(f"/sessions/{sid}/planning", params={"limit": 0})
+    assert r.status_code == 422 and "limit" in r.json()["detail"]
 
 
 async def test_delete_cascades(client: AsyncTestClient, db_url: str, settings) -> None:  # type: ignore[no-untyped-def]
