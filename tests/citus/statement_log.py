@@ -144,5 +144,11 @@ class StatementLog:
 
 
 def load(path: Path) -> dict[str, Entry]:
+    """The log, its parameter sets unpickled once here: that imports the modules of
+    their types (the backfill's `PackedVector` registers its psycopg dumper when
+    imported), and a psycopg connection copies the global adapters when it is made, so
+    this must happen before the check connects."""
     data: dict[str, Entry] = pickle.loads(path.read_bytes())
+    for entry in data.values():
+        entry.parameter_sets()
     return data
