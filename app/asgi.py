@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -86,6 +87,9 @@ def handle_app_error(_: Request, exc: AppError) -> Response[dict[str, str]]:
     return _error(exc.status_code, exc.kind, exc.detail)
 
 
+_MISSING = re.compile(r"Missing required (\w+) parameter '([^']*)' for path ")
+
+
 def handle_validation(_: Request, exc: ValidationException) -> Response[dict[str, str]]:
     # Name the offending field(s): "limit: Expected `int` <= 200".
     parts = []
@@ -94,6 +98,9 @@ def handle_validation(_: Request, exc: ValidationException) -> Response[dict[str
             key = item.get("key") or item.get("source") or "body"
             parts.append(f"{key}: {explain_pattern(str(item.get('message', 'invalid')))}")
     detail = "; ".join(parts) or str(exc.detail)
+    missing = _MISSING.match(detail)
+    if missing:  # Litestar's wording echoes the whole URL: name the parameter instead
+        detail = f"{missing.group(2)}: a required {missing.group(1)} parameter is missing"
     if "Content-Length" in detail or "too large" in detail.lower():
         return _error(413, "payload_too_large", detail)
     return _error(422, "unprocessable", detail)

@@ -224,3 +224,20 @@ async def test_a_malformed_navi_min_lsn_is_422_on_every_read_route(
         for method, path, body in reads:
             r = await client.request(method, path, json=body, headers={"Navi-Min-LSN": good})
             assert r.status_code == 200, (good, path, r.text)
+
+
+async def test_a_missing_required_parameter_is_named_without_echoing_the_url(
+    client: AsyncTestClient,
+) -> None:
+    long_q = "a" * 5000
+    for path, name in (
+        (f"/sessions/matches?q={long_q}", "session_id"),
+        ("/memory/facts/search", "q"),
+        ("/admin/memory/search", "q"),
+    ):
+        r = await client.get(path)
+        assert r.status_code == 422, (path, r.text)
+        assert r.json() == {
+            "error": "unprocessable",
+            "detail": f"{name}: a required query parameter is missing",
+        }
