@@ -41,6 +41,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.db.engine import transaction
 from app.domain.kernel.jobs import unless_running
+from app.domain.raw_history.chunk_writer_repository import ChunkWriter
 from app.domain.raw_history.indexer import (
     Segments,
     chunks_of,
@@ -49,7 +50,6 @@ from app.domain.raw_history.indexer import (
     segment_texts,
     segment_vectors,
 )
-from app.domain.raw_history.repositories import ChunkRepository
 from app.domain.raw_history.state_repository import RawIndexRepository
 from app.lib.metrics import RAW_CHUNKS_INDEXED
 from app.llm.errors import EmbeddingDisabledError, LLMError, LLMUnavailableError
@@ -150,7 +150,7 @@ async def index_batch(
             error=str(segments)[:300],
         )
         return BatchOutcome(failed=True, unavailable=isinstance(segments, LLMUnavailableError))
-    written = await ChunkRepository(db).add_chunks(user_id, session_id, chunks, segments)
+    written = await ChunkWriter(db).add_chunks(user_id, session_id, chunks, segments)
     await state.cover_through(user_id, session_id, last)
     RAW_CHUNKS_INDEXED.labels("idle").inc(written)
     bare = sum(not segs for segs in segments)

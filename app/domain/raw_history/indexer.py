@@ -19,9 +19,9 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.raw_history.breadcrumbs import extract_breadcrumbs, merge_breadcrumbs
+from app.domain.raw_history.chunk_writer_repository import ChunkWriter
 from app.domain.raw_history.chunks import ChunkMessage, RawChunk, build_chunks
 from app.domain.raw_history.ranking import segment_spans
-from app.domain.raw_history.repositories import ChunkRepository
 from app.domain.raw_history.state_repository import RawIndexRepository
 from app.lib.metrics import RAW_CHUNKS_INDEXED
 from app.llm.gateway import LLMError, LLMGateway
@@ -109,7 +109,7 @@ async def fresh_chunks(
     """`chunks` whose content hash the session does not hold yet."""
     if not chunks:
         return []
-    known = await ChunkRepository(db).existing_hashes(
+    known = await ChunkWriter(db).existing_hashes(
         user_id, session_id, [c.content_hash for c in chunks]
     )
     return [c for c in chunks if c.content_hash not in known]
@@ -142,7 +142,7 @@ async def index_demoted(
             fresh = await fresh_chunks(db, user_id, session_id, chunks)
         segments = await embed_chunks(llm, [c.content for c in fresh])
         async with db.begin_nested():
-            written = await ChunkRepository(db).add_chunks(user_id, session_id, fresh, segments)
+            written = await ChunkWriter(db).add_chunks(user_id, session_id, fresh, segments)
             await state.cover(user_id, session_id, seqs)
         RAW_CHUNKS_INDEXED.labels("demotion").inc(written)
         log.info(

@@ -1,4 +1,10 @@
-"""SQL of raw chunks (`memory_chunks`): append-only, idempotent per (session, content)."""
+"""SQL that reads raw chunks (`memory_chunks`) and their segment vectors
+(`memory_chunk_vectors`) for the raw search and recall: the search's planner settings and
+chunk count, term lookups, nearest segments, candidate chunks, the most recent chunks, a
+session's latest summary mark (`messages`). Every statement names the user. The rows are written
+(append-only, idempotent per (session, content)) by `ChunkWriter`
+(chunk_writer_repository.py).
+"""
 
 from __future__ import annotations
 
@@ -10,14 +16,11 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import Row, select
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.citus import segment_buckets
-from app.db.models import MemoryChunk, MemoryChunkVector, Message
+from app.db.models import MemoryChunk, Message
 from app.db.models.memory import SEGMENT_BUCKETS
-from app.domain.kernel.repositories import ChunkCountRepository
-from app.domain.raw_history.chunks import RawChunk
 from app.domain.raw_history.ranking import PREFIX_MIN
 from app.lib.sql import DriverRows, vector_literal
 
@@ -135,83 +138,6 @@ class ChunkRepository:
         # a plan made once for any user is wrong for one with a hundred or ten thousand
         # chunks
         self._rows = DriverRows(session)
-
-    async def add_chunks(
-        self,
-        user_id: str,
-        session_id: uuid.UUID,
-        chunks: Sequence[RawChunk],
-        segments: Sequence[Sequence[tuple[int, int, list[float]]]],
-    ) -> int:
-        """Insert chunks; a (session_id, content_hash) already stored is skipped.
-        `segments` (per chunk: (start, end, embedding) of its segments; none when the
-        embedder failed) are stored with the chunks actually written. Returns the number
-        actually written."""
-        written = 0
-        for chunk, segs in zip(chunks, segments, strict=True):
-            result = await self.session.execute(
-                insert(MemoryChunk)
-                .values(
-                    id=uuid.uuid4(),
-                    user_id=user_id,
-                    session_id=session_id,
-                    content=chunk.content,
-                    content_hash=chunk.content_hash,
-                    start_seq=chunk.start_seq,
-                    end_seq=chunk.end_seq,
-                    started_at=chunk.started_at,
-                    ended_at=chunk.ended_at,
-                    breadcrumbs=list(chunk.breadcrumbs),
-                )
-                .on_conflict_do_nothing(index_elements=["session_id", "content_hash", "user_id"])
-                .returning(MemoryChunk.id)
-            )
-            row = result.first()
-            if row is None:
-                continue
-            written += 1
-            await self.add_segments(
-                user_id, session_id, [(row.id, n, a, b, e) for n, (a, b, e) in enumerate(segs)]
-            )
-        await ChunkCountRepository(self.session).change(user_id, written)
-        return written
-
-    async def existing_hashes(
-        self, user_id: str, session_id: uuid.UUID, hashes: Sequence[str]
-    ) -> set[str]:
-        rows = await self.session.execute(
-            select(MemoryChunk.content_hash).where(
-                MemoryChunk.user_id == user_id,
-                MemoryChunk.session_id == session_id,
-                MemoryChunk.content_hash.in_(list(hashes)),
-            )
-        )
-        return set(rows.scalars())
-
-    async def add_segments(
-        self,
-        user_id: str,
-        session_id: uuid.UUID,
-        rows: Sequence[tuple[uuid.UUID, int, int, int, list[float]]],
-    ) -> None:
-        """Store segment vectors: (chunk id, part, start char, end char, embedding)."""
-        if not rows:
-            return
-        await self.session.execute(
-            insert(MemoryChunkVector).on_conflict_do_nothing(),
-            [
-                {
-                    "chunk_id": chunk_id,
-                    "part": part,
-                    "user_id": user_id,
-                    "session_id": session_id,
-                    "start_char": start,
-                    "end_char": end,
-                    "embedding": emb,
-                }
-                for chunk_id, part, start, end, emb in rows
-            ],
-        )
 
     async def begin_search(
         self, user_id: str, *, session_id: uuid.UUID | None, before_seq: int | None = None

@@ -12,6 +12,7 @@ from app.db.citus import SHARD_HNSW_INDEX
 from app.db.engine import session_factory, transaction
 from app.db.models.memory import CHUNK_USER_TSV, SEGMENT_BUCKETS
 from app.domain.kernel.access import Viewer
+from app.domain.raw_history.chunk_writer_repository import ChunkWriter
 from app.domain.raw_history.chunks import RawChunk
 from app.domain.raw_history.repositories import ChunkRepository, user_bucket
 from app.domain.raw_history.search_cache import CommonTerms
@@ -26,10 +27,10 @@ def _chunk(content: str, n: int, crumbs: tuple[str, ...] = ()) -> RawChunk:
 
 
 async def _store(db, user_id: str, contents, crumbs=()) -> list[str]:  # type: ignore[no-untyped-def]
-    repo = ChunkRepository(db)
+    writer = ChunkWriter(db)
     sid = uuid.uuid4()
     chunks = [_chunk(c, n, crumbs) for n, c in enumerate(contents)]
-    await repo.add_chunks(user_id, sid, chunks, [[]] * len(chunks))
+    await writer.add_chunks(user_id, sid, chunks, [[]] * len(chunks))
     rows = await db.execute(
         text("SELECT id FROM memory_chunks WHERE session_id = :s ORDER BY start_seq"), {"s": sid}
     )
@@ -181,7 +182,7 @@ async def test_nearest_segments_walk_the_users_bucket_graph(engine) -> None:  # 
         assert {user_bucket(u) for u in users} == set(range(SEGMENT_BUCKETS))
 
         dim = await _segment_dim(db)
-        repo = ChunkRepository(db)
+        repo, writer = ChunkRepository(db), ChunkWriter(db)
         vec = [1.0] + [0.0] * (dim - 1)
         far = [0.0, 1.0] + [0.0] * (dim - 2)
         for uid in ("alice", "bob"):
@@ -189,7 +190,7 @@ async def test_nearest_segments_walk_the_users_bucket_graph(engine) -> None:  # 
         sid = uuid.uuid4()
         for uid, v in (("alice", vec), ("bob", vec), ("alice", far)):
             chunk = _chunk(f"User: a chunk of {uid} {v[0]}", 0)
-            await repo.add_chunks(uid, sid, [chunk], [[(0, 10, v)]])
+            await writer.add_chunks(uid, sid, [chunk], [[(0, 10, v)]])
         near = await repo.nearest_segments("alice", vec, session_id=None, limit=5)
         assert [round(s, 3) for _, s in near] == [1.0, 0.0]  # alice's only, nearest first
         exact = await repo.nearest_segments("alice", vec, session_id=None, limit=5, exact=True)
@@ -244,9 +245,7 @@ async def test_chunk_counts_follow_inserts_and_deletes(engine) -> None:  # type:
             await db.execute(text("INSERT INTO navi_users (id, name) VALUES (:u, :u)"), {"u": uid})
         await _store(db, "carol", ["User: one", "User: two", "User: three"])
         doomed = await SessionRepository(db).create("default", "carol", None)
-        await ChunkRepository(db).add_chunks(
-            "carol", doomed.id, [_chunk("User: four", 0, ())], [[]]
-        )
+        await ChunkWriter(db).add_chunks("carol", doomed.id, [_chunk("User: four", 0, ())], [[]])
         await _store(db, "dave", ["User: five", "User: six"])
         kept, real = await counts(db)
         assert kept == real and kept["carol"] == 4 and kept["dave"] == 2
@@ -274,15 +273,15 @@ async def test_candidates_are_the_users_and_plans_stay_custom(engine) -> None:  
     async with transaction(session_factory(engine)) as db:
         for uid in ("erin", "frank"):
             await db.execute(text("INSERT INTO navi_users (id, name) VALUES (:u, :u)"), {"u": uid})
-        repo = ChunkRepository(db)
+        repo, writer = ChunkRepository(db), ChunkWriter(db)
         dim = await _segment_dim(db)
         vec = [1.0] + [0.0] * (dim - 1)
         far = [0.0, 1.0] + [0.0] * (dim - 2)
         sid = uuid.uuid4()
         mine = _chunk("User: erin's chunk\nAssistant: two lines", 0)
         theirs = _chunk("User: frank's chunk", 1)
-        await repo.add_chunks("erin", sid, [mine], [[(0, 18, vec), (19, 39, far)]])
-        await repo.add_chunks("frank", uuid.uuid4(), [theirs], [[(0, 19, vec)]])
+        await writer.add_chunks("erin", sid, [mine], [[(0, 18, vec), (19, 39, far)]])
+        await writer.add_chunks("frank", uuid.uuid4(), [theirs], [[(0, 19, vec)]])
         ids = {
             c: i for c, i in (await db.execute(text("SELECT content, id FROM memory_chunks"))).all()
         }
@@ -386,14 +385,14 @@ async def test_the_walk_scans_on_past_other_users_vectors(engine) -> None:  # ty
         for uid in (near_user, other):
             await db.execute(text("INSERT INTO navi_users (id, name) VALUES (:u, :u)"), {"u": uid})
         dim = await _segment_dim(db)
-        repo = ChunkRepository(db)
+        repo, writer = ChunkRepository(db), ChunkWriter(db)
         query = [1.0] + [0.0] * (dim - 1)
         sid = uuid.uuid4()
         for n in range(120):  # the other user's vectors, all nearer the query than ivan's
             close = [1.0, 0.001 * n] + [0.0] * (dim - 2)
-            await repo.add_chunks(other, sid, [_chunk(f"User: other {n}", n)], [[(0, 5, close)]])
+            await writer.add_chunks(other, sid, [_chunk(f"User: other {n}", n)], [[(0, 5, close)]])
         far = [0.2, 1.0] + [0.0] * (dim - 2)
-        await repo.add_chunks(near_user, sid, [_chunk("User: ivan's", 0)], [[(0, 5, far)]])
+        await writer.add_chunks(near_user, sid, [_chunk("User: ivan's", 0)], [[(0, 5, far)]])
         await db.execute(text("SET LOCAL enable_seqscan = off"))
         await db.execute(text("DROP INDEX ix_memory_chunk_vectors_user_session"))  # the graph only
         got = await repo.nearest_segments(near_user, query, session_id=None, limit=5)
