@@ -308,7 +308,8 @@ class Settings:
         le=3600,
         doc=(
             "One budget for all the model calls of one turn (`POST /sessions/{id}/turns`), "
-            "streaming included, in place of `LLM_REQUEST_DEADLINE_SECONDS`."
+            "counted from its start: the pre-turn prepare, streaming and the post-turn "
+            "check included, in place of `LLM_REQUEST_DEADLINE_SECONDS`."
         ),
     )
     llm_breaker_failures: int = setting(

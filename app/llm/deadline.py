@@ -1,6 +1,7 @@
 """One deadline for all the model calls made while serving one HTTP request.
 
-The request middleware opens `llm_deadline(LLM_REQUEST_DEADLINE_SECONDS)`; the gateway
+The request middleware opens `llm_deadline(LLM_REQUEST_DEADLINE_SECONDS)` (a turn opens
+its own, `TURN_DEADLINE_SECONDS`, in its place: app.domain.agents.turns); the gateway
 (`app.llm.gateway`) bounds every call by what is left of it and fails at once, with
 `LLMUnavailableError`, once it has passed — callers degrade as when Ollama is down.
 Outside a request (background jobs, CLI commands) there is no deadline: each call is
@@ -15,13 +16,24 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-_deadline: ContextVar[float | None] = ContextVar("navi_llm_deadline", default=None)
+REQUEST_BUDGET = "LLM_REQUEST_DEADLINE_SECONDS"
+
+# (the monotonic time it passes, the setting it comes from: errors name it)
+_deadline: ContextVar[tuple[float, str] | None] = ContextVar("navi_llm_deadline", default=None)
 
 
 @contextmanager
-def llm_deadline(seconds: float) -> Iterator[None]:
+def llm_deadline(seconds: float, setting: str = REQUEST_BUDGET) -> Iterator[None]:
     """Model calls in this context must end within `seconds` from now (0 = no limit)."""
-    token = _deadline.set(time.monotonic() + seconds if seconds > 0 else None)
+    with llm_deadline_at(time.monotonic() + seconds if seconds > 0 else None, setting):
+        yield
+
+
+@contextmanager
+def llm_deadline_at(at: float | None, setting: str = REQUEST_BUDGET) -> Iterator[None]:
+    """Model calls in this context must end by the monotonic time `at` (None = no limit);
+    `setting` names the budget in the error once it has passed."""
+    token = _deadline.set(None if at is None else (at, setting))
     try:
         yield
     finally:
@@ -36,4 +48,10 @@ def no_deadline() -> None:
 def remaining() -> float | None:
     """Seconds left before the deadline (≤ 0 when passed), None when there is none."""
     deadline = _deadline.get()
-    return None if deadline is None else deadline - time.monotonic()
+    return None if deadline is None else deadline[0] - time.monotonic()
+
+
+def budget() -> str:
+    """The setting the deadline in force comes from."""
+    deadline = _deadline.get()
+    return REQUEST_BUDGET if deadline is None else deadline[1]

@@ -28,6 +28,7 @@ from tenacity import (
 
 from app.lib.metrics import LLM_CALL_FAILURES, LLM_CALL_SECONDS
 from app.llm.breaker import CLOSED, CircuitBreaker, is_connection_failure
+from app.llm.deadline import budget as deadline_budget
 from app.llm.deadline import remaining as deadline_remaining
 from app.llm.errors import (
     MALFORMED_ERRORS,
@@ -139,8 +140,7 @@ class CallPolicy:
         log.info("llm.deadline_passed", operation=operation)
         return tagged(
             LLMUnavailableError(
-                f"{operation}: the request's deadline for model calls "
-                "(LLM_REQUEST_DEADLINE_SECONDS) has passed",
+                f"{operation}: the deadline for model calls ({deadline_budget()}) has passed",
                 operation=operation,
             ),
             "deadline",

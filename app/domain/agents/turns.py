@@ -18,7 +18,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +57,9 @@ from app.domain.kernel.principal import Principal
 from app.domain.kernel.profiles import Profile, load_profiles
 from app.domain.sessions.services import SessionService
 from app.lib.errors import Conflict, Unprocessable
-from app.llm.deadline import llm_deadline
+from app.llm.deadline import llm_deadline_at
+
+TURN_BUDGET = "TURN_DEADLINE_SECONDS"
 
 log = structlog.get_logger("app.agents.turns")
 
@@ -94,6 +96,8 @@ class TurnLoop:
         self.prompt = Prompt()
         self.rounds = self.tool_call_count = 0
         self.started = time.monotonic()
+        # One budget for every model call of the turn, the pre-turn prepare included.
+        self.deadline = self.started + settings.turn_deadline_seconds
         self.content = ""
         self.thinking = ""
         self.interrupted = False
@@ -104,6 +108,11 @@ class TurnLoop:
         """One step's transaction, committed when the step ends."""
         async with transaction(self.state.session_factory) as db:
             yield db, context_service(db, self.settings, self.state)
+
+    def _budget(self) -> AbstractContextManager[None]:
+        """The turn's deadline (`TURN_DEADLINE_SECONDS` from its start) in place of the
+        request's."""
+        return llm_deadline_at(self.deadline, TURN_BUDGET)
 
     @property
     def tools(self) -> Toolbox:
@@ -121,20 +130,21 @@ class TurnLoop:
         if (req.message is None) == (req.tool_results is None):
             raise Unprocessable("give either message (a new turn) or tool_results (a resume)")
         too_large: ContextTooLargeError | None = None
-        async with self._step() as (db, ctx):
-            session = await SessionAccess(db).get(self.session_id, self.viewer)
-            profiles = getattr(self.state, "profiles", None) or load_profiles(self.settings)
-            self.profile = profiles.get(session.profile_id)
-            self.toolbox = Toolbox.for_profile(
-                self.state, self.settings, self.profile, self.client_tools
-            )
-            try:
-                if req.message is not None:
-                    out = await self._begin_turn(db, ctx, session, req)
-                else:
-                    out = await self._begin_resume(db, ctx, session, req)
-            except ContextTooLargeError as exc:  # a compression that ran stays committed
-                too_large = exc
+        with self._budget():  # the prepare spends the turn's budget too
+            async with self._step() as (db, ctx):
+                session = await SessionAccess(db).get(self.session_id, self.viewer)
+                profiles = getattr(self.state, "profiles", None) or load_profiles(self.settings)
+                self.profile = profiles.get(session.profile_id)
+                self.toolbox = Toolbox.for_profile(
+                    self.state, self.settings, self.profile, self.client_tools
+                )
+                try:
+                    if req.message is not None:
+                        out = await self._begin_turn(db, ctx, session, req)
+                    else:
+                        out = await self._begin_resume(db, ctx, session, req)
+                except ContextTooLargeError as exc:  # a compression that ran stays committed
+                    too_large = exc
         if too_large is not None:
             return too_large
         events: list[TurnEvent] = []
@@ -199,7 +209,7 @@ class TurnLoop:
     async def run(self, emit: Emit) -> Done:
         """The rounds, until a reply without tool calls, a call for the client's tools,
         or ``TURN_MAX_ROUNDS``."""
-        with llm_deadline(self.settings.turn_deadline_seconds):
+        with self._budget():
             while not self.interrupted:
                 self.rounds += 1
                 reply = await self._model_round(emit)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 
 import httpx
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.conftest import new_user
+from app.config import Settings
+from tests.conftest import ADMIN_TOKEN, new_user
 from tests.fakes.chat_script import ScriptedReply
 from tests.fakes.ollama_server import FakeOllama
+from tests.fakes.served import serve
 
 from .conftest import messages, new_session, parse_sse
 
@@ -236,3 +241,38 @@ async def test_bad_input_and_another_users_session(
     assert r.status_code == 404
     assert ollama.count("/api/chat") == 0
     assert await messages(served, sid) == []
+
+
+async def test_the_turn_budget_covers_the_pre_turn_compression(
+    engine: AsyncEngine, turn_settings: Settings, ollama: FakeOllama
+) -> None:
+    """TURN_DEADLINE_SECONDS counts from the turn's start: a slow pre-turn summary leaves
+    the model call only what is left of it (it used to get the request's budget, then a
+    fresh turn budget), and the failure names the turn's setting."""
+    from app.asgi import create_app
+
+    settings = dataclasses.replace(turn_settings, turn_deadline_seconds=2.0)
+    app = create_app(settings, engine=engine, background_jobs=False)
+    async with serve(app) as base:
+        headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as client:
+            sid = await new_session(client)
+            history = [
+                {"role": role, "content": f"{role} {i}: {words(60, f't{i}w')}"}
+                for i in range(24)
+                for role in ("user", "assistant")
+            ]
+            r = await client.post(f"/sessions/{sid}/messages", json={"messages": history})
+            assert r.status_code == 201, r.text
+            ollama.slow_seconds = 1.2  # under the tests' OLLAMA_TIMEOUT (2 s)
+            ollama.fail("slow", paths={"/api/chat"})  # the summary 1.2 s, the model 1.2 s
+            started = time.monotonic()
+            r = await client.post(f"/sessions/{sid}/turns", json={"message": {"content": "go"}})
+            elapsed = time.monotonic() - started
+            ollama.recover()
+            context = (await client.get(f"/sessions/{sid}/context")).json()["messages"]
+    assert r.status_code == 503, r.text
+    assert r.json()["error"] == "llm_unavailable"
+    assert "TURN_DEADLINE_SECONDS" in r.json()["detail"], r.text
+    assert elapsed < 2.0 + 1.0, elapsed  # not 1.2 s of summary plus a fresh 2 s budget
+    assert len(context) < len(history)  # the pre-turn compression is kept
