@@ -38,6 +38,7 @@ from app.llm.chat import (
     chat_result,
     validate_messages,
 )
+from app.llm.deadline import budget as deadline_budget
 from app.llm.deadline import remaining as deadline_remaining
 from app.llm.embedders import Embedder, OllamaEmbedder
 from app.llm.errors import (
@@ -289,9 +290,7 @@ class LLMGateway:
     async def _next_piece(stream: AsyncIterator[ollama.ChatResponse]) -> ollama.ChatResponse:
         left = deadline_remaining()
         if left is not None and left <= 0:
-            raise LLMUnavailableError(
-                "chat: the deadline for model calls passed mid-stream", operation="chat"
-            )
+            raise _passed_mid_stream()
         try:
             async with asyncio.timeout(left):
                 return await anext(stream)
@@ -300,9 +299,7 @@ class LLMGateway:
                 "chat: the stream ended without its final piece", operation="chat"
             ) from None
         except TimeoutError:
-            raise LLMUnavailableError(
-                "chat: the deadline for model calls passed mid-stream", operation="chat"
-            ) from None
+            raise _passed_mid_stream() from None
         except CLIENT_ERRORS as exc:
             raise as_llm_error("chat", 1, exc) from exc
 
@@ -328,3 +325,10 @@ class LLMGateway:
     async def check_embedding(self, timeout: float = 5.0) -> EmbedHealth:  # noqa: ASYNC109
         """Single (un-retried) probe of the embedding model: reachable? right dimension?"""
         return embed_health(await self.embedder.probe(timeout), self.embed_model, self.embed_dim)
+
+
+def _passed_mid_stream() -> LLMUnavailableError:
+    return LLMUnavailableError(
+        f"chat: the deadline for model calls ({deadline_budget()}) passed mid-stream",
+        operation="chat",
+    )
