@@ -240,6 +240,26 @@ def provide_session_hooks() -> SessionHooks:
     return SESSION_HOOKS
 
 
+SHUTDOWN_TASKS_SECONDS = 10.0
+
+
+async def _cancel_tasks(tasks: set[asyncio.Task[Any]]) -> None:
+    """Cancel the background tasks and wait for them, at most SHUTDOWN_TASKS_SECONDS: a
+    task that does not stop is logged by name instead of holding the shutdown forever."""
+    pending = list(tasks)
+    for task in pending:
+        task.cancel()
+    if not pending:
+        return
+    _, still = await asyncio.wait(pending, timeout=SHUTDOWN_TASKS_SECONDS)
+    if still:
+        log.error(
+            "app.shutdown_tasks_stuck",
+            tasks=sorted(t.get_name() for t in still),
+            waited_seconds=SHUTDOWN_TASKS_SECONDS,
+        )
+
+
 def _lifespan(
     settings: Settings, database_url: str | None, engine: AsyncEngine | None, background_jobs: bool
 ) -> Callable[[Litestar], AbstractAsyncContextManager[None]]:
@@ -253,9 +273,7 @@ def _lifespan(
             async with app.state.mcp.manager.run():
                 yield
         finally:
-            for task in list(app.state.tasks):
-                task.cancel()
-            await asyncio.gather(*app.state.tasks, return_exceptions=True)
+            await _cancel_tasks(app.state.tasks)
             await app.state.llm.aclose()
             if app.state.get("replica") is not None:
                 await app.state.replica.replica.dispose()

@@ -90,8 +90,9 @@ class EmbeddedWatchdog:
 
     async def run(self) -> None:
         while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=self.interval)
+            try:  # asyncio.timeout: wait_for may swallow a cancellation (db/replica.py)
+                async with asyncio.timeout(self.interval):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
             self._wake.clear()

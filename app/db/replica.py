@@ -191,7 +191,11 @@ class ReplicaRouter:
         """The periodic check (spawned at start-up; cancelled at shutdown)."""
         while True:
             try:
-                await asyncio.wait_for(self.refresh(), timeout=max(5.0, 4 * self.check_seconds))
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow the
+                # shutdown's cancellation when the check ends at that moment, and the
+                # loop then never stops (seen as a hung shutdown)
+                async with asyncio.timeout(max(5.0, 4 * self.check_seconds)):
+                    await self.refresh()
             except TimeoutError:
                 self._set(ReplicaHealth(False, "unreachable", 0, None), error="check timed out")
             await asyncio.sleep(self.check_seconds)
