@@ -30,3 +30,8 @@ def page(items: list[T], total: int, limit: int, offset: int) -> Page[T]:
     return Page(
         items=items, total=total, limit=limit, offset=offset, has_more=offset + len(items) < total
     )
+
+
+def page_of(items: list[T], limit: int, offset: int) -> Page[T]:
+    """The page `offset`/`limit` of a list held whole in memory."""
+    return page(items[offset : offset + limit], len(items), limit, offset)

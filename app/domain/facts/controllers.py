@@ -32,7 +32,7 @@ from app.domain.facts.tool import run_memory_tool
 from app.domain.kernel.deps import READ_ONLY
 from app.domain.kernel.principal import Principal
 from app.lib.errors import Forbidden, NotFound, Unprocessable
-from app.lib.pagination import MAX_LIMIT, Limit, Offset, Page, page
+from app.lib.pagination import MAX_LIMIT, Limit, Offset, Page, page, page_of
 
 SearchLimit = Annotated[int, Parameter(ge=1, le=MAX_SEARCH_LIMIT)]
 QueryText = Annotated[str, Parameter(max_length=MAX_QUERY)]
@@ -129,14 +129,14 @@ class MemoryController(Controller):
         offset: Offset = 0,
     ) -> CategoriesOut:
         rows = await facts.categories(principal.id)
-        shown = rows[offset : offset + limit]
+        shown = page_of(rows, limit, offset)
         return CategoriesOut(
-            categories=[CategoryCount(c, n) for c, n in shown],
+            categories=[CategoryCount(c, n) for c, n in shown.items],
             total=sum(n for _, n in rows),
-            category_count=len(rows),
+            category_count=shown.total,
             limit=limit,
             offset=offset,
-            has_more=offset + len(shown) < len(rows),
+            has_more=shown.has_more,
         )
 
     @get("/summary")

@@ -37,7 +37,7 @@ from app.domain.sessions.schemas import (
 )
 from app.domain.sessions.services import SessionService
 from app.lib.errors import Unprocessable
-from app.lib.pagination import MAX_LIMIT, BeforeSeq, Limit, Offset, Page, page
+from app.lib.pagination import MAX_LIMIT, BeforeSeq, Limit, Offset, Page, page, page_of
 
 MAX_MATCH_SESSIONS = 100
 MAX_POSITIONS = 1000
@@ -242,15 +242,14 @@ class SessionController(Controller):
         offset: Offset = 0,
     ) -> PlanningOut:
         s = await sessions.get(session_id, Viewer.of(principal))
-        logs = list(s.planning_logs or [])
-        shown = logs[offset : offset + limit]
+        logs = page_of(list(s.planning_logs or []), limit, offset)
         return PlanningOut(
             session_id=session_id,
-            planning_logs=shown,
-            total=len(logs),
+            planning_logs=logs.items,
+            total=logs.total,
             limit=limit,
             offset=offset,
-            has_more=offset + len(shown) < len(logs),
+            has_more=logs.has_more,
         )
 
     @post("/{session_id:uuid}/planning", status_code=204)
