@@ -76,11 +76,11 @@ async def provide_route_standalone_read_db(
     restores its isolation level when it is returned (as for `in_own_session`). With a
     replica configured, `provide_route_read_db`'s session as it is (the replica's first
     statement has begun its transaction)."""
-    echoed_lsn(request)  # refused alike with a replica or without
     if state.get("replica") is not None:
         async with await _read_session(state, request) as session:
             yield session
         return
+    echoed_lsn(request)  # refused without a replica too, as in _read_session
     async with state.autocommit_sessions() as session:
         yield session
 
