@@ -73,10 +73,23 @@ def _router(client: Any) -> ReplicaRouter:
     return router
 
 
+async def _checked(router: ReplicaRouter, within: float = 10.0) -> Any:
+    """The health the app's replica watch measures next. The router's engines belong to
+    the app's event loop (the test client serves it from a thread of its own): calling
+    `refresh()` from the test's loop would use their pooled connections from a second
+    loop, which can hang."""
+    seen = router.health
+    deadline = time.monotonic() + within
+    while router.health is seen:
+        assert time.monotonic() < deadline, "the replica watch did not check"
+        await asyncio.sleep(0.02)
+    return router.health
+
+
 async def _until_usable(router: ReplicaRouter, within: float = 30.0) -> None:
     """The test database was created on the primary a moment ago: wait for its replay."""
     deadline = time.monotonic() + within
-    while not (await router.refresh()).usable:
+    while not (await _checked(router)).usable:
         assert time.monotonic() < deadline, f"replica not usable: {router.health}"
         await asyncio.sleep(0.1)
 
@@ -104,7 +117,7 @@ async def test_caught_up_replica_serves_reads(client: Any) -> None:
     sid, lsn = await _session_with_message(client, {}, "hello from the primary")
     # wait until the replica has replayed the write, then the read is the replica's
     deadline = time.monotonic() + 10
-    while (await router.refresh()).replay_lsn < (parse_lsn(lsn) or 0):
+    while (await _checked(router)).replay_lsn < (parse_lsn(lsn) or 0):
         assert time.monotonic() < deadline
         await asyncio.sleep(0.05)
     before = _replica_reads()
@@ -158,7 +171,7 @@ async def test_lag_past_the_bound_falls_back(
         await _until_usable(router)
         _, reader = await new_user(client, "reader")  # a write the replica does not see
         await asyncio.sleep(1.0)
-        health = await router.refresh()
+        health = await _checked(router)
         assert not health.usable and health.reason == "lag", health
         assert health.lag_seconds is not None and health.lag_seconds > 0.5
         lag = _fallbacks("lag")
@@ -190,7 +203,7 @@ async def test_stopped_replica_falls_back_without_errors(client: Any) -> None:
             assert len(r.json()["messages"]) == 1
             assert time.monotonic() - started < 5
         assert _fallbacks("unreachable") >= unreachable + 3
-        health = await router.refresh()
+        health = await _checked(router)
         assert not health.usable and health.reason == "unreachable"
     finally:
         _pg_ctl("-l", f"{REPLICA_DIR}/server.log", "-w", "-t", "60", "start")
