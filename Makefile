@@ -102,10 +102,13 @@ bench-search-ab: install ## A/B of memory_search between two checkouts, taking t
 bench-load: install ## Mixed load: N clients × S s, each its own user (append/list/search/history/memory_search): req/s, p50/p95/p99, errors, CPU per request app/PostgreSQL (ARGS="--clients 16 --seconds 60 --workers 2 --py-spy /tmp/load.txt")
 	$(BIN)/python bench/bench_load.py $(ARGS)
 
+bench-freshness: install ## Append → findable by memory_search under the mixed load, p50/p95/max; append and memory_search with the live indexer on vs off (ARGS="--clients 8 --seconds 20")
+	$(BIN)/python bench/bench_freshness.py $(ARGS)
+
 bench-history-bytes: install ## Cost of the hot-history size check (SESSION_MAX_HISTORY_BYTES) at 500/2k/10k messages (ARGS="--sizes 500,2000")
 	$(BIN)/python bench/bench_history_bytes.py $(ARGS)
 
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-locomo bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load
+.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-locomo bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-freshness

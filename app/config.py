@@ -435,6 +435,17 @@ class Settings:
         ge=0,
         doc="Period of the idle-session indexing job; 0 disables the loop.",
     )
+    raw_index_live_interval_seconds: float = setting(
+        "RAW_INDEX_LIVE_INTERVAL_SECONDS",
+        1.0,
+        ge=0,
+        le=600,
+        doc=(
+            "Longest wait of the live indexer, which makes appended messages findable by "
+            "`memory_search` (an append in this process wakes it at once); 0 disables it "
+            "(then only compression and the idle job index). Needs `MEMORY_SEARCH_ENABLED`."
+        ),
+    )
     # --- conversation history, error memory, rolling context (seed 001)
     session_max_history_bytes: int = setting(
         "SESSION_MAX_HISTORY_BYTES",

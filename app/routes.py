@@ -21,7 +21,9 @@ from app.domain.facts.extraction import extract_stale_sessions
 from app.domain.files.controllers import SessionFilesController
 from app.domain.files.services import cleanup_orphan_dirs
 from app.domain.history.controllers import ChatHistoryController
+from app.domain.kernel.jobs import LIVE_INDEX_JOB
 from app.domain.raw_history.idle_index import index_idle_job
+from app.domain.raw_history.live_index import live_index_job
 from app.domain.rolling.services import run_rolling_summaries
 from app.domain.search.controllers import MemorySearchController
 from app.domain.sessions.controllers import SessionController
@@ -84,6 +86,11 @@ BACKGROUND_JOBS: list[Job] = [
             else 0
         ),
         index_idle_job,
+    ),
+    Job(
+        LIVE_INDEX_JOB,
+        lambda s: s.raw_index_live_interval_seconds if s.memory_search_enabled else 0,
+        live_index_job,
     ),
     Job("error_memory.purge", lambda s: s.error_memory_purge_seconds, purge_expired_errors),
     Job(

@@ -91,9 +91,11 @@ async def in_process_api(
     make_settings: Callable[[str], Settings],
     fake: FakeOllama | None = None,
     token: str | None = ADMIN_TOKEN,
+    background_jobs: bool = False,
 ) -> AsyncIterator[Api]:
-    """The app (create_app, no background jobs) on `target` with the fake Ollama server
-    started; `make_settings(fake_url)` gives its settings; requests carry `token`."""
+    """The app (create_app, no background jobs unless asked) on `target` with the fake
+    Ollama server started; `make_settings(fake_url)` gives its settings; requests carry
+    `token`."""
     from litestar.testing import AsyncTestClient
 
     fake = fake or FakeOllama(dim=get_settings().vector_dim)
@@ -101,7 +103,7 @@ async def in_process_api(
     fake.start()
     try:
         settings = make_settings(fake.url)
-        app = create_app(settings, engine=engine, background_jobs=False)
+        app = create_app(settings, engine=engine, background_jobs=background_jobs)
         async with AsyncTestClient(app, raise_server_exceptions=True, timeout=120) as client:
             if token:
                 client.headers["Authorization"] = f"Bearer {token}"
@@ -111,6 +113,19 @@ async def in_process_api(
         await engine.dispose()
 
 
-def agent_api(target: Target, profiles: dict[str, Any], embedder: str) -> Any:
-    """`in_process_api` with `agent_settings` (auth on, requests as the admin)."""
-    return in_process_api(target, lambda url: agent_settings(url, profiles, embedder))
+def agent_api(
+    target: Target, profiles: dict[str, Any], embedder: str, *, live_index: bool = False
+) -> Any:
+    """`in_process_api` with `agent_settings` (auth on, requests as the admin); with
+    `live_index`, the app's background jobs run with the live indexer among them (the
+    idle-session job off, so it indexes nothing behind the live one's back)."""
+
+    def settings(url: str) -> Settings:
+        base = agent_settings(url, profiles, embedder)
+        if not live_index:
+            return base
+        return dataclasses.replace(
+            base, raw_index_idle_enabled=False, rolling_summary_interval_seconds=0
+        )
+
+    return in_process_api(target, settings, background_jobs=live_index)

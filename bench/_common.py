@@ -492,7 +492,9 @@ def bench_app_factory() -> ASGIApp:
 
     settings = Settings(**json.loads(os.environ["NAVI_BENCH_SETTINGS"]))
     app = create_app(
-        settings, database_url=os.environ["NAVI_BENCH_DATABASE_URL"], background_jobs=False
+        settings,
+        database_url=os.environ["NAVI_BENCH_DATABASE_URL"],
+        background_jobs=os.environ.get("NAVI_BENCH_JOBS") == "1",
     )
     return ServerTiming(app) if os.environ.get("NAVI_BENCH_TIMING") != "0" else app
 
@@ -506,6 +508,7 @@ def serve_workers(
     *,
     timing: bool = True,
     server_kind: str = "uvicorn",
+    background_jobs: bool = False,
 ) -> WorkerServer:
     """Start `uvicorn --workers N` (or granian's, `server_kind="granian"`) on 127.0.0.1
     and wait until requests are answered; `timing=False`: the app as it is, without
@@ -523,6 +526,7 @@ def serve_workers(
         "NAVI_BENCH_SETTINGS": json.dumps(dataclasses.asdict(settings)),
         "NAVI_BENCH_DATABASE_URL": database_url,
         "NAVI_BENCH_TIMING": "1" if timing else "0",
+        "NAVI_BENCH_JOBS": "1" if background_jobs else "0",
     }
     if server_kind == "granian":
         cmd = [

@@ -37,9 +37,13 @@ conversation of the same user, so
   window (unless `--window` is given), messages sent exactly as above (prepare, then the
   round with `usage`; the 422 fallback is kept and counted) — no closing exchanges and no
   forced `/compact`, so compression should never run (the report counts it);
-* then the idle-session indexer (`idle_index.index_idle_sessions`, in-process, idle for
-  0 minutes, no batch bound) indexes every message once, as the periodic job would; its
-  time is reported, also per 1,000 messages;
+* there is no index step: the app's background jobs run during the ingest, the live
+  indexer among them (`live_index.py`, woken by every append), and the bench only waits
+  until it has covered every message and embedded every chunk (the wait after the last
+  append is reported). `--idle-index` instead runs without background jobs and then the
+  idle-session indexer (`idle_index.index_idle_sessions`, in-process, idle for 0
+  minutes, no batch bound) once, as before; its time is reported, also per 1,000
+  messages;
 * the questions are asked as above. The ingest is cached apart (its own state file and
   database), so `--reuse` of one mode never picks up the other.
 
@@ -213,6 +217,35 @@ async def run_indexer(app: Any, settings: Any) -> dict[str, Any]:
     return dataclasses.asdict(result)
 
 
+def indexer_of(args: argparse.Namespace) -> str:
+    """How a --sittings ingest gets indexed: the live indexer while it runs, or the
+    idle-session indexer after it (--idle-index); "compression" without --sittings."""
+    if not args.sittings:
+        return "compression"
+    return "idle" if args.idle_index else "live"
+
+
+async def live_catch_up(conninfo: str, limit_seconds: float = 900) -> dict[str, Any]:
+    """No index step: how long after the last append the live indexer (the app's own
+    background job) still needed until every message was covered and every chunk had its
+    vectors."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < limit_seconds:
+        with psycopg.connect(conninfo) as c:
+            pending, stale = c.execute(
+                "SELECT (SELECT count(*) FROM sessions s LEFT JOIN raw_index_state r"
+                " ON r.session_id = s.id AND r.user_id = s.user_id WHERE s.next_seq > 0"
+                " AND NOT coalesce(r.covered @> int8range(0, s.next_seq), false)),"
+                " (SELECT count(*) FROM memory_chunks WHERE vectors_stale)"
+            ).fetchone() or (0, 0)
+        if not pending and not stale:
+            break
+        await asyncio.sleep(0.2)
+    waited = time.perf_counter() - t0
+    print(f"· live indexer caught up {waited:.1f} s after the last append", file=sys.stderr)
+    return {"catch_up_seconds": round(waited, 1), "pending": pending, "stale": stale}
+
+
 # ------------------------------------------------------------------ scoring
 @dataclasses.dataclass
 class Score:
@@ -303,6 +336,7 @@ async def run(args: argparse.Namespace) -> None:
         "window": args.window,
         "embedder": args.embedder,
         "sittings": args.sittings,
+        "indexer": indexer_of(args),
         "index_version": INDEX_VERSION,
     }
     state: dict[str, Any] = {}
@@ -314,7 +348,8 @@ async def run(args: argparse.Namespace) -> None:
     target = provision(DB_NAME, suffix=suffix) if state else fresh_database(DB_NAME, suffix)
     profiles = {"bench-locomo": {"context_window": args.window}}
     stats = IngestStats()
-    async with agent_api(target, profiles, args.embedder) as api:
+    live = indexer_of(args) == "live"
+    async with agent_api(target, profiles, args.embedder, live_index=live) as api:
         client = api.client
         if not state:
             users = []
@@ -342,7 +377,10 @@ async def run(args: argparse.Namespace) -> None:
             state = {"params": params, "users": users, "ingest": dataclasses.asdict(stats)}
             if args.sittings:  # what compression indexed, then the idle indexer
                 state["before_index"] = chunk_stats(target.conninfo)
-                state["index"] = await run_indexer(api.app, api.settings)
+                if live:  # no index step: the app's live indexer ran during the ingest
+                    state["index"] = await live_catch_up(target.conninfo)
+                else:
+                    state["index"] = await run_indexer(api.app, api.settings)
             state_file.write_text(json.dumps(state, indent=1))
         else:
             stats = IngestStats(**state["ingest"])
@@ -392,7 +430,13 @@ def report(
         f"{chunks['avg_chars']:,.0f} chars on average, {chunks['embedded']:.0f} with a vector"
     )
     index = state.get("index")
-    if index is not None:
+    if index is not None and "catch_up_seconds" in index:
+        print(
+            f"live indexer (no index step): {state['before_index']['chunks']:.0f} raw chunks "
+            f"when the last append returned; caught up {index['catch_up_seconds']} s later "
+            f"(left: {index['pending']} sessions uncovered, {index['stale']} chunks stale)"
+        )
+    elif index is not None:
         per_k = 1000 * index["seconds"] / index["messages"] if index["messages"] else float("nan")
         print(
             f"idle indexer: {index['messages']:,} messages of {index['sessions']} sessions → "
@@ -454,7 +498,7 @@ def report(
     )
 
 
-INDEX_VERSION = 2  # bump when indexing (chunking, embedding) changes: --reuse ingests again
+INDEX_VERSION = 3  # bump when indexing (chunking, embedding) changes: --reuse ingests again
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -469,7 +513,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--sittings",
         action="store_true",
-        help="one session per LoCoMo sitting, no forced compaction, then the idle indexer",
+        help=(
+            "one session per LoCoMo sitting, no forced compaction, indexed by the live "
+            "indexer while the ingest runs (no index step)"
+        ),
+    )
+    parser.add_argument(
+        "--idle-index",
+        action="store_true",
+        help="with --sittings: no live indexer; the idle-session indexer runs after the ingest",
     )
     parser.add_argument("--embedder", choices=("local", "fake"), default="local")
     parser.add_argument("--k", type=int, default=5, help="memory_search k")

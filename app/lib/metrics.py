@@ -69,7 +69,7 @@ JOB_SECONDS = Histogram(
 RAW_CHUNKS_INDEXED = Counter(
     "navi_raw_chunks_indexed",
     "Raw history chunks written, by path: demotion (a compression's demoted messages) or "
-    "idle (the idle-session job).",
+    "idle (the idle-session job) or live (the live indexer, moments after an append).",
     ["path"],
 )
 

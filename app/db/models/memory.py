@@ -8,6 +8,7 @@ from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     ARRAY,
     BigInteger,
+    Boolean,
     Computed,
     DateTime,
     ForeignKey,
@@ -142,6 +143,9 @@ class RawIndexState(Base):
     indexed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
     last_error: Mapped[str | None] = mapped_column(Text)
+    # The chunk the live indexer appends the session's next messages to (None: the next
+    # message starts a chunk); the other writers close it (raw_history/live_index.py).
+    open_chunk_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
 
     __table_args__ = (session_fk(),)
 
@@ -167,6 +171,11 @@ class MemoryChunk(Base):
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     breadcrumbs: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False, server_default="{}")
     created_at: Mapped[datetime] = created_at_column()
+    # Its segment vectors do not match its content yet: the background embedder's work
+    # (written by the live indexer, or changed by forget).
+    vectors_stale: Mapped[bool] = mapped_column(
+        Boolean, nullable=False, server_default=text("false")
+    )
     # Written by PostgreSQL, read by the term lookup's SQL only: never loaded.
     search_terms: Mapped[Any] = mapped_column(
         TSVECTOR, Computed(CHUNK_USER_TSV, persisted=True), deferred=True
@@ -179,6 +188,12 @@ class MemoryChunk(Base):
         ),
         Index("ix_memory_chunks_user_terms", "search_terms", postgresql_using="gin"),
         Index("ix_memory_chunks_breadcrumbs", "breadcrumbs", postgresql_using="gin"),
+        Index(
+            "ix_memory_chunks_vectors_stale",
+            "user_id",
+            "session_id",
+            postgresql_where=text("vectors_stale"),
+        ),
     )
 
 

@@ -38,15 +38,46 @@ def spawn(state: State, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
     return task
 
 
+#: The live raw indexer's job name: an append wakes it (`wake`) once committed.
+LIVE_INDEX_JOB = "memory.live_index"
+#: The shortest gap between two runs of a job that is woken: appends arriving together
+#: are taken by one run.
+WAKE_MIN_GAP_SECONDS = 0.2
+
+
+def _wake_event(state: State, name: str) -> asyncio.Event:
+    key = f"wake:{name}"
+    event = state.get(key)
+    if event is None:
+        event = state[key] = asyncio.Event()
+    return event
+
+
+def wake(state: State, name: str) -> None:
+    """Have the periodic job `name` run now instead of at its next tick (no-op when it
+    does not run in this process)."""
+    event = state.get(f"wake:{name}")
+    if event is not None:
+        event.set()
+
+
 async def periodic(
     state: State, name: str, interval: float, fn: Callable[[State], Awaitable[Any]]
 ) -> None:
-    """Call `fn(state)` every `interval` seconds until cancelled; a failure is logged and
-    the loop goes on. Each run is counted and timed, with its lag: how late it started
-    against the previous start plus `interval` (app/lib/metrics.py)."""
+    """Call `fn(state)` every `interval` seconds until cancelled, or sooner when `wake`d
+    (at most every `WAKE_MIN_GAP_SECONDS`); a failure is logged and the loop goes on.
+    Each run is counted and timed, with its lag: how late it started against the
+    previous start plus `interval` (app/lib/metrics.py)."""
     due = time.monotonic() + interval
+    woken = _wake_event(state, name)
     while True:
-        await asyncio.sleep(interval)
+        try:
+            async with asyncio.timeout(interval):
+                await woken.wait()
+            await asyncio.sleep(WAKE_MIN_GAP_SECONDS)
+        except TimeoutError:
+            pass
+        woken.clear()
         started = time.monotonic()
         JOB_LAG_SECONDS.labels(name).set(max(0.0, started - due))
         JOB_RUNS.labels(name).inc()

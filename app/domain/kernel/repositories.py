@@ -65,3 +65,14 @@ class ChunkCountRepository:
             ),
             {"uid": user_id, "n": delta},
         )
+
+    async def touch(self, user_id: str) -> None:
+        """A new version for the user's chunks, their number unchanged (a chunk's text
+        changed: what a term lookup returns may have changed)."""
+        await self.session.execute(
+            text(
+                "UPDATE memory_chunk_counts SET version = nextval('navi_chunk_count_versions')"
+                " WHERE user_id = :uid"
+            ),
+            {"uid": user_id},
+        )

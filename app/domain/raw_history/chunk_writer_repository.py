@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import Row, Table, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import MemoryChunk, MemoryChunkVector
 from app.domain.kernel.repositories import ChunkCountRepository
 from app.domain.raw_history.chunks import RawChunk
+
+_VECTORS = cast(Table, MemoryChunkVector.__table__)  # Core: not the ORM's bulk insert path
 
 
 class ChunkWriter:
@@ -35,7 +38,21 @@ class ChunkWriter:
         `segments` (per chunk: (start, end, embedding) of its segments; none when the
         embedder failed) are stored with the chunks actually written. Returns the number
         actually written."""
-        written = 0
+        ids = await self.insert_chunks(user_id, session_id, chunks, segments)
+        return sum(i is not None for i in ids)
+
+    async def insert_chunks(
+        self,
+        user_id: str,
+        session_id: uuid.UUID,
+        chunks: Sequence[RawChunk],
+        segments: Sequence[Sequence[tuple[int, int, list[float]]]],
+        *,
+        vectors_stale: bool = False,
+    ) -> list[uuid.UUID | None]:
+        """`add_chunks`, returning each chunk's new id (None: skipped). `vectors_stale`
+        marks them for the background embedder (the live indexer writes no vectors)."""
+        ids: list[uuid.UUID | None] = []
         for chunk, segs in zip(chunks, segments, strict=True):
             result = await self.session.execute(
                 insert(MemoryChunk)
@@ -50,19 +67,123 @@ class ChunkWriter:
                     started_at=chunk.started_at,
                     ended_at=chunk.ended_at,
                     breadcrumbs=list(chunk.breadcrumbs),
+                    vectors_stale=vectors_stale,
                 )
                 .on_conflict_do_nothing(index_elements=["session_id", "content_hash", "user_id"])
                 .returning(MemoryChunk.id)
             )
             row = result.first()
+            ids.append(None if row is None else row.id)
             if row is None:
                 continue
-            written += 1
             await self.add_segments(
                 user_id, session_id, [(row.id, n, a, b, e) for n, (a, b, e) in enumerate(segs)]
             )
-        await ChunkCountRepository(self.session).change(user_id, written)
-        return written
+        await ChunkCountRepository(self.session).change(user_id, sum(i is not None for i in ids))
+        return ids
+
+    # ------------------------------------------------------------ the live indexer
+    async def extend_chunk(
+        self, user_id: str, session_id: uuid.UUID, chunk_id: uuid.UUID, chunk: RawChunk
+    ) -> bool:
+        """Rewrite the open chunk with messages appended (`chunks.append_chunks`); its
+        vectors are then stale. False when the session holds that content already in
+        another chunk (the caller then writes the messages as chunks of their own). The
+        user's chunk version changes with it: the raw search's memory of term lookups is
+        stale too."""
+        row = (
+            await self.session.execute(
+                text(
+                    "UPDATE memory_chunks SET content = :content, content_hash = :hash,"
+                    " end_seq = :end, started_at = :started, ended_at = :ended,"
+                    " breadcrumbs = :crumbs, vectors_stale = true"
+                    " WHERE user_id = :uid AND id = :id AND NOT EXISTS (SELECT 1"
+                    " FROM memory_chunks o WHERE o.user_id = :uid AND o.session_id = :sid"
+                    " AND o.content_hash = :hash)"
+                    " RETURNING id"
+                ),
+                {
+                    "uid": user_id,
+                    "sid": session_id,
+                    "id": chunk_id,
+                    "content": chunk.content,
+                    "hash": chunk.content_hash,
+                    "end": chunk.end_seq,
+                    "started": chunk.started_at,
+                    "ended": chunk.ended_at,
+                    "crumbs": list(chunk.breadcrumbs),
+                },
+            )
+        ).first()
+        if row is not None:
+            await ChunkCountRepository(self.session).touch(user_id)
+        return row is not None
+
+    # ------------------------------------------------------- the background embedder
+    async def stale_chunks(self, limit: int) -> list[Row[Any]]:
+        """Chunks whose segment vectors lag their content, any user's (the partial
+        index `ix_memory_chunks_vectors_stale` holds only those)."""
+        rows = await self.session.execute(
+            text(
+                "SELECT user_id, id, session_id, content, content_hash FROM memory_chunks"
+                " WHERE vectors_stale LIMIT :limit"
+            ),
+            {"limit": limit},
+        )
+        return list(rows.all())
+
+    async def segment_spans_of(
+        self, user_id: str, chunk_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, dict[int, tuple[int, int]]]:
+        """chunk → part → (start, end) of the stored segment vectors of the user's
+        `chunk_ids`."""
+        rows = await self.session.execute(
+            text(
+                "SELECT chunk_id, part, start_char, end_char FROM memory_chunk_vectors"
+                " WHERE user_id = :uid AND chunk_id = ANY(CAST(:ids AS uuid[]))"
+            ),
+            {"uid": user_id, "ids": [str(i) for i in chunk_ids]},
+        )
+        spans: dict[uuid.UUID, dict[int, tuple[int, int]]] = {}
+        for r in rows:
+            spans.setdefault(r.chunk_id, {})[r.part] = (r.start_char, r.end_char)
+        return spans
+
+    async def replace_segments(
+        self,
+        user_id: str,
+        session_id: uuid.UUID,
+        chunk_id: uuid.UUID,
+        content_hash: str,
+        parts: int,
+        rows: Sequence[tuple[int, int, int, list[float]]],
+    ) -> bool:
+        """The chunk's vectors are its `parts` segments: `rows` ((part, start, end,
+        embedding)) replace those that changed, parts past the last are dropped. False,
+        writing nothing, when the chunk's content is no longer `content_hash` (it grew or
+        was redacted meanwhile: it stays stale for the next round)."""
+        done = (
+            await self.session.execute(
+                text(
+                    "UPDATE memory_chunks SET vectors_stale = false"
+                    " WHERE user_id = :uid AND id = :id AND content_hash = :hash RETURNING id"
+                ),
+                {"uid": user_id, "id": chunk_id, "hash": content_hash},
+            )
+        ).first()
+        if done is None:
+            return False
+        await self.session.execute(
+            text(
+                "DELETE FROM memory_chunk_vectors WHERE user_id = :uid AND chunk_id = :id"
+                " AND (part >= :parts OR part = ANY(CAST(:changed AS int[])))"
+            ),
+            {"uid": user_id, "id": chunk_id, "parts": parts, "changed": [r[0] for r in rows]},
+        )
+        await self.add_segments(
+            user_id, session_id, [(chunk_id, part, a, b, e) for part, a, b, e in rows]
+        )
+        return True
 
     async def existing_hashes(
         self, user_id: str, session_id: uuid.UUID, hashes: Sequence[str]
@@ -86,7 +207,7 @@ class ChunkWriter:
         if not rows:
             return
         await self.session.execute(
-            insert(MemoryChunkVector).on_conflict_do_nothing(),
+            insert(_VECTORS).on_conflict_do_nothing(),
             [
                 {
                     "chunk_id": chunk_id,

@@ -20,8 +20,8 @@ hashes, which is what makes re-indexing the same demoted range a no-op.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 CHUNK_MAX_CHARS = 4000
@@ -66,10 +66,59 @@ def build_chunks(
     messages: Iterable[ChunkMessage], breadcrumbs: Iterable[str] = ()
 ) -> list[RawChunk]:
     """Pack the demoted `messages` into chunks that each carry `breadcrumbs`."""
-    crumbs = tuple(breadcrumbs)
-    ordered = sorted(messages, key=lambda m: m.sequence_number)  # stable on ties
-    entries = [e for e in (_entry(m) for m in ordered) if e is not None]
+    return _pack(_entries(messages), tuple(breadcrumbs))
 
+
+def append_chunks(
+    tail: RawChunk | None,
+    messages: Iterable[ChunkMessage],
+    crumbs_of: Callable[[Sequence[str], list[str]], Sequence[str]] = lambda kept, texts: kept,
+) -> tuple[RawChunk | None, list[RawChunk], bool]:
+    """Pack `messages`, which follow `tail` (a session's open chunk, or None), the way
+    `build_chunks` packs one run of messages: the leading ones that fit go into `tail`
+    (returned updated; None when it takes none), the rest into new chunks. A chunk's
+    breadcrumbs are `crumbs_of(the breadcrumbs it has, the texts added to it)`. Appending messages one call at a time gives the chunks one call with all of
+    them would (but for the breadcrumbs: per chunk here, per call there). The third value
+    says whether the last chunk may take more (not when it is a piece of a split message,
+    after which `build_chunks` starts a new chunk)."""
+    entries = _entries(messages)
+    taken = 0
+    if tail is not None:
+        size = len(tail.content)
+        for entry in entries:
+            size += len(CHUNK_SEPARATOR) + len(entry.text)
+            if len(entry.text) > CHUNK_MAX_CHARS or size > CHUNK_MAX_CHARS:
+                break
+            taken += 1
+    updated = None
+    if tail is not None and taken:
+        head = entries[:taken]
+        content = CHUNK_SEPARATOR.join([tail.content, *(e.text for e in head)])
+        times = [e.at for e in head if e.at is not None]
+        updated = RawChunk(
+            content=content,
+            start_seq=tail.start_seq,
+            end_seq=head[-1].seq,
+            started_at=tail.started_at or (times[0] if times else None),
+            ended_at=times[-1] if times else tail.ended_at,
+            content_hash=content_hash(content),
+            breadcrumbs=tuple(crumbs_of(tail.breadcrumbs, [e.text for e in head])),
+        )
+    fresh = [
+        replace(c, breadcrumbs=tuple(crumbs_of((), [c.content])))
+        for c in _pack(entries[taken:], ())
+    ]
+    rest = entries[taken:]
+    still_open = not rest or len(rest[-1].text) <= CHUNK_MAX_CHARS
+    return updated, fresh, still_open
+
+
+def _entries(messages: Iterable[ChunkMessage]) -> list[_Entry]:
+    ordered = sorted(messages, key=lambda m: m.sequence_number)  # stable on ties
+    return [e for e in (_entry(m) for m in ordered) if e is not None]
+
+
+def _pack(entries: list[_Entry], crumbs: tuple[str, ...]) -> list[RawChunk]:
     chunks: list[RawChunk] = []
     group: list[_Entry] = []
     size = 0

@@ -87,7 +87,14 @@ def segment_vectors(
 def chunks_of(messages: Sequence[DemotedMessage], keys: Sequence[str] = ()) -> list[RawChunk]:
     """The chunks of `messages` (the chunker's rules), each carrying `keys` merged with the
     breadcrumbs extracted from the messages' text."""
-    kept = [
+    kept = chunk_messages(messages)
+    texts = [m.content for m in kept if m.role != "system" and not m.is_summary]
+    return build_chunks(kept, merge_breadcrumbs(keys, extract_breadcrumbs(texts)))
+
+
+def chunk_messages(messages: Sequence[DemotedMessage]) -> list[ChunkMessage]:
+    """`messages` as the chunker takes them."""
+    return [
         ChunkMessage(
             role=m.role,
             content=m.content or "",
@@ -99,8 +106,6 @@ def chunks_of(messages: Sequence[DemotedMessage], keys: Sequence[str] = ()) -> l
         )
         for m in messages
     ]
-    texts = [m.content for m in kept if m.role != "system" and not m.is_summary]
-    return build_chunks(kept, merge_breadcrumbs(keys, extract_breadcrumbs(texts)))
 
 
 async def fresh_chunks(

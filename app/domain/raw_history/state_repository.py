@@ -85,7 +85,8 @@ class RawIndexRepository:
             return
         await self.session.execute(
             text(
-                "UPDATE raw_index_state SET indexed_at = now(), covered = covered +"
+                "UPDATE raw_index_state SET indexed_at = now(), open_chunk_id = NULL,"
+                " covered = covered +"
                 " (SELECT range_agg(int8range(s, s, '[]')) FROM unnest(CAST(:seqs AS bigint[])) s)"
                 " WHERE user_id = :uid AND session_id = :sid"
             ),
@@ -172,14 +173,15 @@ class RawIndexRepository:
         ).first()
 
     async def unindexed_messages(
-        self, user_id: str, session_id: uuid.UUID, below_seq: int, limit: int
+        self, user_id: str, session_id: uuid.UUID, below_seq: int, limit: int, from_seq: int = 0
     ) -> list[Row[Any]]:
-        """The session's first `limit` conversation messages (hot and archive) below
-        `below_seq` that the index does not cover, in order."""
+        """The session's first `limit` conversation messages (hot and archive) from
+        `from_seq` and below `below_seq` that the index does not cover, in order."""
         one = f"""
             SELECT sequence_number, role, content, name, created_at,
                    is_summary, is_compression FROM {{table}} m
             WHERE m.user_id = :uid AND m.session_id = :sid AND m.sequence_number < :below
+              AND m.sequence_number >= :from
               AND {_CONVERSATION}
               AND NOT (SELECT covered FROM raw_index_state
                        WHERE user_id = :uid AND session_id = :sid) @> m.sequence_number
@@ -190,22 +192,99 @@ class RawIndexRepository:
                 f" {one.format(table='session_messages_archive')}) AS u"
                 " ORDER BY sequence_number LIMIT :limit"
             ),
-            {"uid": user_id, "sid": session_id, "below": below_seq, "limit": limit},
+            {
+                "uid": user_id,
+                "sid": session_id,
+                "below": below_seq,
+                "limit": limit,
+                "from": from_seq,
+            },
         )
         return list(rows.all())
 
-    async def cover_through(self, user_id: str, session_id: uuid.UUID, last_seq: int) -> None:
+    async def cover_through(
+        self,
+        user_id: str,
+        session_id: uuid.UUID,
+        last_seq: int,
+        *,
+        live: bool = False,
+        open_chunk: uuid.UUID | None = None,
+    ) -> None:
         """Every sequence number up to `last_seq` is covered (the messages below it that
-        were not are now chunked, or were of roles the index skips); failures reset."""
+        were not are now chunked, or were of roles the index skips); failures reset. The
+        live indexer names the session's open chunk; the idle job closes it."""
         await self.session.execute(
             text(
                 "UPDATE raw_index_state SET covered = covered"
                 " + int8multirange(int8range(NULL, :last, '(]')),"
-                " indexed_at = now(), attempts = 0, last_error = NULL"
+                " indexed_at = now(), attempts = 0, last_error = NULL,"
+                " open_chunk_id = CASE WHEN :live THEN CAST(:open AS uuid) END"
                 " WHERE user_id = :uid AND session_id = :sid"
             ),
-            {"uid": user_id, "sid": session_id, "last": last_seq},
+            {"uid": user_id, "sid": session_id, "last": last_seq, "live": live, "open": open_chunk},
         )
+
+    # ---------------------------------------------------------------- the live indexer
+    async def commit_without_flush(self) -> None:
+        """This transaction's commit does not wait for its WAL flush. For derived writes
+        only (the live index): a crash can lose the last of them — whole transactions,
+        chunks and `covered` together — and the messages are then indexed again."""
+        await self.session.execute(text("SELECT set_config('synchronous_commit', 'off', true)"))
+
+    async def live_pending(
+        self, active_since: datetime, max_attempts: int, limit: int
+    ) -> list[Row[Any]]:
+        """(user_id, session_id, has_row) of sessions active since `active_since` with
+        messages the index does not cover (the live indexer's work), oldest first;
+        sessions that failed `max_attempts` times in a row are left to the idle job."""
+        rows = await self.session.execute(
+            text(
+                "SELECT s.user_id, s.id AS session_id, r.session_id IS NOT NULL AS has_row"
+                " FROM sessions s LEFT JOIN raw_index_state r"
+                " ON r.session_id = s.id AND r.user_id = s.user_id"
+                " WHERE s.last_active >= :since AND s.next_seq > 0"
+                " AND (r.session_id IS NULL OR (NOT r.covered @> int8range(0, s.next_seq)"
+                " AND r.attempts < :attempts))"
+                " ORDER BY s.last_active LIMIT :limit"
+            ),
+            {"since": active_since, "attempts": max_attempts, "limit": limit},
+        )
+        return list(rows.all())
+
+    async def claim_live(
+        self, user_id: str, session_id: uuid.UUID, *, has_row: bool
+    ) -> Row[Any] | None:
+        """Lock a session's row for the live indexer (`SKIP LOCKED`: a compression or the
+        idle job holding it → None, as when nothing is left to index). Returns the
+        session's `next_seq`, the first sequence number not covered from 0
+        (`from_seq`), the open chunk's id and its columns (`content` None: none, or
+        gone)."""
+        if not has_row:
+            await self.session.execute(
+                text(
+                    "INSERT INTO raw_index_state (session_id, user_id) VALUES (:sid, :uid)"
+                    " ON CONFLICT DO NOTHING"
+                ),
+                {"sid": session_id, "uid": user_id},
+            )
+        return (
+            await self.session.execute(
+                text(
+                    "SELECT s.next_seq, r.open_chunk_id, coalesce((SELECT upper(c)"
+                    " FROM unnest(r.covered) AS c WHERE c @> CAST(0 AS bigint)), 0) AS from_seq,"
+                    " o.content, o.content_hash, o.start_seq, o.end_seq, o.started_at,"
+                    " o.ended_at, o.breadcrumbs"
+                    " FROM raw_index_state r JOIN sessions s"
+                    " ON s.id = r.session_id AND s.user_id = r.user_id"
+                    " LEFT JOIN memory_chunks o ON o.user_id = r.user_id AND o.id = r.open_chunk_id"
+                    " WHERE r.user_id = :uid AND r.session_id = :sid"
+                    " AND NOT r.covered @> int8range(0, s.next_seq)"
+                    " FOR UPDATE OF r SKIP LOCKED"
+                ),
+                {"uid": user_id, "sid": session_id},
+            )
+        ).first()
 
     async def record_failure(self, user_id: str, session_id: uuid.UUID, error: str) -> None:
         await self.session.execute(

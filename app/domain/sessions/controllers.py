@@ -14,8 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.db.models import Session
 from app.domain.kernel.access import Viewer
-from app.domain.kernel.deps import READ_ONLY, READ_ONLY_STANDALONE
+from app.domain.kernel.deps import READ_ONLY, READ_ONLY_STANDALONE, after_commit
 from app.domain.kernel.events import ContextEvent
+from app.domain.kernel.jobs import LIVE_INDEX_JOB, wake
 from app.domain.kernel.principal import Principal
 from app.domain.sessions.deps import DEPENDENCIES
 from app.domain.sessions.hooks import SessionHooks
@@ -205,6 +206,7 @@ class SessionController(Controller):
     ) -> AppendResult:
         viewer = Viewer.editor(principal)
         refs = await sessions.append(session_id, viewer, data.messages)
+        after_commit(db, lambda: wake(state, LIVE_INDEX_JOB))  # findable by memory_search
         events: list[ContextEvent] = []
         if data.usage is not None:  # the post-turn check (app/domain/context)
             events = await session_hooks.appended(
