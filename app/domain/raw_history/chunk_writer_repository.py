@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import MemoryChunk, MemoryChunkVector
 from app.domain.kernel.repositories import ChunkCountRepository
+from app.domain.raw_history.breadcrumbs import merge_breadcrumbs
 from app.domain.raw_history.chunks import RawChunk
 
 _VECTORS = cast(Table, MemoryChunkVector.__table__)  # Core: not the ORM's bulk insert path
@@ -118,6 +119,38 @@ class ChunkWriter:
         if row is not None:
             await ChunkCountRepository(self.session).touch(user_id)
         return row is not None
+
+    async def add_keys(
+        self,
+        user_id: str,
+        session_id: uuid.UUID,
+        start_seq: int,
+        end_seq: int,
+        keys: Sequence[str],
+    ) -> int:
+        """A compression's `KEYS:` on the session's chunks of turns `start_seq`–`end_seq`
+        that were indexed before it (first, as on the chunks it writes; at most
+        `MAX_BREADCRUMBS`); returns the chunks changed."""
+        rows = await self.session.execute(
+            text(
+                "SELECT id, breadcrumbs FROM memory_chunks WHERE user_id = :uid"
+                " AND session_id = :sid AND start_seq <= :end AND end_seq >= :start"
+            ),
+            {"uid": user_id, "sid": session_id, "start": start_seq, "end": end_seq},
+        )
+        changed = 0
+        for row in rows.all():
+            crumbs = merge_breadcrumbs(keys, row.breadcrumbs)
+            if crumbs == list(row.breadcrumbs):
+                continue
+            await self.session.execute(
+                text("UPDATE memory_chunks SET breadcrumbs = :c WHERE user_id = :uid AND id = :id"),
+                {"c": crumbs, "uid": user_id, "id": row.id},
+            )
+            changed += 1
+        if changed:
+            await ChunkCountRepository(self.session).touch(user_id)
+        return changed
 
     # ------------------------------------------------------- the background embedder
     async def stale_chunks(self, limit: int) -> list[Row[Any]]:

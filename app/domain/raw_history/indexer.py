@@ -147,8 +147,12 @@ async def index_demoted(
             fresh = await fresh_chunks(db, user_id, session_id, chunks)
         segments = await embed_chunks(llm, [c.content for c in fresh])
         async with db.begin_nested():
-            written = await ChunkWriter(db).add_chunks(user_id, session_id, fresh, segments)
+            writer = ChunkWriter(db)
+            written = await writer.add_chunks(user_id, session_id, fresh, segments)
             await state.cover(user_id, session_id, seqs)
+            earlier = [s for s in seqs if s not in new]
+            if keys and earlier:  # indexed before (live or idle): they get the KEYS too
+                await writer.add_keys(user_id, session_id, min(earlier), max(earlier), keys)
         RAW_CHUNKS_INDEXED.labels("demotion").inc(written)
         log.info(
             "memory.chunks_indexed",

@@ -125,7 +125,7 @@ async def test_appends_grow_one_open_chunk_as_the_chunker_packs_them(
 
 
 async def test_no_duplicates_after_the_idle_job_and_a_compression(
-    cclient: AsyncTestClient, engine: Any, settings: Settings, db_url: str
+    cclient: AsyncTestClient, engine: Any, settings: Settings, db_url: str, ollama: FakeOllama
 ) -> None:
     sid = await new_session(cclient)
     for i in range(3):
@@ -140,10 +140,15 @@ async def test_no_duplicates_after_the_idle_job_and_a_compression(
     finally:
         await llm.aclose()
     assert idle.chunks == 0
+    ollama.chat_replies = ["- the user asked three questions\nKEYS: Ticket_771Q"]
     r = await cclient.post(f"/sessions/{sid}/compact", json={})
     assert r.status_code in (200, 201), r.text
     after = _sql(db_url, "SELECT id, content_hash FROM memory_chunks WHERE session_id = %s", sid)
     assert sorted(after) == sorted(before)
+    # the chunks indexed before the compression carry its KEYS, found by them
+    crumbs = _sql(db_url, "SELECT breadcrumbs FROM memory_chunks WHERE session_id = %s", sid)
+    assert any("Ticket_771Q" in c for (c,) in crumbs)
+    assert (await _search(cclient, "Ticket_771Q"))["hits"]
     # messages after the compression go on into the live index, once each
     await append(cclient, sid, [{"role": "user", "content": "Ingrid visits in May."}])
     await _live(engine, settings)
