@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 from litestar.testing import AsyncTestClient
+from prometheus_client import REGISTRY
 
 from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory
+from app.domain.forget.redact import text_hash
 from app.domain.raw_history.idle_index import index_idle_sessions
 from tests.conftest import ADMIN_TOKEN, new_user, run_sql
 from tests.fakes.ollama_server import FakeOllama
@@ -421,15 +423,25 @@ async def test_memory_tool_forgets_a_text(client: AsyncTestClient) -> None:
     assert r.status_code == 422 and "text" in r.json()["detail"]
 
 
-async def test_admin_forgets_for_a_user(client: AsyncTestClient) -> None:
-    uid, h = await new_user(client, "erin")
-    _, other = await new_user(client, "frank", ["navi.memory.read_all"])
-    await _session(client, h, [{"role": "user", "content": "secret word zebra42"}])
-    r = await client.post(f"/admin/users/{uid}/forget", json={"text": "zebra42"}, headers=other)
-    assert r.status_code == 403, r.text
-    r = await client.post(f"/admin/users/{uid}/forget", json={"text": "zebra42"}, headers=h)
-    assert r.status_code == 403, r.text
-    r = await client.post("/admin/users/nobody-here/forget", json={"text": "zebra42"})
-    assert r.status_code == 404, r.text
-    out = await _ok(await client.post(f"/admin/users/{uid}/forget", json={"text": "zebra42"}))
-    assert out["changed"]["messages"] == 1
+async def test_admin_forgets_for_a_user(make_client, settings: Settings, capsys) -> None:  # type: ignore[no-untyped-def]
+    async with make_client(settings, log_level="info") as client:  # after capsys: logs captured
+        client.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        uid, h = await new_user(client, "erin")
+        _, other = await new_user(client, "frank", ["navi.memory.read_all"])
+        await _session(client, h, [{"role": "user", "content": "secret word zebra42"}])
+        path = f"/admin/users/{uid}/forget"
+        for headers in (other, h):
+            r = await client.post(path, json={"text": "zebra42"}, headers=headers)
+            assert r.status_code == 403, r.text
+        r = await client.post("/admin/users/nobody-here/forget", json={"text": "zebra42"})
+        assert r.status_code == 404, r.text
+        capsys.readouterr()
+        rows = {"store": "messages"}
+        before = REGISTRY.get_sample_value("navi_forgotten_rows_total", rows) or 0
+        out = await _ok(await client.post(path, json={"text": "zebra42"}))
+        assert out["changed"]["messages"] == 1
+        assert REGISTRY.get_sample_value("navi_forgotten_rows_total", rows) == before + 1
+        # the log names a hash of the text, never the text
+        logged = "".join(capsys.readouterr())
+        assert "memory.forgotten" in logged and text_hash("zebra42") in logged
+        assert "zebra42" not in logged
