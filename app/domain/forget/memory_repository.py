@@ -14,7 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.forget.redact import Needle, redact_text
 from app.domain.kernel.repositories import ChunkCountRepository
+from app.domain.raw_history.chunk_writer_repository import ChunkWriter
 from app.domain.raw_history.chunks import content_hash
+from app.domain.raw_history.indexer import Segments
 from app.lib.sql import vector_literal
 
 MAX_TOOL = 200  # error_memory.tool is varchar(200): the marker is longer than some texts
@@ -23,6 +25,7 @@ MAX_TOOL = 200  # error_memory.tool is varchar(200): the marker is longer than s
 @dataclass(frozen=True)
 class ChunkChange:
     id: uuid.UUID
+    session_id: uuid.UUID
     content: str
     breadcrumbs: list[str]
 
@@ -56,7 +59,7 @@ class ForgetMemoryRepository:
     async def find_chunks(self, user_id: str, needle: Needle) -> list[ChunkChange]:
         rows = await self.session.execute(
             text(
-                "SELECT id, content, breadcrumbs FROM memory_chunks WHERE user_id = :uid"
+                "SELECT id, session_id, content, breadcrumbs FROM memory_chunks WHERE user_id = :uid"
                 " AND (content ILIKE :like"
                 " OR EXISTS (SELECT 1 FROM unnest(breadcrumbs) b WHERE b ILIKE :like))"
             ),
@@ -67,6 +70,7 @@ class ForgetMemoryRepository:
             crumbs = list(r.breadcrumbs or [])
             change = ChunkChange(
                 r.id,
+                r.session_id,
                 redact_text(needle, r.content) or "",
                 [redact_text(needle, b) or "" for b in crumbs],
             )
@@ -102,6 +106,16 @@ class ForgetMemoryRepository:
             {"uid": user_id, "ids": [c.id for c in changes]},
         )
         await ChunkCountRepository(self.session).touch(user_id)
+
+    async def write_segments(
+        self, user_id: str, changes: Sequence[ChunkChange], segments: Sequence[Segments]
+    ) -> None:
+        """The rewritten chunks' new segment vectors (none for a chunk the embedder
+        failed: `make reembed` embeds it later)."""
+        writer = ChunkWriter(self.session)
+        for c, segs in zip(changes, segments, strict=True):
+            rows = [(c.id, n, a, b, e) for n, (a, b, e) in enumerate(segs)]
+            await writer.add_segments(user_id, c.session_id, rows)
 
     # ------------------------------------------------------------------ facts
     async def find_facts(self, user_id: str, needle: Needle) -> list[int]:

@@ -25,6 +25,8 @@ from app.domain.forget.redact import Needle, redact_json, redact_text
 # redacting them would change how a record is read (a compression marker's `source`).
 MACHINE_KEYS = ("source", "reason", "method")
 MESSAGE_TABLES = ("session_messages", "session_messages_archive")
+# The background jobs' per-session failure notes: an error may quote a model's reply.
+JOB_STATE_TABLES = ("session_memory_state", "raw_index_state", "rolling_summaries")
 _USER_SESSIONS = "session_id IN (SELECT id FROM sessions WHERE user_id = :uid)"
 
 
@@ -49,6 +51,13 @@ class SessionChange:
     id: uuid.UUID
     name: str | None
     planning_logs: Any
+
+
+@dataclass(frozen=True)
+class JobErrorChange:
+    table: str
+    session_id: uuid.UUID
+    last_error: str
 
 
 @dataclass(frozen=True)
@@ -206,3 +215,31 @@ class ForgetSessionRepository:
             ),
             [{"sid": c.session_id, "uid": user_id, "summary": as_json(c.summary)} for c in changes],
         )
+
+    async def find_job_errors(self, user_id: str, needle: Needle) -> list[JobErrorChange]:
+        out = []
+        for table in JOB_STATE_TABLES:
+            rows = await self.session.execute(
+                text(
+                    f"SELECT session_id, last_error FROM {table} WHERE user_id = :uid"
+                    f" AND {_USER_SESSIONS} AND last_error ILIKE :like"
+                ),
+                {"uid": user_id, "like": needle.like},
+            )
+            for r in rows:
+                redacted = redact_text(needle, r.last_error) or ""
+                if redacted != r.last_error:
+                    out.append(JobErrorChange(table, r.session_id, redacted))
+        return out
+
+    async def write_job_errors(self, user_id: str, changes: Sequence[JobErrorChange]) -> None:
+        for table in JOB_STATE_TABLES:
+            mine = [c for c in changes if c.table == table]
+            if mine:
+                await self.session.execute(
+                    text(
+                        f"UPDATE {table} SET last_error = :err"
+                        " WHERE session_id = :sid AND user_id = :uid"
+                    ),
+                    [{"sid": c.session_id, "uid": user_id, "err": c.last_error} for c in mine],
+                )

@@ -24,6 +24,7 @@ STORES = (
     "sketches",
     "errors",
     "sessions",
+    "job_errors",
 )
 
 

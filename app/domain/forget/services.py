@@ -3,10 +3,11 @@ the request's one transaction (flushed here, committed by the request handler).
 
 Stores and what happens to them (docs/memory.md, "Forgetting a text"): messages hot and
 archived (content, thinking, tool calls, metadata; their chat_history vectors dropped),
-raw chunks (content, breadcrumbs, hash; segment vectors dropped), facts holding it
+raw chunks (content, breadcrumbs, hash; segment vectors dropped, then embedded anew when
+the embedder answers), facts holding it
 (deleted, with the rows hidden behind them), the memory summary, rolling summaries,
 scratchpad sections, error memory (re-embedded, or left without a vector), session names
-and planning logs. Session files holding it are listed. The log and metrics carry a
+and planning logs, the background jobs' failure notes (`last_error`). Session files holding it are listed. The log and metrics carry a
 hash of the text, never the text."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from app.domain.forget.redact import Needle, check_text, text_hash
 from app.domain.forget.repositories import ForgetSessionRepository
 from app.domain.forget.scan import files_holding
 from app.domain.forget.schemas import STORES, ForgetOut, ForgottenFile
+from app.domain.raw_history.indexer import embed_chunks
 from app.lib.errors import NotFound
 from app.lib.metrics import FORGETS, FORGOTTEN_ROWS
 from app.llm.gateway import LLMError, LLMGateway
@@ -68,6 +70,7 @@ class ForgetService:
         sketches = await self.memory.find_sketches(user_id, needle)
         errors = await self.memory.find_errors(user_id, needle)
         sessions = await self.sessions.find_sessions(user_id, needle)
+        job_errors = await self.sessions.find_job_errors(user_id, needle)
         changed.update(
             chunks=len(chunks),
             facts=len(facts),
@@ -76,15 +79,20 @@ class ForgetService:
             sketches=len(sketches),
             errors=len(errors),
             sessions=len(sessions),
+            job_errors=len(job_errors),
         )
         if write:
             await self.memory.write_chunks(user_id, chunks)
+            if self.llm is not None and chunks:  # else (or failing) left to `make reembed`
+                segments = await embed_chunks(self.llm, [c.content for c in chunks])
+                await self.memory.write_segments(user_id, chunks, segments)
             await self.memory.delete_facts(user_id, facts)
             await self.memory.write_summary(user_id, summary)
             await self.sessions.write_rolling(user_id, rolling)
             await self.memory.write_sketches(user_id, sketches)
             await self.memory.write_errors(user_id, errors, await self._embed(errors))
             await self.sessions.write_sessions(user_id, sessions)
+            await self.sessions.write_job_errors(user_id, job_errors)
             await self.db.flush()
 
         found = await anyio.to_thread.run_sync(files_holding, self.settings, session_ids, needle)

@@ -14,7 +14,7 @@ from prometheus_client import REGISTRY
 from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory
-from app.domain.forget.redact import text_hash
+from app.domain.forget.redact import MARKER, text_hash
 from app.domain.raw_history.idle_index import index_idle_sessions
 from tests.conftest import ADMIN_TOKEN, new_user, run_sql
 from tests.fakes.ollama_server import FakeOllama
@@ -35,6 +35,7 @@ TABLES = (
     "kv_store",
     "error_memory",
     "sessions",
+    "raw_index_state",
 )
 
 
@@ -179,6 +180,12 @@ async def _fill_alice(
         )
     finally:
         await llm.aclose()
+    run_sql(  # a job's failure note may quote the model
+        db_url,
+        "UPDATE raw_index_state SET last_error = %s WHERE session_id = %s",
+        f"embed failed: {PASSPORT}",
+        s1,
+    )
     return s1, s2
 
 
@@ -280,6 +287,7 @@ async def test_forget_redacts_every_store_and_every_read_path(
     assert dry["dry_run"] is True
     assert holding(db_url, alice_id, PASSPORT) == before
 
+    embeds = len(ollama.requests_for("/api/embed"))
     out = await _ok(await c.post("/memory/forget", json={"text": f"  {PASSPORT} "}, headers=alice))
     assert out["dry_run"] is False
     assert out["changed"] == dry["changed"]
@@ -291,18 +299,22 @@ async def test_forget_redacts_every_store_and_every_read_path(
     assert changed["memory_summary"] == 1 and changed["sketches"] == 1 and changed["errors"] == 1
     assert changed["rolling_summaries"] == 1
     assert changed["sessions"] == 2  # s2's name, s1's planning log
+    assert changed["job_errors"] == 1
     assert out["total"] == sum(changed.values())
     assert out["files"] == [{"session_id": s1, "path": f"session_files/{s1}/scan.txt"}]
 
     # vectors (before a read re-embeds anything): no segment of a changed chunk, no message vector of a changed message;
     # the error entry has a new vector
-    stale = run_sql(
+    # the changed chunks were embedded anew, from their redacted text
+    sent = [t for body in ollama.requests_for("/api/embed")[embeds:] for t in body["input"]]
+    assert any(MARKER in t for t in sent) and not any(PASSPORT.lower() in t.lower() for t in sent)
+    unembedded = run_sql(
         db_url,
-        "SELECT count(*) FROM memory_chunk_vectors v JOIN memory_chunks c ON c.id = v.chunk_id"
-        " AND c.user_id = v.user_id WHERE c.user_id = %s AND c.content LIKE '%%[forgotten]%%'",
+        "SELECT count(*) FROM memory_chunks c WHERE c.user_id = %s AND NOT EXISTS"
+        " (SELECT 1 FROM memory_chunk_vectors v WHERE v.chunk_id = c.id AND v.user_id = c.user_id)",
         alice_id,
     )
-    assert stale == [(0,)]
+    assert unembedded == [(0,)]
     stale = run_sql(
         db_url,
         "SELECT count(*) FROM message_embeddings e JOIN session_messages m"
@@ -445,3 +457,27 @@ async def test_admin_forgets_for_a_user(make_client, settings: Settings, capsys)
         logged = "".join(capsys.readouterr())
         assert "memory.forgotten" in logged and text_hash("zebra42") in logged
         assert "zebra42" not in logged
+
+
+async def test_without_the_embedder_changed_rows_are_left_unembedded(
+    client: AsyncTestClient, ollama: FakeOllama, engine: Any, settings: Settings, db_url: str
+) -> None:
+    uid, h = await new_user(client, "gina")
+    await _session(client, h, [{"role": "user", "content": "door code 8086-X, remember"}])
+    body = {"tool": "door", "error": "code 8086-X refused", "fix": "call the janitor"}
+    await _ok(await client.post("/tools/write_error", json=body, headers=h))
+    llm = build_gateway(settings)
+    try:
+        await index_idle_sessions(session_factory(engine), llm, settings, older_than_minutes=0)
+    finally:
+        await llm.aclose()
+    ollama.fail("http500", paths={"/api/embed"})
+    out = await _ok(await client.post("/memory/forget", json={"text": "8086-x"}, headers=h))
+    ollama.recover()
+    assert out["changed"]["chunks"] == 1 and out["changed"]["errors"] == 1
+    assert run_sql(db_url, "SELECT count(*) FROM memory_chunk_vectors WHERE user_id = %s", uid) == [
+        (0,)
+    ]  # what `make reembed` embeds
+    assert run_sql(
+        db_url, "SELECT embedding IS NULL, error_text FROM error_memory WHERE user_id = %s", uid
+    ) == [(True, "code [forgotten] refused")]
