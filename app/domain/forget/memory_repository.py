@@ -33,6 +33,13 @@ class ChunkChange:
     def content_hash(self) -> str:
         return content_hash(self.content)
 
+    @property
+    def distinct_hash(self) -> str:
+        """A hash for a chunk whose redacted content is another chunk's of the session
+        (the pair is unique): the content's, salted with the chunk's id. Only new chunks
+        are compared by hash, and their turns are never this chunk's (`covered`)."""
+        return content_hash(f"{self.content}\x00{self.id}")
+
 
 @dataclass(frozen=True)
 class TextChange:
@@ -85,6 +92,7 @@ class ForgetMemoryRepository:
         new version, so the raw search's per-process memory of their terms is dropped."""
         if not changes:
             return
+        hashes = await self._hashes(user_id, changes)
         await self.session.execute(
             text(
                 "UPDATE memory_chunks SET content = :content, breadcrumbs = CAST(:crumbs AS text[]),"
@@ -96,7 +104,7 @@ class ForgetMemoryRepository:
                     "uid": user_id,
                     "content": c.content,
                     "crumbs": c.breadcrumbs,
-                    "hash": c.content_hash,
+                    "hash": hashes[c.id],
                 }
                 for c in changes
             ],
@@ -106,6 +114,30 @@ class ForgetMemoryRepository:
             {"uid": user_id, "ids": [c.id for c in changes]},
         )
         await ChunkCountRepository(self.session).touch(user_id)
+
+    async def _hashes(self, user_id: str, changes: Sequence[ChunkChange]) -> dict[uuid.UUID, str]:
+        """Each changed chunk's new `content_hash`, distinct within its session from the
+        other chunks' (unchanged ones, and the other changes)."""
+        rows = await self.session.execute(
+            text(
+                "SELECT session_id, content_hash FROM memory_chunks WHERE user_id = :uid"
+                " AND content_hash = ANY(:hashes) AND NOT id = ANY(:ids)"
+            ),
+            {
+                "uid": user_id,
+                "hashes": [c.content_hash for c in changes],
+                "ids": [c.id for c in changes],
+            },
+        )
+        taken = {(r.session_id, r.content_hash) for r in rows}
+        out = {}
+        for c in changes:
+            h = c.content_hash
+            if (c.session_id, h) in taken:
+                h = c.distinct_hash
+            taken.add((c.session_id, h))
+            out[c.id] = h
+        return out
 
     async def write_segments(
         self, user_id: str, changes: Sequence[ChunkChange], segments: Sequence[Segments]

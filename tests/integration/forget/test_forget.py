@@ -481,3 +481,32 @@ async def test_without_the_embedder_changed_rows_are_left_unembedded(
     assert run_sql(
         db_url, "SELECT embedding IS NULL, error_text FROM error_memory WHERE user_id = %s", uid
     ) == [(True, "code [forgotten] refused")]
+
+
+async def test_chunks_that_become_identical_keep_distinct_hashes(
+    client: AsyncTestClient, db_url: str
+) -> None:
+    """(session, content_hash) is unique: two chunks that differ only in the text's
+    letter case are both redacted (the second's hash salted with its id)."""
+    uid, h = await new_user(client, "hank")
+    sid = await _session(client, h, [{"role": "user", "content": "hello"}])
+    for n, content in enumerate(["note Q-42 done", "note q-42 done", "note [forgotten] done"]):
+        run_sql(
+            db_url,
+            "INSERT INTO memory_chunks (id, user_id, session_id, content, content_hash,"
+            " start_seq, end_seq) VALUES (gen_random_uuid(), %s, %s, %s,"
+            " encode(sha256(convert_to(%s, 'UTF8')), 'hex'), %s, %s)",
+            uid,
+            sid,
+            content,
+            content,
+            n,
+            n,
+        )
+    out = await _ok(await client.post("/memory/forget", json={"text": "q-42"}, headers=h))
+    assert out["changed"]["chunks"] == 2
+    rows = run_sql(
+        db_url, "SELECT content, content_hash FROM memory_chunks WHERE user_id = %s", uid
+    )
+    assert rows is not None and {r[0] for r in rows} == {"note [forgotten] done"}
+    assert len({r[1] for r in rows}) == 3
