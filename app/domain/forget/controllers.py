@@ -37,7 +37,9 @@ class AdminForgetController(Controller):
         self, user_id: str, data: ForgetIn, principal: Principal, forget: ForgetService
     ) -> ForgetOut:
         require_admin(principal)
-        return await forget.forget_for_admin(user_id, data.text, dry_run=data.dry_run)
+        return await forget.forget_for_admin(
+            user_id, data.text, dry_run=data.dry_run, actor=principal.id
+        )
 
 
 class MemoryToolController(Controller):

@@ -39,14 +39,24 @@ class ForgetService:
         self.sessions = ForgetSessionRepository(db)
         self.memory = ForgetMemoryRepository(db)
 
-    async def forget_for_admin(self, user_id: str, raw: str, *, dry_run: bool) -> ForgetOut:
+    async def forget_for_admin(
+        self, user_id: str, raw: str, *, dry_run: bool, actor: str
+    ) -> ForgetOut:
         if not await self.memory.user_exists(user_id):
             raise NotFound(f"user_id: no user {user_id!r}")
-        return await self.forget(user_id, raw, dry_run=dry_run, via="admin")
+        return await self.forget(user_id, raw, dry_run=dry_run, via="admin", actor=actor)
 
     async def forget(
-        self, user_id: str, raw: str, *, dry_run: bool = False, via: str = "api"
+        self,
+        user_id: str,
+        raw: str,
+        *,
+        dry_run: bool = False,
+        via: str = "api",
+        actor: str | None = None,
     ) -> ForgetOut:
+        """Redact `raw` (checked: `redact.check_text`) from everything `user_id` owns;
+        `via` and `actor` (who asked, when not the user) are logged."""
         text = check_text(raw)
         needle = Needle(text)
         write = not dry_run
@@ -102,7 +112,7 @@ class ForgetService:
             files=[ForgottenFile(f.session_id, f.path) for f in found],
             total=sum(changed.values()),
         )
-        self._record(user_id, text, out, via)
+        self._record(user_id, text, out, via, actor or user_id)
         return out
 
     async def _embed(self, errors: list[ErrorChange]) -> list[list[float] | None]:
@@ -120,7 +130,7 @@ class ForgetService:
         return [None] * len(errors)
 
     @staticmethod
-    def _record(user_id: str, text: str, out: ForgetOut, via: str) -> None:
+    def _record(user_id: str, text: str, out: ForgetOut, via: str, actor: str) -> None:
         FORGETS.labels("true" if out.dry_run else "false").inc()
         if not out.dry_run:
             for store, n in out.changed.items():
@@ -129,6 +139,7 @@ class ForgetService:
         log.info(
             "memory.forgotten",
             user_id=user_id,
+            actor=actor,
             text_sha256=text_hash(text),
             dry_run=out.dry_run,
             via=via,

@@ -126,6 +126,7 @@ async def test_admin_forgets_for_a_user(make_client, settings: Settings, capsys)
         # the log names a hash of the text, never the text
         logged = "".join(capsys.readouterr())
         assert "memory.forgotten" in logged and text_hash("zebra42") in logged
+        assert "actor=admin" in logged and f"user_id={uid}" in logged
         assert "zebra42" not in logged
 
 
