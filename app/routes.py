@@ -12,14 +12,15 @@ from app.domain.auth.controllers import AdminUserController, MeController
 from app.domain.context.controllers import ContextController
 from app.domain.error_memory.controllers import ErrorMemoryController
 from app.domain.error_memory.services import purge_expired_errors
-from app.domain.facts.controllers import (
-    AdminMemoryController,
-    MemoryController,
-    MemoryToolController,
-)
+from app.domain.facts.controllers import AdminMemoryController, MemoryController
 from app.domain.facts.extraction import extract_stale_sessions
 from app.domain.files.controllers import SessionFilesController
 from app.domain.files.services import cleanup_orphan_dirs
+from app.domain.forget.controllers import (
+    AdminForgetController,
+    ForgetController,
+    MemoryToolController,
+)
 from app.domain.history.controllers import ChatHistoryController
 from app.domain.kernel.jobs import LIVE_INDEX_JOB
 from app.domain.raw_history.idle_index import index_idle_job
@@ -55,6 +56,8 @@ ROUTE_HANDLERS: list[Any] = [
     MemoryController,
     AdminMemoryController,
     MemoryToolController,
+    ForgetController,
+    AdminForgetController,
     ChatHistoryController,
     ErrorMemoryController,
     mcp_endpoint,

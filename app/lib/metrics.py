@@ -9,6 +9,7 @@ service's, each incremented in the one place the thing happens:
 - background jobs: `app/domain/kernel/jobs.py` (`periodic`);
 - raw chunks: `app/domain/raw_history/indexer.py` (`index_demoted`) and
   `idle_index.py` (the idle-session job);
+- forget requests and the rows they changed: `app/domain/forget/services.py`;
 - read replica routing: `app/db/replica.py` (`ReplicaRouter`);
 - the DB pool: read at scrape time from the engine (`app/db/engine.py:pool_stats`).
 
@@ -71,6 +72,18 @@ RAW_CHUNKS_INDEXED = Counter(
     "Raw history chunks written, by path: demotion (a compression's demoted messages) or "
     "idle (the idle-session job) or live (the live indexer, moments after an append).",
     ["path"],
+)
+FORGETS = Counter(
+    "navi_forgets",
+    "Forget requests (POST /memory/forget, the admin's, the memory tool's), by dry_run "
+    "(true, false). The text is never a label; the log carries a hash of it.",
+    ["dry_run"],
+)
+FORGOTTEN_ROWS = Counter(
+    "navi_forgotten_rows",
+    "Rows changed or deleted by forget requests (not dry runs), by store (messages, "
+    "chunks, facts, ...).",
+    ["store"],
 )
 
 REPLICA_READS = Counter(

@@ -10,6 +10,7 @@ from app.domain.error_memory.tool import MAX_TEXT, MAX_TOOL
 from app.domain.facts.schemas import (
     MAX_CATEGORY,
     MAX_EXPIRES_DAYS,
+    MAX_FORGET_TEXT,
     MAX_KEY,
     MAX_QUERY,
     MAX_SEARCH_LIMIT,
@@ -44,8 +45,11 @@ def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 MEMORY_DESCRIPTION = (
     "Long-term facts about the user, kept across sessions. action=save stores or updates "
     "a fact (category, key, value; key is unique within its category); action=search finds "
-    "saved facts by a query; action=forget deletes a fact by key (only when the user asks, "
-    "or a fact is clearly wrong); action=list names the categories that hold facts. "
+    "saved facts by a query; action=forget with key deletes a fact (only when the user asks, "
+    "or a fact is clearly wrong), with text erases that exact text (case-insensitive, at "
+    "least 3 characters) from everything remembered about the user - conversations, facts, "
+    "notes, summaries - when the user asks to forget it (e.g. a passport number); "
+    "action=list names the categories that hold facts. "
     "Confidence 0-100: tool output 95, the user's own statement 80, the web 50, a guess 30."
 )
 MEMORY = _object(
@@ -59,6 +63,9 @@ MEMORY = _object(
         "expires_days": {"type": "integer", "minimum": 1, "maximum": MAX_EXPIRES_DAYS},
         "source_context": _string("save: the words the fact came from", MAX_SOURCE_CONTEXT),
         "query": _string("search: what to look for", MAX_QUERY),
+        "text": _string(
+            "forget: the exact text to erase everywhere (instead of key)", MAX_FORGET_TEXT
+        ),
         "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT},
     },
     ["action"],

@@ -27,7 +27,8 @@ from app.domain.error_memory.services import ErrorMemoryService
 from app.domain.error_memory.tool import run_error_history, run_write_error
 from app.domain.facts.schemas import MemoryToolCall
 from app.domain.facts.services import FactService
-from app.domain.facts.tool import run_memory_tool
+from app.domain.forget.services import ForgetService
+from app.domain.forget.tool import run_memory_tool_with_forget
 from app.domain.history.schemas import ChatHistoryIn
 from app.domain.history.services import HistorySearch
 from app.domain.history.tool import run_chat_history_tool
@@ -101,7 +102,8 @@ def _session(ctx: ToolContext) -> uuid.UUID:
 async def _memory(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
     call = _args(arguments, MemoryToolCall)
     facts = FactService(ctx.db, ctx.state.llm)
-    return _result(await run_memory_tool(facts, ctx.principal.id, call))
+    forget = ForgetService(ctx.db, ctx.state.llm, ctx.settings)
+    return _result(await run_memory_tool_with_forget(facts, forget, ctx.principal.id, call))
 
 
 async def _memory_search(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:

@@ -49,6 +49,7 @@ from app.domain.agents.toolbox import Toolbox
 from app.domain.compression import ContextTooLargeError
 from app.domain.context.schemas import IncomingMessage, PrepareOut
 from app.domain.context.services import ContextService, context_service
+from app.domain.forget.tool import redact_round
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.events import UsageIn
 from app.domain.kernel.messages import MessageIn
@@ -310,6 +311,7 @@ class TurnLoop:
         async with self._step() as (db, _):
             results = await self.tools.run_calls(db, self.principal, self.session_id, calls, emit)
             message = self._assistant(reply, tool_calls=stored_calls(calls))
+            message = redact_round(message, calls, results)  # a `memory` forget by text
             await SessionService(db, self.settings).append(
                 self.session_id, self.viewer, [message, *results]
             )

@@ -1,5 +1,6 @@
 """HTTP: /memory (the caller's facts and summary), /admin/memory (every user's, with
-navi.memory.read_all), /tools/memory (the memory tool call, verbatim)."""
+navi.memory.read_all). The memory tool call (/tools/memory) is app/domain/forget's: its
+`forget` with a `text` redacts every store."""
 
 from __future__ import annotations
 
@@ -20,15 +21,12 @@ from app.domain.facts.schemas import (
     FactOut,
     FactPatch,
     FactSortBy,
-    MemoryToolCall,
-    MemoryToolResult,
     SearchOut,
     SortOrder,
     SummaryIn,
     SummaryOut,
 )
 from app.domain.facts.services import FactService, fact_out, summary_fields
-from app.domain.facts.tool import run_memory_tool
 from app.domain.kernel.deps import READ_ONLY
 from app.domain.kernel.principal import Principal
 from app.lib.errors import Forbidden, NotFound, Unprocessable
@@ -218,15 +216,3 @@ class AdminMemoryController(Controller):
             can_read_all=principal.can_read_all_memory,
         )
         return fact_out(row)
-
-
-class MemoryToolController(Controller):
-    path = "/tools"
-    tags = ["tools"]
-    dependencies = DEPENDENCIES
-
-    @post("/memory", status_code=200)
-    async def memory_tool(
-        self, data: MemoryToolCall, principal: Principal, facts: FactService
-    ) -> MemoryToolResult:
-        return await run_memory_tool(facts, principal.id, data)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -23,6 +23,7 @@ MAX_VALUE = 10_000
 MAX_SOURCE_CONTEXT = 2_000
 MAX_SUMMARY = 50_000
 MAX_QUERY = 1_000
+MAX_FORGET_TEXT = 1_000  # the memory tool's `forget` with `text` (app/domain/forget)
 MAX_EXPIRES_DAYS = 36_500
 DEFAULT_SEARCH_LIMIT = 15
 MAX_SEARCH_LIMIT = 50
@@ -125,6 +126,8 @@ class MemoryToolCall(msgspec.Struct, forbid_unknown_fields=True):
     source_context: SourceContext | None = None
     query: Query | None = None
     limit: SearchLimit | None = None
+    # forget: a text to redact everywhere (app/domain/forget), instead of a fact's key
+    text: Annotated[str, msgspec.Meta(max_length=MAX_FORGET_TEXT)] | None = None
 
 
 class MemoryToolResult(msgspec.Struct, omit_defaults=True):
@@ -136,3 +139,4 @@ class MemoryToolResult(msgspec.Struct, omit_defaults=True):
     categories: list[CategoryCount] | None = None
     deleted: int | None = None
     merged: list[int] | None = None
+    forgotten: dict[str, Any] | None = None  # forget with `text`: the forget's answer

@@ -27,12 +27,15 @@ def _check_required(call: MemoryToolCall) -> None:
     for name in _REQUIRED[call.action]:
         value = getattr(call, name)
         if value is None or not str(value).strip():
-            raise Unprocessable(f"{name}: required for action {call.action!r}")
+            also = " (or text, to forget a text everywhere)" if call.action == "forget" else ""
+            raise Unprocessable(f"{name}: required for action {call.action!r}{also}")
 
 
 async def run_memory_tool(
     service: FactService, user_id: str, call: MemoryToolCall
 ) -> MemoryToolResult:
+    """Every action but `forget` with a `text`, which app/domain/forget/tool.py runs
+    (it redacts every store, above this one) before handing the rest here."""
     _check_required(call)
     if call.action == "save":
         assert call.category is not None and call.key is not None and call.value is not None

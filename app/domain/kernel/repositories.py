@@ -56,6 +56,13 @@ class ChunkCountRepository:
     async def change(self, user_id: str, delta: int) -> None:
         if delta == 0:
             return
+        await self._write(user_id, delta)
+
+    async def touch(self, user_id: str) -> None:
+        """A new version without a change of count: chunks rewritten in place (forget)."""
+        await self._write(user_id, 0)
+
+    async def _write(self, user_id: str, delta: int) -> None:
         await self.session.execute(
             text(
                 "INSERT INTO memory_chunk_counts AS c (user_id, chunks, version)"

@@ -276,3 +276,31 @@ async def test_the_turn_budget_covers_the_pre_turn_compression(
     assert "TURN_DEADLINE_SECONDS" in r.json()["detail"], r.text
     assert elapsed < 2.0 + 1.0, elapsed  # not 1.2 s of summary plus a fresh 2 s budget
     assert len(context) < len(history)  # the pre-turn compression is kept
+
+
+async def test_memory_forget_by_text_in_a_turn_leaves_no_trace(
+    served: httpx.AsyncClient, ollama: FakeOllama
+) -> None:
+    """The forget runs before the round's assistant message (whose tool call holds the
+    text) is stored: that message is redacted too."""
+    sid = await new_session(served)
+    said = [{"role": "user", "content": "my passport is Z7-QQ-88"}]
+    assert (await served.post(f"/sessions/{sid}/messages", json={"messages": said})).is_success
+    forget = {"name": "memory", "arguments": {"action": "forget", "text": "z7-qq-88"}}
+    ollama.chat_replies += [
+        ScriptedReply("Forgetting Z7-QQ-88.", tool_calls=[forget]),
+        ScriptedReply("Done: it is forgotten."),
+    ]
+    r = await served.post(
+        f"/sessions/{sid}/turns", json={"message": {"content": "forget Z7-QQ-88 please"}}
+    )
+    assert r.status_code == 200, r.text
+    stored = await messages(served, sid)
+    assert "z7-qq-88" not in str(stored).lower()
+    assert [m["content"] for m in stored[:3]] == [
+        "my passport is [forgotten]",
+        "forget [forgotten] please",
+        "Forgetting [forgotten].",
+    ]
+    assert stored[2]["tool_calls"][0]["function"]["arguments"]["text"] == "[forgotten]"
+    assert "Forgot that text everywhere" in stored[3]["content"]

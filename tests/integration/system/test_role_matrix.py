@@ -195,6 +195,10 @@ ROUTES: dict[tuple[str, str], tuple[str, Build]] = {
         "users_admin",
         fresh(lambda w: _param("user_id", w.fresh_user())),
     ),
+    ("POST", "/admin/users/{user_id:str}/forget"): (
+        "users_admin",
+        req(lambda w: {"user_id": w.alice_id}, json={"text": "not-said-anywhere"}),
+    ),
     # sessions: the caller's own list
     ("POST", "/sessions"): ("own", req(json={"profile_id": "code"})),
     ("GET", "/sessions"): ("own", req()),
@@ -289,6 +293,7 @@ ROUTES: dict[tuple[str, str], tuple[str, Build]] = {
     ("GET", "/memory/summary"): ("own", req()),
     ("PUT", "/memory/summary"): ("own", req(json={"content": "about me"})),
     ("POST", "/tools/memory"): ("own", req(json={"action": "search", "query": "secret"})),
+    ("POST", "/memory/forget"): ("own", req(json={"text": "not-said-anywhere"})),
     ("POST", "/tools/write_error"): (
         "own",
         req(json={"tool": "pip", "error": "denied", "fix": "use --user"}),

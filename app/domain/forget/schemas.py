@@ -1,0 +1,45 @@
+"""Request and answer of a forget (POST /memory/forget, POST /admin/users/{id}/forget)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+import msgspec
+
+from app.domain.forget.redact import MAX_TEXT
+
+# Bounded here (a 422 naming `text` before anything runs); the 3-character minimum is
+# checked on the stripped text (`redact.check_text`).
+ForgetText = Annotated[str, msgspec.Meta(max_length=MAX_TEXT)]
+
+#: The stores an answer counts, in this order (rows changed, or facts deleted).
+STORES = (
+    "messages",
+    "archived_messages",
+    "chunks",
+    "facts",
+    "memory_summary",
+    "rolling_summaries",
+    "sketches",
+    "errors",
+    "sessions",
+    "job_errors",
+)
+
+
+class ForgetIn(msgspec.Struct, forbid_unknown_fields=True):
+    text: ForgetText
+    dry_run: bool = False
+
+
+class ForgottenFile(msgspec.Struct):
+    session_id: uuid.UUID
+    path: str
+
+
+class ForgetOut(msgspec.Struct):
+    dry_run: bool
+    changed: dict[str, int]  # per store (STORES): rows redacted, or facts deleted
+    files: list[ForgottenFile]  # session files holding the text: listed, not changed
+    total: int  # the sum of `changed`
