@@ -12,7 +12,7 @@ from app.db.engine import read_snapshot, session_factory
 from app.domain.transfer.export_repository import ExportRepository
 from app.domain.transfer.records import KIND_BY_TYPE
 from tests.conftest import new_user, run_sql
-from tests.integration.transfer.conftest import FILE_BYTES, fill_every_store
+from tests.integration.fill import FILE_BYTES, fill_every_store
 
 QUERIES = [
     ("nginx config", "all"),
