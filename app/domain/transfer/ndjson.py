@@ -13,7 +13,7 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 async def ndjson_lines(
     chunks: AsyncIterable[bytes],
     max_bytes: int,
-    setting: str = "IMPORT_MAX_BYTES",
+    setting: str = "IMPORT_MAX_MB",
     max_line: int = MAX_LINE_BYTES,
 ) -> AsyncIterator[bytes]:
     """Each line of the body (without its `\\n` or `\\r\\n`), empty lines included so the

@@ -129,6 +129,12 @@ KINDS: tuple[Kind, ...] = (
     Kind("error", _t(ErrorMemory), ("id",), skip=frozenset({"id"}), vector="embedding"),
 )
 KIND_BY_TYPE = {k.type: k for k in KINDS}
+#: The tables with a `user_id` an export leaves out, and why (a unit test checks that
+#: every table with a `user_id` is in `KINDS` or here).
+NOT_EXPORTED = {
+    "memory_chunk_counts": "a counter of the user's chunks: the import sets it",
+    "navi_api_tokens": "credentials stay with the server: the new account has its own",
+}
 RECORD_TYPES = (HEADER, *KIND_BY_TYPE, FILE, END)
 
 
@@ -332,6 +338,7 @@ __all__ = [
     "HEADER",
     "KINDS",
     "KIND_BY_TYPE",
+    "NOT_EXPORTED",
     "RECORD_TYPES",
     "VERSION",
     "Kind",

@@ -103,6 +103,7 @@ class ImportService:
         self.repo = ImportRepository(db)
 
     async def run(self, user_id: str, lines: AsyncIterable[bytes]) -> ImportReport:
+        await require_user(self.db, user_id)
         files = FileWriter(self.settings)
         try:
             return await _Import(self, user_id, files).run(lines)

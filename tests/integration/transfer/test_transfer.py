@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 from typing import Any
 
@@ -11,7 +14,7 @@ from litestar.testing import AsyncTestClient
 from app.db.engine import read_snapshot, session_factory
 from app.domain.transfer.export_repository import ExportRepository
 from app.domain.transfer.records import KIND_BY_TYPE
-from tests.conftest import new_user, run_sql
+from tests.conftest import ROOT, new_user, run_sql
 from tests.integration.fill import FILE_BYTES, fill_every_store
 
 QUERIES = [
@@ -231,3 +234,46 @@ async def test_export_reads_in_pages(client, engine, settings, db_url) -> None: 
     assert [len(p) for p in pages] == [3, 1]
     assert [seq for p in pages for _, seq in p] == [0, 1, 2, 3]
     assert {sid for p in pages for sid, _ in p} == {str(uuid.UUID(filled.sid))}
+
+
+def _cli(db_url: str, settings, *args: str) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("EMBEDDING_", "OLLAMA_", "NAVI_", "DATABASE_URL"))
+    }
+    env.update(
+        DATABASE_URL=db_url,
+        NAVI_DATA_DIR=str(settings.data_path),
+        LOG_LEVEL="warning",
+        PYTHONPATH=str(ROOT),
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=settings.data_path.parent,  # no .env from the work tree
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+async def test_cli_export_and_import(client, engine, settings, db_url) -> None:  # type: ignore[no-untyped-def]
+    alice_id, alice = await new_user(client, "alice")
+    filled = await fill_every_store(client, engine, settings, db_url, alice_id, alice)
+    out = settings.data_path.parent / "alice.ndjson"
+    proc = _cli(db_url, settings, "export", "--user", alice_id, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert _records(out.read_bytes())[1:] == _records(await _export(client, alice))[1:]
+    proc = _cli(db_url, settings, "export", "--user", "nobody")
+    assert proc.returncode == 1 and "no user 'nobody'" in proc.stderr
+
+    assert (await client.delete(f"/admin/users/{alice_id}")).status_code == 204
+    bob_id, bob = await new_user(client, "bob")
+    proc = _cli(db_url, settings, "import", "--user", bob_id, str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "4 message" in proc.stdout and "vectors kept" in proc.stdout
+    r = await client.get(f"/sessions/{filled.sid}/files/notes.txt", headers=bob)
+    assert r.content == FILE_BYTES
+    proc = _cli(db_url, settings, "import", "--user", bob_id, str(out))
+    assert proc.returncode == 1 and "conflict" in proc.stderr
