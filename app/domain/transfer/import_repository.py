@@ -14,9 +14,9 @@ from typing import Any
 from sqlalchemy import bindparam, exists, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import MemoryFact, RawIndexState, Session
+from app.db.models import RawIndexState, Session
 from app.domain.kernel.repositories import ChunkCountRepository
-from app.domain.transfer.records import KINDS, Kind
+from app.domain.transfer.records import KIND_BY_TYPE, KINDS, Kind
 
 
 class ImportRepository:
@@ -76,7 +76,7 @@ class ImportRepository:
 
     async def insert_facts(self, user_id: str, rows: Sequence[dict[str, Any]]) -> list[int]:
         """Insert facts without their ids and `merged_into`; the new ids, in order."""
-        t = MemoryFact.__table__
+        t = KIND_BY_TYPE["fact"].table
         stmt = insert(t).returning(t.c.id, sort_by_parameter_order=True)
         values = [
             {**{k: v for k, v in r.items() if k not in ("id", "merged_into")}, "user_id": user_id}
@@ -88,7 +88,7 @@ class ImportRepository:
         """Hide each fact `(id, into)` behind `into` (both the new ids)."""
         if not merges:
             return
-        t = MemoryFact.__table__
+        t = KIND_BY_TYPE["fact"].table
         await self.session.execute(
             update(t)
             .where(t.c.user_id == user_id, t.c.id == bindparam("fact_id"))
