@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import Session, User
 from app.domain.transfer.records import Kind
 
-#: Rows per read: a page of segment vectors (768 floats each) is a few MB at most.
+#: Session ids per read (the export's walk over the session directories).
 PAGE_ROWS = 500
 
 
@@ -31,9 +31,12 @@ class ExportRepository:
         return row.first() is not None
 
     async def pages(
-        self, kind: Kind, user_id: str, page_rows: int = PAGE_ROWS
+        self, kind: Kind, user_id: str, page_rows: int | None = None
     ) -> AsyncIterator[list[Any]]:
-        """The user's rows of `kind`, in key order, `page_rows` at a time (row mappings)."""
+        """The user's rows of `kind`, in key order, `page_rows` (default: the kind's) at
+        a time, as row mappings. 500 rows of segment vectors (768 floats) are a few MB;
+        messages are read 100 at a time (one may hold MESSAGE_MAX_CHARS)."""
+        page_rows = page_rows or kind.page_rows
         t = kind.table
         cols = [
             cast(c, Text).label(c.name) if isinstance(c.type, INT8MULTIRANGE) else c

@@ -76,6 +76,7 @@ class Kind:
     skip: frozenset[str] = frozenset()
     vector: str | None = None
     vectors_only: bool = False
+    page_rows: int = 500  # rows per read (messages: up to MESSAGE_MAX_CHARS each)
     columns: tuple[Column[Any], ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -97,12 +98,19 @@ def _t(model: Any) -> Table:
 # import), users and tokens (credentials stay with the server).
 KINDS: tuple[Kind, ...] = (
     Kind("session", _t(Session), ("id",)),
-    Kind("message", _t(Message), ("session_id", "sequence_number"), skip=frozenset({"id"})),
+    Kind(
+        "message",
+        _t(Message),
+        ("session_id", "sequence_number"),
+        skip=frozenset({"id"}),
+        page_rows=100,
+    ),
     Kind(
         "archived_message",
         _t(MessageArchive),
         ("session_id", "sequence_number"),
         skip=frozenset({"id"}),
+        page_rows=100,
     ),
     Kind(
         "message_embedding",

@@ -34,6 +34,8 @@ def test_every_table_with_a_user_id_is_exported_or_said_why_not() -> None:
 
 def test_export_reads_modest_pages() -> None:
     assert 100 <= PAGE_ROWS <= 1000
+    assert all(10 <= k.page_rows <= 1000 for k in KINDS)
+    assert KIND_BY_TYPE["message"].page_rows <= 100  # a message may be 1M chars
 
 
 def test_user_id_and_generated_columns_are_not_in_records() -> None:
