@@ -48,8 +48,10 @@ from app.lib.errors import Conflict, NotFound, Unprocessable
 
 log = structlog.get_logger()
 
-#: Rows inserted per statement on import.
+#: Rows inserted per statement on import, and the bytes of their lines at most (a
+#: message may hold MESSAGE_MAX_CHARS): what an import holds in memory at a time.
 INSERT_BATCH = 500
+INSERT_BATCH_BYTES = 16 * 1024 * 1024
 
 
 async def require_user(db: AsyncSession, user_id: str) -> None:
@@ -93,6 +95,7 @@ class _Batch:
     kind: Kind | None = None
     first_line: int = 0
     last_line: int = 0
+    bytes: int = 0
     rows: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -150,7 +153,7 @@ class _Import:
                 ended = True
                 continue
             records += 1
-            await self._record(kind, record, number)
+            await self._record(kind, record, number, len(raw))
         if number == 0:
             raise Unprocessable("line 1: the file is empty (expected the header record)")
         if not ended:
@@ -186,7 +189,7 @@ class _Import:
                 "import needs an account without sessions, facts or other memory"
             )
 
-    async def _record(self, type_: str, record: dict[str, Any], number: int) -> None:
+    async def _record(self, type_: str, record: dict[str, Any], number: int, size: int) -> None:
         if type_ == HEADER:
             raise Unprocessable(f"line {number}: a second header record")
         if type_ == FILE:
@@ -207,11 +210,13 @@ class _Import:
             values = decode(kind, record, self.dimension)
         except RecordError as exc:
             raise Unprocessable(f"line {number} ({type_}): {exc}") from None
-        if self.batch.kind is not kind or len(self.batch.rows) >= INSERT_BATCH:
+        full = len(self.batch.rows) >= INSERT_BATCH or self.batch.bytes >= INSERT_BATCH_BYTES
+        if self.batch.kind is not kind or full:
             await self._flush()
             self.batch = _Batch(kind, number)
         self.batch.rows.append(values)
         self.batch.last_line = number
+        self.batch.bytes += size
         self.counts[type_] += 1
 
     async def _flush(self) -> None:
