@@ -14,7 +14,7 @@ from litestar.testing import AsyncTestClient
 from app.db.engine import read_snapshot, session_factory
 from app.domain.transfer.export_repository import ExportRepository
 from app.domain.transfer.records import KIND_BY_TYPE
-from tests.conftest import ROOT, new_user, run_sql
+from tests.conftest import ADMIN_TOKEN, ROOT, new_user, run_sql
 from tests.integration.fill import FILE_BYTES, fill_every_store
 
 QUERIES = [
@@ -277,3 +277,12 @@ async def test_cli_export_and_import(client, engine, settings, db_url) -> None: 
     assert r.content == FILE_BYTES
     proc = _cli(db_url, settings, "import", "--user", bob_id, str(out))
     assert proc.returncode == 1 and "conflict" in proc.stderr
+
+
+async def test_import_over_the_limit_is_413(make_client, settings) -> None:  # type: ignore[no-untyped-def]
+    async with make_client(settings, import_max_mb=1) as c:
+        c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        _, bob = await new_user(c, "bob")
+        r = await c.post("/me/import", content=b"x" * (1024 * 1024 + 1), headers=bob)
+        assert r.status_code == 413, r.text
+        assert "IMPORT_MAX_MB" in r.json()["detail"]
