@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 import structlog
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
@@ -133,28 +133,28 @@ class _Import:
         self.chunks = 0
 
     async def run(self, lines: AsyncIterable[bytes]) -> ImportReport:
-        number = 0
-        ended = False
-        records = 0
+        number = records = 0
+        started = ended = False
         async for raw in lines:
             number += 1
             if not raw.strip():
                 continue
             record = _parse(raw, number)
-            kind = record["type"]
-            if number == 1:
-                await self._start(record)
+            type_ = record["type"]
+            if not started:
+                await self._start(record, number)
+                started = True
                 continue
             if ended:
                 raise Unprocessable(f"line {number}: a record after the end record")
-            if kind == END:
+            if type_ == END:
                 await self._flush()
                 self._check_end(record, records, number)
                 ended = True
                 continue
             records += 1
-            await self._record(kind, record, number, len(raw))
-        if number == 0:
+            await self._record(type_, record, number, len(raw))
+        if not started:
             raise Unprocessable("line 1: the file is empty (expected the header record)")
         if not ended:
             raise Unprocessable(
@@ -168,15 +168,17 @@ class _Import:
             dropped_records=self.dropped,
         )
 
-    async def _start(self, record: dict[str, Any]) -> None:
+    async def _start(self, record: dict[str, Any], number: int) -> None:
         if record.get("type") != HEADER:
-            raise Unprocessable('line 1: expected the header record (`"type": "header"`)')
+            raise Unprocessable(
+                f'line {number}: expected the header record (`"type": "header"`) first'
+            )
         if record.get("format") != FORMAT:
-            raise Unprocessable(f"line 1: format: expected {FORMAT!r}")
+            raise Unprocessable(f"line {number}: format: expected {FORMAT!r}")
         if record.get("version") != VERSION:
             raise Unprocessable(
-                f"line 1: version: {record.get('version')!r} is not supported (this server "
-                f"reads version {VERSION})"
+                f"line {number}: version: {record.get('version')!r} is not supported (this "
+                f"server reads version {VERSION})"
             )
         ours = embedder_of(self.settings)
         if record.get("embedder") == ours and ours["name"] != "none":
@@ -236,7 +238,7 @@ class _Import:
                         self.merges.append((row["id"], row["merged_into"]))
             else:
                 await self.repo.insert(kind, self.user_id, rows)
-        except DBAPIError as exc:
+        except (IntegrityError, DataError) as exc:  # rows the database refuses: the file's
             detail = getattr(getattr(exc.orig, "diag", None), "message_primary", None)
             raise Unprocessable(f"{where}: {detail or type(exc.orig).__name__}") from None
         if kind.type == "session":
@@ -267,7 +269,7 @@ class _Import:
             merges.append((self.fact_ids[fact_id], self.fact_ids[into]))
         try:
             await self.repo.merge_facts(self.user_id, merges)
-        except DBAPIError as exc:
+        except (IntegrityError, DataError) as exc:
             raise Unprocessable(f"facts: merged_into: {type(exc.orig).__name__}") from None
         await self.repo.count_chunks(self.user_id, self.chunks)
         log.info(

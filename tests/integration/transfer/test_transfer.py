@@ -286,3 +286,28 @@ async def test_import_over_the_limit_is_413(make_client, settings) -> None:  # t
         r = await c.post("/me/import", content=b"x" * (1024 * 1024 + 1), headers=bob)
         assert r.status_code == 413, r.text
         assert "IMPORT_MAX_MB" in r.json()["detail"]
+
+
+async def test_rows_the_database_refuses_are_422_naming_the_lines(client) -> None:  # type: ignore[no-untyped-def]
+    _, bob = await new_user(client, "bob")
+    header = _records(await _export(client, bob))[0]
+    orphan = {
+        "type": "message",
+        "session_id": str(uuid.uuid4()),
+        "sequence_number": 0,
+        "role": "user",
+        "content": "no session",
+    }
+    body = b"\n".join(
+        json.dumps(r).encode()
+        for r in (
+            header,
+            {"type": "sketch", "id": str(uuid.uuid4()), "scope": "s", "key": "k", "value": "v"},
+            orphan,
+            {"type": "end", "records": 2},
+        )
+    )
+    r = await client.post("/me/import", content=b"\n\n" + body, headers=bob)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"].startswith("lines 5-5 (message): insert or update on table"), r.text
+    assert _records(await _export(client, bob))[1:] == [{"type": "end", "records": 0}]
