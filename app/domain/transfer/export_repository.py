@@ -11,7 +11,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from sqlalchemy import Text, cast, select, tuple_
+from sqlalchemy import Select, Text, cast, select, tuple_
 from sqlalchemy.dialects.postgresql import INT8MULTIRANGE
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -33,19 +33,37 @@ class ExportRepository:
     async def pages(
         self, kind: Kind, user_id: str, page_rows: int | None = None
     ) -> AsyncIterator[list[Any]]:
-        """The user's rows of `kind`, in key order, `page_rows` (default: the kind's) at
-        a time, as row mappings. 500 rows of segment vectors (768 floats) are a few MB;
-        messages are read 100 at a time (one may hold MESSAGE_MAX_CHARS)."""
-        page_rows = page_rows or kind.page_rows
+        """The user's rows of `kind` as row mappings, in keyset pages of `page_rows`
+        (default: the kind's; 500 rows of segment vectors are a few MB, messages are read
+        100 at a time: one may hold MESSAGE_MAX_CHARS). A `by_session` kind is read a
+        session at a time, by its key inside the session."""
+        if not kind.by_session:
+            async for rows in self._keyset(kind, user_id, None, page_rows or kind.page_rows):
+                yield rows
+            return
+        async for ids in self.session_id_pages(user_id):
+            if not kind.order:  # one row per session: the page's rows by key
+                t = kind.table
+                stmt = _select(kind).where(t.c.user_id == user_id, t.c.session_id.in_(ids))
+                rows = list((await self.session.execute(stmt)).mappings())
+                if rows:
+                    yield rows
+                continue
+            for sid in ids:
+                async for rows in self._keyset(kind, user_id, sid, page_rows or kind.page_rows):
+                    yield rows
+
+    async def _keyset(
+        self, kind: Kind, user_id: str, session_id: uuid.UUID | None, page_rows: int
+    ) -> AsyncIterator[list[Any]]:
         t = kind.table
-        cols = [
-            cast(c, Text).label(c.name) if isinstance(c.type, INT8MULTIRANGE) else c
-            for c in kind.columns
-        ]
         key = [t.c[name] for name in kind.order]
+        where = [t.c.user_id == user_id]
+        if session_id is not None:
+            where.append(t.c.session_id == session_id)
         last: tuple[Any, ...] | None = None
         while True:
-            stmt = select(*cols).where(t.c.user_id == user_id)
+            stmt = _select(kind).where(*where)
             if key:
                 stmt = stmt.order_by(*key).limit(page_rows)
                 if last is not None:
@@ -57,10 +75,31 @@ class ExportRepository:
                 return
             last = tuple(rows[-1][name] for name in kind.order)
 
-    async def session_ids(
-        self, user_id: str, after: uuid.UUID | None, limit: int = PAGE_ROWS
-    ) -> list[uuid.UUID]:
-        stmt = select(Session.id).where(Session.user_id == user_id).order_by(Session.id)
-        if after is not None:
-            stmt = stmt.where(Session.id > after)
-        return list((await self.session.execute(stmt.limit(limit))).scalars())
+    async def session_id_pages(
+        self, user_id: str, page_rows: int = PAGE_ROWS
+    ) -> AsyncIterator[list[uuid.UUID]]:
+        """The user's session ids, a page at a time (by `ix_sessions_user_id_last_active`;
+        the snapshot keeps `last_active` still while the export reads)."""
+        key = (Session.last_active, Session.id)
+        last: tuple[Any, ...] | None = None
+        while True:
+            stmt = select(*key).where(Session.user_id == user_id).order_by(*key).limit(page_rows)
+            if last is not None:
+                stmt = stmt.where(tuple_(*key) > tuple_(*last))
+            rows = (await self.session.execute(stmt)).all()
+            if rows:
+                yield [r.id for r in rows]
+            if len(rows) < page_rows:
+                return
+            last = tuple(rows[-1])
+
+
+def _select(kind: Kind) -> Select[Any]:
+    """The kind's columns (`covered` as its text), and the key columns it does not export."""
+    cols: list[Any] = [
+        cast(c, Text).label(c.name) if isinstance(c.type, INT8MULTIRANGE) else c
+        for c in kind.columns
+    ]
+    names = {c.name for c in kind.columns}
+    cols += [kind.table.c[name] for name in kind.order if name not in names]
+    return select(*cols)

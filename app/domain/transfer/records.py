@@ -64,7 +64,12 @@ FILE_PART_BYTES = 768 * 1024
 
 @dataclass(frozen=True)
 class Kind:
-    """A table exported as records of `type`, read in `order` (keyset, after `user_id`).
+    """A table exported as records of `type`, read in keyset pages on `order`.
+
+    The columns of `order` follow an index that leads with `user_id`, so each page is one
+    range of that index. A `by_session` kind is read a session at a time instead (its
+    tables are keyed by `(session_id, …, user_id)`, with no index leading with `user_id`):
+    `order` is then its key inside the session (empty: one row per session).
 
     `skip`: columns not exported (a serial id the import lets the database draw; a
     generated column). `vector`: the column dropped (NULL) when the file's embedder is not
@@ -76,6 +81,7 @@ class Kind:
     skip: frozenset[str] = frozenset()
     vector: str | None = None
     vectors_only: bool = False
+    by_session: bool = False
     page_rows: int = 500  # rows per read (messages: up to MESSAGE_MAX_CHARS each)
     columns: tuple[Column[Any], ...] = field(init=False)
 
@@ -97,44 +103,54 @@ def _t(model: Any) -> Table:
 # maps `merged_into`. Not exported, rebuilt instead: `memory_chunk_counts` (set by the
 # import), users and tokens (credentials stay with the server).
 KINDS: tuple[Kind, ...] = (
-    Kind("session", _t(Session), ("id",)),
+    Kind("session", _t(Session), ("last_active", "id")),  # ix (user_id, last_active)
     Kind(
         "message",
         _t(Message),
-        ("session_id", "sequence_number"),
+        ("sequence_number",),
         skip=frozenset({"id"}),
+        by_session=True,
         page_rows=100,
     ),
     Kind(
         "archived_message",
         _t(MessageArchive),
-        ("session_id", "sequence_number"),
+        ("sequence_number",),
         skip=frozenset({"id"}),
+        by_session=True,
         page_rows=100,
     ),
     Kind(
         "message_embedding",
         _t(MessageEmbedding),
-        ("session_id", "sequence_number"),
+        ("sequence_number",),
         vector="embedding",
         vectors_only=True,
+        by_session=True,
     ),
-    Kind("rolling_summary", _t(RollingSummary), ("session_id",)),
-    Kind("extraction_state", _t(SessionMemoryState), ("session_id",)),
-    Kind("raw_index_state", _t(RawIndexState), ("session_id",)),
-    Kind("share", _t(SessionShare), ("session_id",)),
-    Kind("sketch", _t(Sketch), ("id",)),
-    Kind("chunk", _t(MemoryChunk), ("id",)),
+    Kind("rolling_summary", _t(RollingSummary), (), by_session=True),
+    Kind("extraction_state", _t(SessionMemoryState), (), by_session=True),
+    Kind("raw_index_state", _t(RawIndexState), (), by_session=True),
+    Kind("share", _t(SessionShare), (), by_session=True),
+    Kind("sketch", _t(Sketch), ("scope", "id")),  # ix (user_id, scope)
+    # chunks have no foreign key to their session (it may be gone): read by user
+    Kind("chunk", _t(MemoryChunk), ("session_id", "id")),  # ix (user_id, session_id, …)
     Kind(
         "chunk_vector",
         _t(MemoryChunkVector),
-        ("chunk_id", "part"),
+        ("session_id", "chunk_id", "part"),  # ix (user_id, session_id)
         vector="embedding",
         vectors_only=True,
     ),
-    Kind("fact", _t(MemoryFact), ("id",), vector="embedding"),
+    Kind("fact", _t(MemoryFact), ("category", "key"), vector="embedding"),  # uq (user_id, …)
     Kind("memory_summary", _t(MemorySummary), ()),
-    Kind("error", _t(ErrorMemory), ("id",), skip=frozenset({"id"}), vector="embedding"),
+    Kind(
+        "error",
+        _t(ErrorMemory),
+        ("expires_at", "id"),  # ix (user_id, expires_at)
+        skip=frozenset({"id"}),
+        vector="embedding",
+    ),
 )
 KIND_BY_TYPE = {k.type: k for k in KINDS}
 #: The tables with a `user_id` an export leaves out, and why (a unit test checks that

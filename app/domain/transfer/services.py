@@ -70,13 +70,11 @@ async def export_lines(
         async for rows in repo.pages(kind, user_id):
             records += len(rows)
             yield b"".join(line(row_record(kind, row)) for row in rows)
-    after: uuid.UUID | None = None
-    while ids := await repo.session_ids(user_id, after):
+    async for ids in repo.session_id_pages(user_id):
         for sid in ids:
             async for record in file_records(settings, sid):
                 records += 1
                 yield line(record)
-        after = ids[-1]
     yield line({"type": END, "records": records})
     log.info("transfer.exported", user_id=user_id, records=records)
 

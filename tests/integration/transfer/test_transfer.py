@@ -234,6 +234,17 @@ async def test_export_reads_in_pages(client, engine, settings, db_url) -> None: 
     assert [len(p) for p in pages] == [3, 1]
     assert [seq for p in pages for _, seq in p] == [0, 1, 2, 3]
     assert {sid for p in pages for sid, _ in p} == {str(uuid.UUID(filled.sid))}
+    # sessions a page at a time too
+    for _ in range(3):
+        await client.post("/sessions", json={"profile_id": "default"}, headers=alice)
+    async with read_snapshot(session_factory(engine)) as db:
+        id_pages = [ids async for ids in ExportRepository(db).session_id_pages(alice_id, 3)]
+        facts = [
+            [r["key"] for r in rows]
+            async for rows in ExportRepository(db).pages(KIND_BY_TYPE["fact"], alice_id, 3)
+        ]
+    assert [len(p) for p in id_pages] == [3, 1]
+    assert facts == [["editor", "language", "preferred_language"], ["shell"]]
 
 
 def _cli(db_url: str, settings, *args: str) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
