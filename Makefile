@@ -108,7 +108,10 @@ bench-freshness: install ## Append → findable by memory_search under the mixed
 bench-history-bytes: install ## Cost of the hot-history size check (SESSION_MAX_HISTORY_BYTES) at 500/2k/10k messages (ARGS="--sizes 500,2000")
 	$(BIN)/python bench/bench_history_bytes.py $(ARGS)
 
+bench-export: install ## Peak RSS of GET /me/export streaming 100k messages vs loading them at once (ARGS="--messages 100000")
+	$(BIN)/python bench/bench_export.py $(ARGS)
+
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-locomo bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-freshness
+.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-locomo bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-freshness

@@ -1,4 +1,4 @@
-"""Admin commands: `python -m app.cli serve|migrate|check-config|reembed …`."""
+"""Admin commands: `python -m app.cli serve|migrate|check-config|reembed|export|import …`."""
 
 from __future__ import annotations
 
@@ -142,6 +142,9 @@ def main(argv: list[str] | None = None) -> None:
     from app.domain.raw_history.commands import add_command as add_index_command
 
     add_index_command(sub, _settings_or_exit)  # index-sessions
+    from app.domain.transfer.commands import add_commands as add_transfer_commands
+
+    add_transfer_commands(sub, _settings_or_exit)  # export, import
     args = parser.parse_args(argv)
     args.fn(args)
 

@@ -158,6 +158,12 @@ class Settings:
     max_request_body_mb: int = setting(
         "MAX_REQUEST_BODY_MB", 16, ge=1, doc="Largest JSON request body accepted (413 above)."
     )
+    import_max_mb: int = setting(
+        "IMPORT_MAX_MB",
+        256,
+        ge=1,
+        doc="Largest body of `POST /me/import` (an export file, NDJSON; 413 above).",
+    )
     message_max_chars: int = setting(
         "MESSAGE_MAX_CHARS", 1_000_000, ge=1, doc="Largest content of one message (413 above)."
     )

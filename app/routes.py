@@ -36,6 +36,7 @@ from app.domain.shares.controllers import (
 from app.domain.sketches.controllers import ScratchpadController
 from app.domain.system.controllers import HealthController
 from app.domain.system.metrics import MetricsController
+from app.domain.transfer.controllers import AdminExportController, TransferController
 from app.lib.docs_ui import swagger_static_router
 
 ROUTE_HANDLERS: list[Any] = [
@@ -48,6 +49,8 @@ ROUTE_HANDLERS: list[Any] = [
     swagger_static_router(),
     AdminUserController,
     MeController,
+    TransferController,
+    AdminExportController,
     SessionController,
     ContextController,
     TurnController,

@@ -20,6 +20,7 @@ from app.db import migrate as migrations
 from app.db.engine import (
     create_engine,
     normalize_url,
+    read_snapshot,
     session_factory,
     start_embedded,
     transaction,
@@ -65,6 +66,7 @@ from app.domain.sessions.controllers import DEFAULT_POSITIONS, MAX_POSITIONS
 from app.domain.sessions.message_repository import MessageRepository
 from app.domain.sessions.repositories import SessionRepository
 from app.domain.sessions.services import SessionService
+from app.domain.transfer.services import export_lines
 from app.lib.logging import configure_logging
 from app.lib.runtime import freeze_startup_heap
 from app.lib.sql import contains_pattern
@@ -110,6 +112,7 @@ __all__ = [
     "display_prefix",
     "estimate_tokens",
     "estimator_for",
+    "export_lines",
     "fake_embedding",
     "format_hits",
     "freeze_startup_heap",
@@ -124,6 +127,7 @@ __all__ = [
     "query_terms",
     "query_words",
     "rank_candidates",
+    "read_snapshot",
     "reset_registry",
     "run_rolling_summaries",
     "search_raw",

@@ -199,3 +199,18 @@ async def in_own_session(
     async with factory() as db:
         await db.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
         return await fn(db)
+
+
+@asynccontextmanager
+async def read_snapshot(factory: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
+    """A session reading one snapshot of the database (REPEATABLE READ READ ONLY) for as
+    long as it is open — what a long read that must be consistent across its statements
+    uses (an export). Rolled back on close: it cannot write."""
+    async with factory() as session:
+        await session.connection(
+            execution_options={"isolation_level": "REPEATABLE READ", "postgresql_readonly": True}
+        )
+        try:
+            yield session
+        finally:
+            await session.rollback()

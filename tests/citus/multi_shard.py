@@ -78,6 +78,9 @@ ALLOWED: dict[str, str] = {
     "app/domain/files/repositories.py:FilesRepository.existing_session_ids": (
         "the session-files sweep: which of the directories' session ids still exist"
     ),
+    "app/domain/transfer/import_repository.py:ImportRepository.taken_session_ids": (
+        "an import keeps the file's session ids: whether one is already any user's session"
+    ),
     # -- purges of expired rows across users
     "app/domain/facts/repositories.py:FactRepository.purge_expired": (
         "the facts purge: the users with expired facts, then a delete per user"

@@ -6,12 +6,14 @@ from litestar import Controller, delete, get, post
 from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.config import Settings
 from app.db.models import ApiToken, User
 from app.domain.auth.deps import DEPENDENCIES
 from app.domain.auth.schemas import MeOut, TokenCreate, TokenIssued, TokenOut, UserCreate, UserOut
 from app.domain.auth.services import UserService
 from app.domain.kernel.deps import after_commit
 from app.domain.kernel.principal import PERM_USERS_ADMIN, Principal
+from app.domain.kernel.session_files import remove_session_dirs
 from app.lib.errors import Forbidden, Unprocessable
 from app.lib.inputs import reject_nul
 from app.lib.pagination import Limit, Offset, Page, page
@@ -103,10 +105,12 @@ class AdminUserController(Controller):
         users: UserService,
         db: AsyncSession,
         state: State,
+        settings: Settings,
     ) -> None:
         require_admin(principal)
-        await users.delete_user(user_id, principal)
+        sessions = await users.delete_user(user_id, principal)
         forget_tokens_after_commit(db, state, user_id)
+        after_commit(db, lambda: remove_session_dirs(settings, sessions))
 
 
 class MeController(Controller):

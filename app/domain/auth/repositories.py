@@ -7,7 +7,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import ApiToken, User
+from app.db.models import ApiToken, Session, User
 
 
 class UserRepository:
@@ -43,6 +43,11 @@ class UserRepository:
             .values(id=user_id, name=name, is_admin=is_admin, permissions=permissions)
             .on_conflict_do_nothing()
         )
+
+    async def session_ids(self, user_id: str) -> list[uuid.UUID]:
+        """The ids of the user's sessions (their file directories go with the user)."""
+        rows = await self.session.execute(select(Session.id).where(Session.user_id == user_id))
+        return list(rows.scalars())
 
     async def delete(self, user_id: str) -> bool:
         user = await self.get(user_id)

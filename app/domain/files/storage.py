@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from app.config import Settings
 from app.domain.files.content_types import ContentType, detect_content_type
 from app.domain.files.executables import HEAD_BYTES
 from app.domain.files.names import is_stored_name, numbered
+from app.domain.kernel.session_files import SESSION_FILES, session_dir, session_files_root
 
-SESSION_FILES = "session_files"
 TEMP_PREFIX = ".upload-"
 MAX_DUPLICATES = 10_000
 
@@ -38,14 +37,6 @@ __all__ = [
     "session_dir",
     "session_files_root",
 ]
-
-
-def session_files_root(settings: Settings) -> Path:
-    return settings.data_path / SESSION_FILES
-
-
-def session_dir(settings: Settings, session_id: uuid.UUID) -> Path:
-    return session_files_root(settings) / str(session_id)
 
 
 def relative_path(session_id: uuid.UUID, name: str) -> str:

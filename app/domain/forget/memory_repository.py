@@ -87,16 +87,17 @@ class ForgetMemoryRepository:
 
     async def write_chunks(self, user_id: str, changes: Sequence[ChunkChange]) -> None:
         """Rewrite the chunks (their search terms follow: a generated column), delete
-        their segment vectors — a chunk without segments is what `make reembed` embeds,
-        and no vector of the old text may match a search — and give the user's chunks a
-        new version, so the raw search's per-process memory of their terms is dropped."""
+        their segment vectors — no vector of the old text may match a search — and mark
+        them `vectors_stale` (the live indexer's background embedder embeds them unless
+        `write_segments` does first), and give the user's chunks a new version, so the
+        raw search's per-process memory of their terms is dropped."""
         if not changes:
             return
         hashes = await self._hashes(user_id, changes)
         await self.session.execute(
             text(
                 "UPDATE memory_chunks SET content = :content, breadcrumbs = CAST(:crumbs AS text[]),"
-                " content_hash = :hash WHERE id = :id AND user_id = :uid"
+                " content_hash = :hash, vectors_stale = true WHERE id = :id AND user_id = :uid"
             ),
             [
                 {
@@ -143,11 +144,22 @@ class ForgetMemoryRepository:
         self, user_id: str, changes: Sequence[ChunkChange], segments: Sequence[Segments]
     ) -> None:
         """The rewritten chunks' new segment vectors (none for a chunk the embedder
-        failed: `make reembed` embeds it later)."""
+        failed: it stays stale, for the background embedder or `make reembed`)."""
         writer = ChunkWriter(self.session)
+        done = []
         for c, segs in zip(changes, segments, strict=True):
             rows = [(c.id, n, a, b, e) for n, (a, b, e) in enumerate(segs)]
             await writer.add_segments(user_id, c.session_id, rows)
+            if segs:
+                done.append(c.id)
+        if done:
+            await self.session.execute(
+                text(
+                    "UPDATE memory_chunks SET vectors_stale = false"
+                    " WHERE user_id = :uid AND id = ANY(:ids)"
+                ),
+                {"uid": user_id, "ids": done},
+            )
 
     # ------------------------------------------------------------------ facts
     async def find_facts(self, user_id: str, needle: Needle) -> list[int]:

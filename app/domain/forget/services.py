@@ -93,7 +93,7 @@ class ForgetService:
         )
         if write:
             await self.memory.write_chunks(user_id, chunks)
-            if self.llm is not None and chunks:  # else (or failing) left to `make reembed`
+            if self.llm is not None and chunks:  # else (or failing): the background embedder
                 segments = await embed_chunks(self.llm, [c.content for c in chunks])
                 await self.memory.write_segments(user_id, chunks, segments)
             await self.memory.delete_facts(user_id, facts)

@@ -59,7 +59,8 @@ class ChunkCountRepository:
         await self._write(user_id, delta)
 
     async def touch(self, user_id: str) -> None:
-        """A new version without a change of count: chunks rewritten in place (forget)."""
+        """A new version without a change of count: chunks rewritten in place (forget,
+        the live indexer's open chunk, a compression's KEYS)."""
         await self._write(user_id, 0)
 
     async def _write(self, user_id: str, delta: int) -> None:
@@ -71,15 +72,4 @@ class ChunkCountRepository:
                 " version = EXCLUDED.version"
             ),
             {"uid": user_id, "n": delta},
-        )
-
-    async def touch(self, user_id: str) -> None:
-        """A new version for the user's chunks, their number unchanged (a chunk's text
-        changed: what a term lookup returns may have changed)."""
-        await self.session.execute(
-            text(
-                "UPDATE memory_chunk_counts SET version = nextval('navi_chunk_count_versions')"
-                " WHERE user_id = :uid"
-            ),
-            {"uid": user_id},
         )

@@ -50,6 +50,9 @@ RULES: dict[str, tuple[str | int, ...]] = {
     "memory_read_all": (403, 403, 403, OK, OK, OK, 401),
     "fact_admin": (OK, 404, 404, 403, OK, OK, 401),  # PATCH /admin/memory/{id}
     "users_admin": (403, 403, 403, 403, OK, 403, 401),
+    # every actor may import into their own (empty) account; the body here is refused
+    # whole (its line 1), so no account changes: tests/integration/transfer has the rest
+    "own_import": (422, 422, 422, 422, 422, 422, 401),
     "metrics": (403, 403, 403, 403, OK, OK, 401),  # or METRICS_TOKEN (test_metrics.py)
 }
 
@@ -199,6 +202,13 @@ ROUTES: dict[tuple[str, str], tuple[str, Build]] = {
         "users_admin",
         req(lambda w: {"user_id": w.alice_id}, json={"text": "not-said-anywhere"}),
     ),
+    ("GET", "/admin/users/{user_id:str}/export"): (
+        "users_admin",
+        req(lambda w: {"user_id": w.alice_id}),
+    ),
+    # export and import: the caller's own account
+    ("GET", "/me/export"): ("own", req()),
+    ("POST", "/me/import"): ("own_import", req(content=b"not an export\n")),
     # sessions: the caller's own list
     ("POST", "/sessions"): ("own", req(json={"profile_id": "code"})),
     ("GET", "/sessions"): ("own", req()),

@@ -1,0 +1,1 @@
+"""Export a user's memory as NDJSON and import it into an empty account (docs/api.md)."""

@@ -1,0 +1,98 @@
+"""Session files in an export: read a part at a time, written back the same way.
+
+Files live on disk (`{data_dir}/session_files/{session_id}/`, app/domain/files/storage.py);
+an export carries each listed file as `file` records of at most `FILE_PART_BYTES` bytes
+(base64), so neither side holds a whole file. Dot-files (the pasted-image index) are not
+carried: they are rebuilt from the files.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import shutil
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+
+from app.config import Settings
+from app.domain.files.names import is_stored_name
+from app.domain.files.storage import list_files, resolve_stored, session_dir
+from app.domain.transfer.records import FILE_PART_BYTES, RecordError, file_record
+
+
+def _read_part(path: Path, offset: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read(FILE_PART_BYTES)
+
+
+async def file_records(settings: Settings, session_id: uuid.UUID) -> AsyncIterator[dict[str, Any]]:
+    """The `file` records of one session's directory (none when it has no directory)."""
+    directory = session_dir(settings, session_id)
+    for name in await anyio.to_thread.run_sync(list_files, directory):
+        path = resolve_stored(directory, name)
+        if path is None:
+            continue
+        offset = 0
+        while True:
+            data = await anyio.to_thread.run_sync(_read_part, path, offset)
+            if data or offset == 0:  # an empty file is one empty record
+                yield file_record(session_id, name, offset, data)
+            if len(data) < FILE_PART_BYTES:
+                break
+            offset += len(data)
+
+
+class FileWriter:
+    """Writes imported files; `discard()` removes every directory it wrote to."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.dirs: set[Path] = set()
+        self.sizes: dict[tuple[uuid.UUID, str], int] = {}
+
+    async def write(self, record: dict[str, Any], sessions: set[uuid.UUID]) -> None:
+        try:
+            session_id = uuid.UUID(record.get("session_id"))
+        except (TypeError, ValueError, AttributeError):
+            raise RecordError("session_id: expected a UUID") from None
+        if session_id not in sessions:
+            raise RecordError(f"session_id: no session {session_id} before it in the file")
+        name, offset, data = record.get("name"), record.get("offset"), record.get("data")
+        if not isinstance(name, str) or not is_stored_name(name) or name.startswith("."):
+            raise RecordError("name: not a file name Navi stores")
+        if not isinstance(data, str):
+            raise RecordError("data: expected base64 text")
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise RecordError("data: not valid base64") from None
+        expected = self.sizes.get((session_id, name), 0)
+        if offset != expected or isinstance(offset, bool):
+            raise RecordError(f"offset: expected {expected} (parts in order, no gaps)")
+        directory = session_dir(self.settings, session_id)
+        if directory not in self.dirs:
+            # a directory left by a session deleted earlier is an orphan: start clean
+            await anyio.to_thread.run_sync(_fresh_dir, directory)
+            self.dirs.add(directory)
+        await anyio.to_thread.run_sync(_append, directory / name, raw)
+        self.sizes[(session_id, name)] = expected + len(raw)
+
+    async def discard(self) -> None:
+        for directory in self.dirs:
+            await anyio.to_thread.run_sync(shutil.rmtree, directory, True)
+        self.dirs.clear()
+
+
+def _fresh_dir(directory: Path) -> None:
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True, exist_ok=True)
+
+
+def _append(path: Path, data: bytes) -> None:
+    with open(path, "ab") as f:
+        f.write(data)

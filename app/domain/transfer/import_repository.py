@@ -1,0 +1,100 @@
+"""The SQL of an import: is the account empty, are the session ids free, insert a batch.
+
+Every statement on user data says `user_id = :uid`, but one: whether a session id is
+already some other user's (`taken_session_ids`) is system-wide by nature, like the
+files cleanup's one query (app/domain/files/repositories.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from sqlalchemy import bindparam, exists, func, insert, select, text, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import RawIndexState, Session
+from app.domain.kernel.repositories import ChunkCountRepository
+from app.domain.transfer.records import KIND_BY_TYPE, KINDS, Kind
+
+
+class ImportRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def lock_account(self, user_id: str) -> None:
+        """Two imports into one account queue here until the first commits (the second
+        then finds the account not empty)."""
+        await self.session.execute(
+            select(func.pg_advisory_xact_lock(func.hashtextextended("navi.import:" + user_id, 0)))
+        )
+
+    async def first_nonempty(self, user_id: str) -> str | None:
+        """The first table holding a row of the user, or None when the account is empty."""
+        for kind in KINDS:
+            t = kind.table
+            found = await self.session.execute(select(exists().where(t.c.user_id == user_id)))
+            if found.scalar():
+                return t.name
+        return None
+
+    async def taken_session_ids(self, ids: Collection[uuid.UUID]) -> list[uuid.UUID]:
+        """Which of `ids` are sessions already (of any user: a session id is global)."""
+        if not ids:
+            return []
+        rows = await self.session.execute(select(Session.id).where(Session.id.in_(list(ids))))
+        return sorted(rows.scalars())
+
+    async def insert(self, kind: Kind, user_id: str, rows: Sequence[dict[str, Any]]) -> None:
+        if kind.table is RawIndexState.__table__:
+            await self._insert_raw_index_state(user_id, rows)
+            return
+        await self.session.execute(insert(kind.table), [{**r, "user_id": user_id} for r in rows])
+
+    async def _insert_raw_index_state(self, user_id: str, rows: Sequence[dict[str, Any]]) -> None:
+        # `covered` travels as its text form; PostgreSQL parses it.
+        await self.session.execute(
+            text(
+                "INSERT INTO raw_index_state"
+                " (session_id, user_id, covered, indexed_at, attempts, last_error)"
+                " VALUES (:session_id, :user_id, CAST(:covered AS int8multirange),"
+                " :indexed_at, :attempts, :last_error)"
+            ),
+            [
+                {
+                    "session_id": r["session_id"],
+                    "user_id": user_id,
+                    "covered": r.get("covered", "{}"),
+                    "indexed_at": r.get("indexed_at"),
+                    "attempts": r.get("attempts", 0),
+                    "last_error": r.get("last_error"),
+                }
+                for r in rows
+            ],
+        )
+
+    async def insert_facts(self, user_id: str, rows: Sequence[dict[str, Any]]) -> list[int]:
+        """Insert facts without their ids and `merged_into`; the new ids, in order."""
+        t = KIND_BY_TYPE["fact"].table
+        stmt = insert(t).returning(t.c.id, sort_by_parameter_order=True)
+        values = [
+            {**{k: v for k, v in r.items() if k not in ("id", "merged_into")}, "user_id": user_id}
+            for r in rows
+        ]
+        return list((await self.session.execute(stmt, values)).scalars())
+
+    async def merge_facts(self, user_id: str, merges: Sequence[tuple[int, int]]) -> None:
+        """Hide each fact `(id, into)` behind `into` (both the new ids)."""
+        if not merges:
+            return
+        t = KIND_BY_TYPE["fact"].table
+        await self.session.execute(
+            update(t)
+            .where(t.c.user_id == user_id, t.c.id == bindparam("fact_id"))
+            .values(merged_into=bindparam("into")),
+            [{"fact_id": fact_id, "into": into} for fact_id, into in merges],
+        )
+
+    async def count_chunks(self, user_id: str, chunks: int) -> None:
+        await ChunkCountRepository(self.session).change(user_id, chunks)

@@ -1,0 +1,288 @@
+"""Export a user's memory as NDJSON, and import such a file into an empty account.
+
+Export (`export_lines`): on a session reading one snapshot (`app.db.engine.read_snapshot`),
+the header, then every table of `records.KINDS` a page at a time, then the session
+files, then the end record. Nothing holds more than a page of rows or a file part.
+
+Import (`ImportService.run`): in the caller's transaction (all or nothing), the account
+locked and checked empty (409), then line by line: each record checked (422 naming the
+line), rows inserted in batches, facts given new ids (`merged_into` mapped at the end),
+the chunk count set. Vectors are kept when the header's embedder is the server's.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+import structlog
+from sqlalchemy.exc import DataError, IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.domain.transfer.export_repository import ExportRepository
+from app.domain.transfer.files_io import FileWriter, file_records
+from app.domain.transfer.import_repository import ImportRepository
+from app.domain.transfer.records import (
+    END,
+    FILE,
+    FORMAT,
+    HEADER,
+    KIND_BY_TYPE,
+    KINDS,
+    VERSION,
+    Kind,
+    RecordError,
+    decode,
+    embedder_of,
+    header,
+    line,
+    row_record,
+)
+from app.lib.errors import Conflict, NotFound, Unprocessable
+
+log = structlog.get_logger()
+
+#: Rows inserted per statement on import, and the bytes of their lines at most (a
+#: message may hold MESSAGE_MAX_CHARS): what an import holds in memory at a time.
+INSERT_BATCH = 500
+INSERT_BATCH_BYTES = 16 * 1024 * 1024
+
+
+async def require_user(db: AsyncSession, user_id: str) -> None:
+    if not await ExportRepository(db).user_exists(user_id):
+        raise NotFound(f"no user {user_id!r}")
+
+
+async def export_lines(
+    db: AsyncSession, settings: Settings, user_id: str, now: datetime | None = None
+) -> AsyncIterator[bytes]:
+    """The export of `user_id`, a page of lines at a time. `db` should read one snapshot."""
+    repo = ExportRepository(db)
+    records = 0
+    yield line(header(user_id, now or datetime.now(UTC), settings))
+    for kind in KINDS:
+        async for rows in repo.pages(kind, user_id):
+            records += len(rows)
+            yield b"".join(line(row_record(kind, row)) for row in rows)
+    async for ids in repo.session_id_pages(user_id):
+        for sid in ids:
+            async for record in file_records(settings, sid):
+                records += 1
+                yield line(record)
+    yield line({"type": END, "records": records})
+    log.info("transfer.exported", user_id=user_id, records=records)
+
+
+class ImportReport(msgspec.Struct):
+    """What an import stored: records per type, and whether vectors were kept."""
+
+    user_id: str
+    records: dict[str, int]
+    vectors: str  # "kept" or "dropped"
+    dropped_records: int
+
+
+@dataclass
+class _Batch:
+    kind: Kind | None = None
+    first_line: int = 0
+    last_line: int = 0
+    bytes: int = 0
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+class ImportService:
+    def __init__(self, db: AsyncSession, settings: Settings) -> None:
+        self.db = db
+        self.settings = settings
+        self.repo = ImportRepository(db)
+
+    async def run(self, user_id: str, lines: AsyncIterable[bytes]) -> ImportReport:
+        await require_user(self.db, user_id)
+        files = FileWriter(self.settings)
+        try:
+            return await _Import(self, user_id, files).run(lines)
+        except BaseException:
+            await files.discard()
+            raise
+
+
+class _Import:
+    """One import's state: the batch being filled, the ids seen, the counts."""
+
+    def __init__(self, service: ImportService, user_id: str, files: FileWriter) -> None:
+        self.repo = service.repo
+        self.settings = service.settings
+        self.user_id = user_id
+        self.files = files
+        self.batch = _Batch()
+        self.dimension: int | None = None
+        self.counts: Counter[str] = Counter()
+        self.dropped = 0
+        self.sessions: set[uuid.UUID] = set()
+        self.fact_ids: dict[int, int] = {}  # id in the file -> new id
+        self.merges: list[tuple[int, int]] = []  # (id, merged_into), ids of the file
+        self.chunks = 0
+
+    async def run(self, lines: AsyncIterable[bytes]) -> ImportReport:
+        number = records = 0
+        started = ended = False
+        async for raw in lines:
+            number += 1
+            if not raw.strip():
+                continue
+            record = _parse(raw, number)
+            type_ = record["type"]
+            if not started:
+                await self._start(record, number)
+                started = True
+                continue
+            if ended:
+                raise Unprocessable(f"line {number}: a record after the end record")
+            if type_ == END:
+                await self._flush()
+                self._check_end(record, records, number)
+                ended = True
+                continue
+            records += 1
+            await self._record(type_, record, number, len(raw))
+        if not started:
+            raise Unprocessable("line 1: the file is empty (expected the header record)")
+        if not ended:
+            raise Unprocessable(
+                f"line {number}: the file ends without its end record (was it cut short?)"
+            )
+        await self._finish()
+        return ImportReport(
+            user_id=self.user_id,
+            records=dict(self.counts),
+            vectors="kept" if self.dimension is not None else "dropped",
+            dropped_records=self.dropped,
+        )
+
+    async def _start(self, record: dict[str, Any], number: int) -> None:
+        if record.get("type") != HEADER:
+            raise Unprocessable(
+                f'line {number}: expected the header record (`"type": "header"`) first'
+            )
+        if record.get("format") != FORMAT:
+            raise Unprocessable(f"line {number}: format: expected {FORMAT!r}")
+        if record.get("version") != VERSION:
+            raise Unprocessable(
+                f"line {number}: version: {record.get('version')!r} is not supported (this "
+                f"server reads version {VERSION})"
+            )
+        ours = embedder_of(self.settings)
+        if record.get("embedder") == ours and ours["name"] != "none":
+            self.dimension = int(ours["dimension"])
+        await self.repo.lock_account(self.user_id)
+        table = await self.repo.first_nonempty(self.user_id)
+        if table is not None:
+            raise Conflict(
+                f"user {self.user_id!r}: the account is not empty ({table} has rows); an "
+                "import needs an account without sessions, facts or other memory"
+            )
+
+    async def _record(self, type_: str, record: dict[str, Any], number: int, size: int) -> None:
+        if type_ == HEADER:
+            raise Unprocessable(f"line {number}: a second header record")
+        if type_ == FILE:
+            await self._flush()
+            try:
+                await self.files.write(record, self.sessions)
+            except RecordError as exc:
+                raise Unprocessable(f"line {number} (file): {exc}") from None
+            self.counts[FILE] += 1
+            return
+        kind = KIND_BY_TYPE.get(type_)
+        if kind is None:
+            raise Unprocessable(f"line {number}: unknown record type {type_!r}")
+        if kind.vectors_only and self.dimension is None:
+            self.dropped += 1
+            return
+        try:
+            values = decode(kind, record, self.dimension)
+        except RecordError as exc:
+            raise Unprocessable(f"line {number} ({type_}): {exc}") from None
+        full = len(self.batch.rows) >= INSERT_BATCH or self.batch.bytes >= INSERT_BATCH_BYTES
+        if self.batch.kind is not kind or full:
+            await self._flush()
+            self.batch = _Batch(kind, number)
+        self.batch.rows.append(values)
+        self.batch.last_line = number
+        self.batch.bytes += size
+        self.counts[type_] += 1
+
+    async def _flush(self) -> None:
+        batch, self.batch = self.batch, _Batch()
+        if batch.kind is None or not batch.rows:
+            return
+        kind, rows = batch.kind, batch.rows
+        where = f"lines {batch.first_line}-{batch.last_line} ({kind.type})"
+        if kind.type == "session":
+            await self._check_sessions(rows)
+        try:
+            if kind.type == "fact":
+                new_ids = await self.repo.insert_facts(self.user_id, rows)
+                for row, new_id in zip(rows, new_ids, strict=True):
+                    self.fact_ids[row["id"]] = new_id
+                    if row.get("merged_into") is not None:
+                        self.merges.append((row["id"], row["merged_into"]))
+            else:
+                await self.repo.insert(kind, self.user_id, rows)
+        except (IntegrityError, DataError) as exc:  # rows the database refuses: the file's
+            detail = getattr(getattr(exc.orig, "diag", None), "message_primary", None)
+            raise Unprocessable(f"{where}: {detail or type(exc.orig).__name__}") from None
+        if kind.type == "session":
+            self.sessions.update(r["id"] for r in rows)
+        elif kind.type == "chunk":
+            self.chunks += len(rows)
+
+    async def _check_sessions(self, rows: list[dict[str, Any]]) -> None:
+        taken = await self.repo.taken_session_ids([r["id"] for r in rows])
+        if taken:
+            raise Conflict(
+                f"session {taken[0]}: the id is already a session on this server (another "
+                "account's, or imported before); delete it first to move it here"
+            )
+
+    def _check_end(self, record: dict[str, Any], records: int, number: int) -> None:
+        if record.get("records") != records:
+            raise Unprocessable(
+                f"line {number}: the end record counts {record.get('records')!r} records, "
+                f"the file has {records}"
+            )
+
+    async def _finish(self) -> None:
+        merges = []
+        for fact_id, into in self.merges:
+            if into not in self.fact_ids:
+                raise Unprocessable(f"fact {fact_id}: merged_into {into} is not a fact of the file")
+            merges.append((self.fact_ids[fact_id], self.fact_ids[into]))
+        try:
+            await self.repo.merge_facts(self.user_id, merges)
+        except (IntegrityError, DataError) as exc:
+            raise Unprocessable(f"facts: merged_into: {type(exc.orig).__name__}") from None
+        await self.repo.count_chunks(self.user_id, self.chunks)
+        log.info(
+            "transfer.imported",
+            user_id=self.user_id,
+            records=sum(self.counts.values()),
+            vectors="kept" if self.dimension is not None else "dropped",
+        )
+
+
+def _parse(raw: bytes, number: int) -> dict[str, Any]:
+    try:
+        record = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise Unprocessable(f"line {number}: not JSON ({exc})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+        raise Unprocessable(f"line {number}: expected a JSON object with a string `type`")
+    return record

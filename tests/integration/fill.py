@@ -1,0 +1,167 @@
+"""A user with something in every store, built through the API where there is a route
+(and by SQL for the rows only background jobs write)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from litestar.testing import AsyncTestClient
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.asgi import build_gateway
+from app.config import Settings
+from app.db.engine import session_factory, transaction
+from app.domain.raw_history.indexer import index_demoted
+from tests.conftest import run_sql
+from tests.fakes.ollama_server import fake_embedding
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+FILE_BYTES = "".join(f"line {i}: nginx moved\n" for i in range(60_000)).encode()  # > 1 record
+
+
+@dataclass
+class Demoted:
+    role: str
+    content: str
+    sequence_number: int
+    created_at: datetime | None = T0
+    name: str | None = None
+    is_summary: bool = False
+    is_compression: bool = False
+
+
+DEMOTED = [
+    Demoted("user", "Please move the nginx config to /etc/nginx/sites-enabled/navi.conf", 0),
+    Demoted("assistant", "Done. The server now listens on port 8098 with `proxy_pass`.", 1),
+    Demoted("tool", "ok: reloaded nginx in 12 ms", 2, name="shell"),
+]
+
+
+@dataclass
+class Filled:
+    user_id: str
+    headers: dict[str, str]
+    sid: str
+
+
+async def fill_every_store(
+    client: AsyncTestClient,
+    engine: AsyncEngine,
+    settings: Settings,
+    db_url: str,
+    user_id: str,
+    headers: dict[str, str],
+) -> Filled:
+    """Sessions, messages (one archived), chunks and segment vectors, facts (one merged),
+    the memory summary, a sketch, error memory, a share, a file, rolling summary,
+    extraction and raw index state, message embeddings."""
+    r = await client.post(
+        "/sessions", json={"profile_id": "default", "name": "ops"}, headers=headers
+    )
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    messages = [
+        {"role": "user", "content": "Please move the nginx config to navi.conf"},
+        {"role": "assistant", "content": "Moved it.", "thinking": "easy", "metadata": {"a": 1}},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"function": {"name": "shell", "arguments": {"cmd": "ls"}}}],
+        },
+        {"role": "tool", "content": "navi.conf", "name": "shell", "tool_call_id": "c1"},
+    ]
+    r = await client.post(f"/sessions/{sid}/messages", json={"messages": messages}, headers=headers)
+    assert r.status_code == 201, r.text
+    r = await client.post(
+        f"/sessions/{sid}/planning", json={"entry": {"step": 1, "do": "move"}}, headers=headers
+    )
+    assert r.status_code in (200, 201, 204), r.text
+    # one row in the archive (what size compaction does to old rows)
+    run_sql(
+        db_url,
+        "insert into session_messages_archive (session_id, sequence_number, role, content,"
+        " user_id, created_at, is_summary, metadata) select id, next_seq, 'user',"
+        " 'archived: the backup bucket is s3://navi-backups', user_id, %s, false,"
+        " '{\"old\": true}' from sessions where id = %s",
+        T0,
+        sid,
+    )
+    run_sql(db_url, "update sessions set next_seq = next_seq + 1 where id = %s", sid)
+    # raw chunks + segment vectors, through the indexer
+    llm = build_gateway(settings)
+    try:
+        async with transaction(session_factory(engine)) as db:
+            assert await index_demoted(
+                db,
+                llm,
+                user_id=user_id,
+                session_id=uuid.UUID(sid),
+                demoted=DEMOTED,
+                keys=("server_port",),
+            )
+    finally:
+        await llm.aclose()
+    for key, value in (("editor", "neovim"), ("shell", "zsh"), ("language", "Python")):
+        r = await client.post(
+            "/memory/facts",
+            json={"category": "preferences", "key": key, "value": value},
+            headers=headers,
+        )
+        assert r.status_code == 201, r.text
+    r = await client.post(
+        "/memory/facts",
+        json={
+            "category": "preferences",
+            "key": "preferred_language",
+            "value": "Python 3",
+            "dedupe": True,
+        },
+        headers=headers,
+    )
+    assert r.status_code == 201, r.text
+    r = await client.put("/memory/summary", json={"content": "Ops engineer."}, headers=headers)
+    assert r.status_code == 200, r.text
+    r = await client.put(
+        f"/sessions/{sid}/scratchpad/notes", json={"value": "nginx moved"}, headers=headers
+    )
+    assert r.status_code == 200, r.text
+    r = await client.post(
+        "/tools/write_error",
+        json={"tool": "pip", "error": "permission denied", "fix": "use --user"},
+        headers=headers,
+    )
+    assert r.status_code in (200, 201, 204), r.text
+    r = await client.post(f"/sessions/{sid}/share", headers=headers)
+    assert r.status_code in (200, 201, 204), r.text
+    files = {"files": ("notes.txt", FILE_BYTES, "text/plain")}
+    r = await client.post(f"/sessions/{sid}/files", files=files, headers=headers)
+    assert r.status_code == 201, r.text
+    # rows only background jobs write
+    run_sql(
+        db_url,
+        "insert into rolling_summaries (session_id, user_id, summary, cursor_at)"
+        ' values (%s, %s, \'{"text": "rolled"}\', %s)',
+        sid,
+        user_id,
+        T0,
+    )
+    run_sql(
+        db_url,
+        "insert into session_memory_state (session_id, user_id, extracted_at)"
+        " values (%s, %s, %s) on conflict do nothing",
+        sid,
+        user_id,
+        T0,
+    )
+    vec = "[" + ",".join(str(x) for x in fake_embedding("nginx", settings.vector_dim)) + "]"
+    run_sql(
+        db_url,
+        "insert into message_embeddings (session_id, sequence_number, user_id, embedding)"
+        " values (%s, 0, %s, %s::vector)",
+        sid,
+        user_id,
+        vec,
+    )
+    return Filled(user_id, headers, sid)
