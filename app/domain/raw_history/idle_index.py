@@ -119,6 +119,22 @@ async def _embed(
     return segment_vectors(spans, vectors)
 
 
+def take_batch(rows: list[Any], next_seq: int) -> tuple[list[Any], bool, int]:
+    """The messages of one batch out of `rows` (the first `BATCH_MESSAGES` uncovered ones,
+    read below `next_seq`): at most `BATCH_CHARS` of text, one message at least. Returns
+    them, whether nothing is left after them, and the last sequence number the batch
+    covers (through `next_seq - 1` when it is the last)."""
+    taken: list[Any] = []
+    chars = 0
+    for row in rows:
+        if taken and chars + len(row.content or "") > BATCH_CHARS:
+            break
+        taken.append(row)
+        chars += len(row.content or "")
+    complete = len(taken) == len(rows) < BATCH_MESSAGES
+    return taken, complete, next_seq - 1 if complete else taken[-1].sequence_number
+
+
 async def index_batch(
     db: AsyncSession, llm: LLMGateway, user_id: str, session_id: uuid.UUID, before: datetime
 ) -> BatchOutcome | None:
@@ -129,15 +145,7 @@ async def index_batch(
     if claim is None:
         return None
     rows = await state.unindexed_messages(user_id, session_id, claim.next_seq, BATCH_MESSAGES)
-    taken: list[Any] = []
-    chars = 0
-    for row in rows:
-        if taken and chars + len(row.content or "") > BATCH_CHARS:
-            break
-        taken.append(row)
-        chars += len(row.content or "")
-    complete = len(taken) == len(rows) < BATCH_MESSAGES
-    last = claim.next_seq - 1 if complete else taken[-1].sequence_number
+    taken, complete, last = take_batch(rows, claim.next_seq)
     chunks = await fresh_chunks(db, user_id, session_id, chunks_of(taken))
     required = claim.attempts + 1 < EMBED_ATTEMPTS
     segments = await _embed(llm, [c.content for c in chunks], required=required)

@@ -46,7 +46,7 @@ from app.domain.kernel.jobs import unless_running
 from app.domain.raw_history.breadcrumbs import extract_breadcrumbs, merge_breadcrumbs
 from app.domain.raw_history.chunk_writer_repository import ChunkWriter
 from app.domain.raw_history.chunks import RawChunk, append_chunks
-from app.domain.raw_history.idle_index import BATCH_CHARS, BATCH_MESSAGES
+from app.domain.raw_history.idle_index import BATCH_MESSAGES, take_batch
 from app.domain.raw_history.indexer import chunk_messages, fresh_chunks
 from app.domain.raw_history.ranking import segment_spans
 from app.domain.raw_history.state_repository import RawIndexRepository
@@ -105,15 +105,7 @@ async def index_live_session(
     rows = await state.unindexed_messages(
         user_id, session_id, claim.next_seq, BATCH_MESSAGES, claim.from_seq
     )
-    taken: list[Any] = []
-    chars = 0
-    for row in rows:
-        if taken and chars + len(row.content or "") > BATCH_CHARS:
-            break
-        taken.append(row)
-        chars += len(row.content or "")
-    complete = len(taken) == len(rows) < BATCH_MESSAGES
-    last = claim.next_seq - 1 if complete else taken[-1].sequence_number
+    taken, complete, last = take_batch(rows, claim.next_seq)
     writer = ChunkWriter(db)
     open_id: uuid.UUID | None = claim.open_chunk_id
     tail = None
