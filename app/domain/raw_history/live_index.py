@@ -64,6 +64,7 @@ WINDOW_MARGIN_MINUTES = 5  # the live window overlaps the idle job's by this muc
 # The job embeds at most this often in one process: an open chunk that grows with every
 # append has its last segment embedded once per period, not once per append.
 EMBED_PERIOD_SECONDS = 1.0
+EMBED_RETRY_SECONDS = 30.0  # after the embedder failed: the words are found meanwhile
 
 
 @dataclass
@@ -273,6 +274,9 @@ async def live_index_job(state: State) -> LivePassResult | None:
         embed = now >= state.get("raw_index_live_embed_due", 0.0)
         if embed:
             state["raw_index_live_embed_due"] = now + EMBED_PERIOD_SECONDS
-        return await index_live_sessions(state.session_factory, state.llm, settings, embed=embed)
+        result = await index_live_sessions(state.session_factory, state.llm, settings, embed=embed)
+        if result.embed_failed:
+            state["raw_index_live_embed_due"] = now + EMBED_RETRY_SECONDS
+        return result
 
     return await unless_running(state, "raw_index_live_lock", run)
