@@ -322,3 +322,41 @@ async def test_rows_the_database_refuses_are_422_naming_the_lines(client) -> Non
     assert r.status_code == 422, r.text
     assert r.json()["detail"].startswith("lines 5-5 (message): insert or update on table"), r.text
     assert _records(await _export(client, bob))[1:] == [{"type": "end", "records": 0}]
+
+
+async def test_import_into_a_fresh_database_gives_the_same_answers(  # type: ignore[no-untyped-def]
+    client, engine, settings, db_url, pg_server, template_db
+) -> None:
+    """The move to another Navi: an export imported on another server's database (a
+    second database here; on the cluster, which has one, this test does not apply)."""
+    import dataclasses
+
+    import pytest
+
+    from app.asgi import create_app
+    from app.db.engine import create_engine
+    from tests.citus import cluster as citus
+    from tests.conftest import _admin, _clone, _with_db
+
+    if citus.citus_url() is not None:
+        pytest.skip("the cluster has one test database")
+    alice_id, alice = await new_user(client, "alice")
+    await fill_every_store(client, engine, settings, db_url, alice_id, alice)
+    answers = await _answers(client, alice)
+    body = await _export(client, alice)
+
+    name = _clone(pg_server, template_db)
+    other = create_engine(_with_db(pg_server, name))
+    try:
+        data = dataclasses.replace(settings, data_dir=settings.data_dir + "-other")
+        app = create_app(data, engine=other, background_jobs=False)
+        async with AsyncTestClient(app, raise_server_exceptions=False) as there:
+            there.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+            _, carol = await new_user(there, "carol")
+            r = await there.post("/me/import", content=body, headers=carol)
+            assert r.status_code == 201, r.text
+            assert await _answers(there, carol) == answers
+    finally:
+        await other.dispose()
+        with _admin(pg_server) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
