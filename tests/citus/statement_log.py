@@ -108,7 +108,8 @@ class StatementLog:
         if who:
             entry.callers.add(who)
         if len(entry.params) < PARAMS_KEPT:
-            params = parameters[0] if executemany and parameters else parameters
+            many = executemany and isinstance(parameters, (list, tuple)) and parameters
+            params = parameters[0] if many else parameters  # a batch: its first row
             try:
                 blob = pickle.dumps(params)
             except Exception:  # noqa: BLE001 - an unpicklable value: keep the statement only

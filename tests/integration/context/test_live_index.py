@@ -116,7 +116,8 @@ async def test_appends_grow_one_open_chunk_as_the_chunker_packs_them(
     spans = _sql(
         db_url,
         "SELECT c.id, max(v.end_char), length(c.content) FROM memory_chunks c"
-        " JOIN memory_chunk_vectors v ON v.chunk_id = c.id WHERE c.session_id = %s"
+        " JOIN memory_chunk_vectors v ON v.chunk_id = c.id AND v.user_id = c.user_id"
+        " WHERE c.session_id = %s"
         " GROUP BY c.id, c.content",
         sid,
     )
