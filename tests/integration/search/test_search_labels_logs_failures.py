@@ -12,8 +12,10 @@ from sqlalchemy import text
 from structlog.testing import capture_logs
 
 from app.db.engine import session_factory, transaction
+from app.domain.kernel.principal import Principal
 from app.domain.search.deps import unified_search
 from tests.conftest import ADMIN_TOKEN, run_sql
+from tests.integration.agents.test_tools import _tool
 from tests.integration.raw_history.test_raw_and_search import _index, _session
 
 OLD_PORT = "nginx config sites-enabled"  # words of the indexed chunk (port 8098, at T0)
@@ -54,6 +56,15 @@ async def test_raw_excerpt_is_labelled_with_the_newer_fact_in_scope_raw_and_all(
         kinds = {h["source_type"] for h in body["hits"]}
         # scope raw: the facts label the excerpts, they are not returned
         assert ("fact" in kinds) == (scope == "all")
+    # the tool as /turns and MCP run it
+    tool = await _tool(
+        client,
+        Principal(id="admin", name="admin"),
+        sid,
+        "memory_search",
+        {"query": "which server port", "scope": "raw"},
+    )
+    assert not tool.is_error and f"overrides this — {label}. Trust the fact" in tool.text
 
 
 async def test_each_search_logs_its_counts_never_the_query(make_client, engine, settings) -> None:  # type: ignore[no-untyped-def]
