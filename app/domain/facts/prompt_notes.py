@@ -11,7 +11,8 @@ from app.domain.facts.services import FactService
 from app.llm.gateway import LLMGateway
 
 # Facts listed in every prompt: the most relevant to the turn when a query is given,
-# else the most confident and recent.
+# else the most confident. A cap of ours (the seed names none): the list rides in every
+# prompt, the summary covers the rest (docs/memory.md, "Injection").
 PROMPT_FACTS = 20
 
 

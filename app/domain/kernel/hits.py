@@ -22,7 +22,7 @@ class MemoryHit:
     chunk_id: str | None = None
     score: float | None = None  # vector similarity, 0..1 when available
     terms_hit: int = 0  # lexical overlap, for the text-search path
-    superseded_by: str | None = None  # key of a newer curated fact that overrides this
+    superseded_by: str | None = None  # the newer fact overriding this: "<key> (updated …)"
     before_summary: bool = False  # raw, older than the current session's last summary
     breadcrumbs: tuple[str, ...] = ()
     matched_terms: tuple[str, ...] = ()  # terms the store matched, if it reports them

@@ -31,6 +31,7 @@ __all__ = [
     "recall_filter",
     "recall_query",
     "shared_terms",
+    "superseded_label",
 ]
 
 RECALL_MESSAGES = 4
@@ -64,8 +65,9 @@ def mark_freshness(
     """`raws` with `superseded_by` / `before_summary` set; the inputs are not changed.
 
     * A raw hit sharing at least two content words with a fact *newer* than the hit is
-      superseded by that fact (the newest such fact when several qualify). An older
-      fact next to a newer verbatim line is the lossy copy, not the truth.
+      superseded by that fact (the newest such fact when several qualify), labelled
+      `superseded_label(fact)`: its key and when it changed. An older fact next to a
+      newer verbatim line is the lossy copy, not the truth.
     * A raw hit of the current session is `before_summary` when its turns are ones the
       latest summary covers: it ends at or before `summary_through` (the last turn the
       summary summarised) — or, when that is unknown, it is older than `summary_at`. A
@@ -102,12 +104,21 @@ def mark_freshness(
                 if raw_words is None:
                     raw_words = _words(hit.text)
                 if len(fact_words[id(fact)] & raw_words) >= 2:
-                    superseded = fact.key or "a newer fact"
+                    superseded = superseded_label(fact)
                     break
         if (before, superseded) != (hit.before_summary, hit.superseded_by):
             hit = replace(hit, before_summary=before, superseded_by=superseded)
         marked.append(hit)
     return marked
+
+
+def superseded_label(fact: MemoryHit) -> str:
+    """`<key> (updated YYYY-MM-DD HH:MM)`, the fact's `updated_at` in UTC: what a raw
+    hit's `superseded_by` says, so the reader sees which fact and how recent."""
+    label = fact.key or "a newer fact"
+    if fact.timestamp is None:
+        return label
+    return f"{label} (updated {_instant(fact.timestamp).astimezone(UTC):%Y-%m-%d %H:%M})"
 
 
 def merge_tiered(

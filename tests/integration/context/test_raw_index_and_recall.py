@@ -3,6 +3,8 @@ recalls them once per turn after a summary."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import psycopg
 
 from tests.integration.context.conftest import append, new_session
@@ -174,5 +176,6 @@ async def test_unified_search_puts_facts_first_and_flags_outdated_raw(
     kinds = [h["source_type"] for h in body["hits"]]
     assert kinds[0] == "fact" and "raw" in kinds
     raw = next(h for h in body["hits"] if h["source_type"] == "raw" and "nginx" in h["text"])
-    assert raw["superseded_by"] == "nginx_proxy_port"
+    updated = datetime.fromisoformat(r.json()["updated_at"]).astimezone(UTC)
+    assert raw["superseded_by"] == f"nginx_proxy_port (updated {updated:%Y-%m-%d %H:%M})"
     assert "⚠ outdated" in body["text"]

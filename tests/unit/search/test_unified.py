@@ -110,8 +110,20 @@ def test_newer_fact_supersedes_overlapping_raw() -> None:
     f = fact("server_port", "8099")
     r = raw("User: let's run the server on port 8098")
     [marked] = mark_freshness([f], [r], None, None)
-    assert marked.superseded_by == "server_port"
+    # the seed's label: the fact's key and its updated_at (naive read as UTC)
+    assert marked.superseded_by == "server_port (updated 2026-11-09 12:00)"
     assert r.superseded_by is None  # input untouched
+
+
+def test_superseded_label_is_the_fact_time_in_utc() -> None:
+    from datetime import timedelta, timezone
+
+    berlin = timezone(timedelta(hours=1))
+    f = fact("server_port", "8099", at=datetime(2026, 11, 9, 13, 30, tzinfo=berlin))
+    [marked] = mark_freshness(
+        [f], [raw("server port 8098", at=NOV6.replace(tzinfo=UTC))], None, None
+    )
+    assert marked.superseded_by == "server_port (updated 2026-11-09 12:30)"
 
 
 def test_older_fact_does_not_supersede_newer_raw() -> None:
@@ -132,7 +144,7 @@ def test_newest_qualifying_fact_wins_even_if_not_newest_overall() -> None:
     oldest_related = fact("port_server_old", "8097", at=datetime(2026, 11, 7))
     r = raw("server port 8098")
     [marked] = mark_freshness([oldest_related, newest_unrelated, older_related], [r], None, None)
-    assert marked.superseded_by == "server_port"
+    assert marked.superseded_by == "server_port (updated 2026-11-09 12:00)"
 
 
 def test_fact_without_timestamp_or_raw_without_timestamp_ignored() -> None:
@@ -144,7 +156,7 @@ def test_fact_without_timestamp_or_raw_without_timestamp_ignored() -> None:
 def test_fact_without_key_gets_generic_label() -> None:
     f = MemoryHit("fact", "server port 8099", timestamp=NOV9)
     [marked] = mark_freshness([f], [raw("server port 8098")], None, None)
-    assert marked.superseded_by == "a newer fact"
+    assert marked.superseded_by == "a newer fact (updated 2026-11-09 12:00)"
 
 
 def test_before_summary_only_for_current_session() -> None:
@@ -180,7 +192,7 @@ def test_mixed_naive_and_aware_timestamps_compare() -> None:
     f = fact("server_port", "8099", at=datetime(2026, 11, 9, 12, 0, tzinfo=UTC))
     r = raw("server port 8098", at=NOV6)  # naive: read as UTC
     [marked] = mark_freshness([f], [r], datetime(2026, 11, 7, tzinfo=UTC), "s1")
-    assert marked.superseded_by == "server_port"
+    assert marked.superseded_by == "server_port (updated 2026-11-09 12:00)"
     assert marked.before_summary is True
 
 
@@ -229,7 +241,7 @@ def test_format_hits_byte_for_byte() -> None:
             "User: run it on port 8098\nAssistant: done",
             start_seq=12,
             end_seq=14,
-            superseded_by="server_port",
+            superseded_by="server_port (updated 2026-11-09 12:00)",
             breadcrumbs=("server_port", "8098"),
         ),
         raw(
@@ -257,8 +269,8 @@ def test_format_hits_byte_for_byte() -> None:
         "1. fact [technical] · session s1 · updated 2026-11-09 12:00\n"
         "   server_port: 8099\n"
         "2. raw · session s1 · turns 12–14 · 2026-11-06 18:41\n"
-        "   ⚠ outdated: a newer curated fact overrides this — server_port. "
-        "Trust the fact; quote this only as history.\n"
+        "   ⚠ outdated: a newer curated fact overrides this — "
+        "server_port (updated 2026-11-09 12:00). Trust the fact; quote this only as history.\n"
         "   keys: server_port, 8098\n"
         "   User: run it on port 8098\n"
         "   Assistant: done\n"

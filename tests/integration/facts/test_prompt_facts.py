@@ -1,0 +1,44 @@
+"""The prompt's fact list is capped (`PROMPT_FACTS`), and docs/memory.md says so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.asgi import build_gateway
+from app.db.engine import session_factory, transaction
+from app.domain.facts.prompt_notes import PROMPT_FACTS, memory_notes
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+async def test_the_prompt_lists_at_most_the_capped_number_of_facts(
+    client, engine, settings
+) -> None:  # type: ignore[no-untyped-def]
+    for n in range(PROMPT_FACTS + 5):
+        r = await client.post(
+            "/memory/facts",
+            json={
+                "category": "technical",
+                "key": f"host_{n}",
+                "value": f"machine number {n}",
+                "confidence": 50 + n,
+            },
+        )
+        assert r.status_code == 201, r.text
+    llm = build_gateway(settings)
+    try:
+        async with transaction(session_factory(engine)) as db:
+            _, listed = await memory_notes(db, llm, "admin", "")
+    finally:
+        await llm.aclose()
+    assert listed is not None
+    lines = listed.splitlines()
+    assert len(lines) == PROMPT_FACTS
+    # no message to match: the most confident ones
+    assert "host_24 " in lines[0] and not any("host_4 " in line for line in lines)
+
+
+def test_docs_name_the_cap_and_why() -> None:
+    doc = (ROOT / "docs" / "memory.md").read_text()
+    assert f"**At most {PROMPT_FACTS} facts** (`PROMPT_FACTS`" in doc
+    assert "the cap is ours" in doc
