@@ -12,6 +12,7 @@ and archived rows alike), and the size-based compaction may then archive them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import msgspec
@@ -22,14 +23,13 @@ from app.db.models import Session
 from app.domain.compression import (
     Msg,
     calibration_for,
-    check_context_size,
     truncate_for_view,
     view_budget_tokens,
 )
 from app.domain.context.loading import estimator_for, load_context
-from app.domain.context.schemas import PrepareOut
 from app.domain.kernel.messages import MessageOut
 from app.domain.kernel.profiles import Profile
+from app.domain.rolling.relevance import relevant_summary, request_texts
 from app.domain.rolling.repositories import RollingRepository
 from app.domain.rolling.summary import recent_window, summary_block
 from app.domain.sessions.message_repository import MessageRepository
@@ -59,7 +59,9 @@ async def prepare_rolling(
     profile: Profile,
     model: str,
     incoming: Msg | None,
-) -> PrepareOut:
+) -> RollingContext:
+    """The rolling context and its price (the incoming message included); the caller
+    adds the memory notes, as in compress mode, then checks the size."""
     loaded = await load_context(db, session.user_id, session.id)
     pairs = list(zip(loaded.rows, loaded.msgs, strict=True))
     window_pairs = recent_window(
@@ -76,7 +78,9 @@ async def prepare_rolling(
             False,
         )
     state = await RollingRepository(db).get(session.user_id, session.id)
-    block = summary_block(state.summary if state else None)
+    # only the entries relevant to this request ride (seed 001); none → no block
+    about = request_texts(incoming.content if incoming else None, [p.msg for p in window_pairs])
+    block = summary_block(relevant_summary(state.summary if state else None, about))
 
     window = profile.context_window
     calib = calibration_for(model)
@@ -95,10 +99,14 @@ async def prepare_rolling(
         msgs.append(Msg(role="user", content=block, is_display=False))
     estimate = estimator_for(model, window, settings)
     tokens = estimate(msgs + ([incoming] if incoming is not None else []))
-    check_context_size(tokens, window, settings.output_reserve_tokens)
-    return PrepareOut(
-        session_id=session.id, context=context, tokens=tokens, window=window, events=[]
-    )
+    return RollingContext(context=context, msgs=msgs, tokens=tokens)
+
+
+@dataclass
+class RollingContext:
+    context: list[MessageOut]  # as the model gets it (window views + summary block)
+    msgs: list[Msg]  # the window's stored messages (+ the block), for recall's overlap
+    tokens: int
 
 
 class _Pair:
