@@ -96,10 +96,13 @@ async def prepare_rolling(
         msgs.append(p.msg)
     if block is not None:
         context.append(summary_message(block, datetime.now(UTC)))
-        msgs.append(Msg(role="user", content=block, is_display=False))
+        msgs.append(Msg(role="user", content=block, is_display=False, is_summary=True))
     estimate = estimator_for(model, window, settings)
     tokens = estimate(msgs + ([incoming] if incoming is not None else []))
-    return RollingContext(context=context, msgs=msgs, tokens=tokens)
+    # History left the window (the first message kept is not the session's first):
+    # recall may bring back excerpts of it, as after a compression in compress mode.
+    dropped = bool(window_pairs) and window_pairs[0].row.sequence_number > 0
+    return RollingContext(context=context, msgs=msgs, tokens=tokens, history_dropped=dropped)
 
 
 @dataclass
@@ -107,6 +110,15 @@ class RollingContext:
     context: list[MessageOut]  # as the model gets it (window views + summary block)
     msgs: list[Msg]  # the window's stored messages (+ the block), for recall's overlap
     tokens: int
+    history_dropped: bool = False
+
+    def recall_context(self) -> list[Msg]:
+        """What automatic recall reads: it runs only after history left the context,
+        which it recognises by a summary in it — here the block, or a marker when
+        history was dropped but no summary entry was relevant."""
+        if self.history_dropped and not any(m.is_summary for m in self.msgs):
+            return [*self.msgs, Msg(role="user", is_summary=True, is_display=False)]
+        return self.msgs
 
 
 class _Pair:

@@ -196,7 +196,14 @@ class ContextService:
         view, tokens = rolled.context, rolled.tokens
         if not mid_turn:
             view, tokens = await self._inject(
-                session, viewer, rolled.msgs, incoming, view, tokens, model=model, window=window
+                session,
+                viewer,
+                rolled.recall_context(),
+                incoming,
+                view,
+                tokens,
+                model=model,
+                window=window,
             )
         check_context_size(tokens, window, self.settings.output_reserve_tokens)
         return PrepareOut(

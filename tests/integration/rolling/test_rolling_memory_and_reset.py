@@ -176,3 +176,50 @@ async def test_reset_of_a_session_you_may_not_see_is_404(rclient, db_url) -> Non
     r = await rclient.post(f"/sessions/{sid}/reset", headers=other)
     assert r.status_code == 404
     assert len((await rclient.get(f"/sessions/{sid}/messages")).json()["messages"]) == 2
+
+
+async def test_rolling_prepare_recalls_what_left_the_window(
+    make_client, settings, tmp_path: Path, db_url, ollama
+) -> None:  # type: ignore[no-untyped-def]
+    """The job indexes what it summarises; prepare recalls it once it left the window."""
+    from datetime import UTC, datetime, timedelta
+
+    from app.domain.kernel.hooks import DemotionHooks
+    from app.domain.raw_history.hooks import raw_history_hook
+    from app.domain.rolling.services import run_rolling_summaries
+    from tests.integration.rolling.test_rolling_summary import replica, summariser
+
+    profiles = tmp_path / "profiles.json"
+    profiles.write_text(json.dumps({"chat": {"context_mode": "rolling"}}))
+    s = replace(settings, profiles_file=str(profiles), rolling_summary_chunk_chars=1400)
+    t0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
+    pad = " lorem" * 50
+    async with make_client(s) as c:
+        c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        sid = (await c.post("/sessions", json={"profile_id": "chat"})).json()["id"]
+        msgs = []
+        for i in range(20):
+            topic = "the nginx reverse proxy listens on port 8098" if i == 0 else f"topic {i}"
+            for j, (role, text) in enumerate((("user", "question"), ("assistant", "answer"))):
+                at = (t0 + timedelta(minutes=2 * i + j)).isoformat()
+                msgs.append(
+                    {"role": role, "content": f"{text} {i}: {topic}{pad}", "created_at": at}
+                )
+        assert (
+            await c.post(f"/sessions/{sid}/messages", json={"messages": msgs})
+        ).status_code == 201
+        ollama.chat_replies = [summariser() for _ in range(20)]
+        async with replica(db_url, s) as state:
+            state.demotion_hooks = DemotionHooks()
+            state.demotion_hooks.register(raw_history_hook(state.llm))
+            assert (await run_rolling_summaries(state)).chunks >= 8
+        ollama.fail("http400", paths={"/api/embed"})  # the words decide, not the fake vectors
+        r = await c.post(
+            f"/sessions/{sid}/prepare",
+            json={"message": {"content": "which port does the nginx reverse proxy listen on?"}},
+        )
+        assert r.status_code == 200, r.text
+        recalled = [
+            m for m in r.json()["context"] if m["metadata"].get("source") == "memory_recall"
+        ]
+        assert recalled and "8098" in recalled[0]["content"]
