@@ -1,8 +1,9 @@
 """`POST /sessions/{id}/prepare` for a profile in `rolling` context mode.
 
 The context is the session's last `max_history_messages` context messages plus, when
-the rolling summary has anything in it, a user-role `Prior summary` JSON block placed
-last — the turn context, right before the incoming input. No LLM call happens here (the
+an entry of the rolling summary is relevant to this request (`rolling/relevance.py`), a
+user-role `Prior summary` JSON block of those entries placed last — the turn context,
+right before the incoming input. The caller adds the memory notes (services.py). No LLM call happens here (the
 summary is kept by the periodic job), so a rolling turn costs its own prompt only.
 
 Rows older than the window are flagged out of the LLM context (`is_context = false`):
