@@ -10,10 +10,18 @@ import uuid
 from typing import Any
 
 from litestar import Controller, Response, post
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.compression import ContextTooLargeError
 from app.domain.context.deps import DEPENDENCIES
-from app.domain.context.schemas import CompactOut, CompactRequest, PrepareOut, PrepareRequest
+from app.domain.context.reset import reset_session
+from app.domain.context.schemas import (
+    CompactOut,
+    CompactRequest,
+    PrepareOut,
+    PrepareRequest,
+    ResetOut,
+)
 from app.domain.context.services import ContextService
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.ownership import SessionAccess
@@ -69,3 +77,11 @@ class ContextController(Controller):
         viewer = Viewer.editor(principal)  # both may compress: a write
         session = await access.get(session_id, viewer)
         return await context.compact(session, viewer, data.model if data else None)
+
+    @post("/{session_id:uuid}/reset", status_code=200)
+    async def reset(
+        self, session_id: uuid.UUID, principal: Principal, access: SessionAccess, db: AsyncSession
+    ) -> ResetOut:
+        """Start the conversation over: messages go, the rolling summary and memory stay."""
+        session = await access.get(session_id, Viewer.editor(principal))
+        return await reset_session(db, session)

@@ -68,3 +68,28 @@ class ContextRepository:
             },
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def clear_history(self, user_id: str, session_id: uuid.UUID) -> tuple[int, int, int]:
+        """Delete the session's messages, hot and archived, and their `chat_history`
+        vectors; (hot, archived, vectors) deleted. `user_id` is the session's."""
+        counts = []
+        for table in ("session_messages", "session_messages_archive", "message_embeddings"):
+            result = await self.session.execute(
+                text(f"DELETE FROM {table} WHERE user_id = :uid AND session_id = :sid"),
+                {"uid": user_id, "sid": session_id},
+            )
+            counts.append(int(result.rowcount))  # type: ignore[attr-defined]
+        return counts[0], counts[1], counts[2]
+
+    async def reset_state(
+        self, user_id: str, session_id: uuid.UUID, drop_metadata: Iterable[str]
+    ) -> None:
+        """After a reset: no context tokens, the compression state keys dropped."""
+        await self.session.execute(
+            text(
+                "UPDATE sessions SET context_token_count = 0, last_active = now(), "
+                "session_metadata = session_metadata - CAST(:drop AS text[]) "
+                "WHERE id = :sid AND user_id = :uid"
+            ),
+            {"drop": list(drop_metadata), "sid": session_id, "uid": user_id},
+        )

@@ -1,8 +1,9 @@
 """`POST /sessions/{id}/prepare` for a profile in `rolling` context mode.
 
 The context is the session's last `max_history_messages` context messages plus, when
-the rolling summary has anything in it, a user-role `Prior summary` JSON block placed
-last — the turn context, right before the incoming input. No LLM call happens here (the
+an entry of the rolling summary is relevant to this request (`rolling/relevance.py`), a
+user-role `Prior summary` JSON block of those entries placed last — the turn context,
+right before the incoming input. The caller adds the memory notes (services.py). No LLM call happens here (the
 summary is kept by the periodic job), so a rolling turn costs its own prompt only.
 
 Rows older than the window are flagged out of the LLM context (`is_context = false`):
@@ -12,6 +13,7 @@ and archived rows alike), and the size-based compaction may then archive them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import msgspec
@@ -22,14 +24,13 @@ from app.db.models import Session
 from app.domain.compression import (
     Msg,
     calibration_for,
-    check_context_size,
     truncate_for_view,
     view_budget_tokens,
 )
 from app.domain.context.loading import estimator_for, load_context
-from app.domain.context.schemas import PrepareOut
 from app.domain.kernel.messages import MessageOut
 from app.domain.kernel.profiles import Profile
+from app.domain.rolling.relevance import relevant_summary, request_texts
 from app.domain.rolling.repositories import RollingRepository
 from app.domain.rolling.summary import recent_window, summary_block
 from app.domain.sessions.message_repository import MessageRepository
@@ -59,7 +60,9 @@ async def prepare_rolling(
     profile: Profile,
     model: str,
     incoming: Msg | None,
-) -> PrepareOut:
+) -> RollingContext:
+    """The rolling context and its price (the incoming message included); the caller
+    adds the memory notes, as in compress mode, then checks the size."""
     loaded = await load_context(db, session.user_id, session.id)
     pairs = list(zip(loaded.rows, loaded.msgs, strict=True))
     window_pairs = recent_window(
@@ -76,7 +79,9 @@ async def prepare_rolling(
             False,
         )
     state = await RollingRepository(db).get(session.user_id, session.id)
-    block = summary_block(state.summary if state else None)
+    # only the entries relevant to this request ride (seed 001); none → no block
+    about = request_texts(incoming.content if incoming else None, [p.msg for p in window_pairs])
+    block = summary_block(relevant_summary(state.summary if state else None, about))
 
     window = profile.context_window
     calib = calibration_for(model)
@@ -92,13 +97,29 @@ async def prepare_rolling(
         msgs.append(p.msg)
     if block is not None:
         context.append(summary_message(block, datetime.now(UTC)))
-        msgs.append(Msg(role="user", content=block, is_display=False))
+        msgs.append(Msg(role="user", content=block, is_display=False, is_summary=True))
     estimate = estimator_for(model, window, settings)
     tokens = estimate(msgs + ([incoming] if incoming is not None else []))
-    check_context_size(tokens, window, settings.output_reserve_tokens)
-    return PrepareOut(
-        session_id=session.id, context=context, tokens=tokens, window=window, events=[]
-    )
+    # History left the window (the first message kept is not the session's first):
+    # recall may bring back excerpts of it, as after a compression in compress mode.
+    dropped = bool(window_pairs) and window_pairs[0].row.sequence_number > 0
+    return RollingContext(context=context, msgs=msgs, tokens=tokens, history_dropped=dropped)
+
+
+@dataclass
+class RollingContext:
+    context: list[MessageOut]  # as the model gets it (window views + summary block)
+    msgs: list[Msg]  # the window's stored messages (+ the block), for recall's overlap
+    tokens: int
+    history_dropped: bool = False
+
+    def recall_context(self) -> list[Msg]:
+        """What automatic recall reads: it runs only after history left the context,
+        which it recognises by a summary in it — here the block, or a marker when
+        history was dropped but no summary entry was relevant."""
+        if self.history_dropped and not any(m.is_summary for m in self.msgs):
+            return [*self.msgs, Msg(role="user", is_summary=True, is_display=False)]
+        return self.msgs
 
 
 class _Pair:

@@ -25,6 +25,7 @@ __all__ = [
     "IncomingMessage",
     "PrepareOut",
     "PrepareRequest",
+    "ResetOut",
     "UsageIn",
 ]
 
@@ -64,3 +65,14 @@ class CompactOut(msgspec.Struct):
     events: list[ContextEvent]
     context_token_count: int
     window: int
+
+
+class ResetOut(msgspec.Struct):
+    """What `POST /sessions/{id}/reset` cleared and what it kept."""
+
+    session_id: uuid.UUID
+    messages_cleared: int  # hot rows deleted (context and display history)
+    archived_cleared: int  # archived rows deleted
+    embeddings_cleared: int  # chat_history vectors deleted
+    compression_state_cleared: list[str]  # session_metadata keys dropped
+    rolling_summary_kept: bool  # the session had a rolling summary, and keeps it

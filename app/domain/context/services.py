@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import uuid
+from collections.abc import Sequence
 
 from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -154,7 +155,9 @@ class ContextService:
         model = model or profile.model
         incoming = incoming_msg(message, self.settings)
         if profile.context_mode == "rolling":  # last N messages + rolling summary
-            return await prepare_rolling(self.db, self.settings, session, profile, model, incoming)
+            return await self._prepare_rolling(
+                session, viewer, profile, model, incoming, mid_turn=mid_turn
+            )
         loaded = await load_context(self.db, session.user_id, session.id)
         tokens = self.price.tokens(
             loaded.msgs,
@@ -169,11 +172,42 @@ class ContextService:
         view = self.price.view(loaded, model, window)
         if not mid_turn:  # once per turn: memory the stored context does not hold
             view, tokens = await self._inject(
-                session, viewer, loaded, incoming, view, tokens, model=model, window=window
+                session, viewer, loaded.msgs, incoming, view, tokens, model=model, window=window
             )
         check_context_size(tokens, window, self.settings.output_reserve_tokens)
         return PrepareOut(
             session_id=session.id, context=view, tokens=tokens, window=window, events=events
+        )
+
+    async def _prepare_rolling(
+        self,
+        session: Session,
+        viewer: Viewer,
+        profile: Profile,
+        model: str,
+        incoming: Msg | None,
+        *,
+        mid_turn: bool,
+    ) -> PrepareOut:
+        """Rolling mode: its window + summary, then the same memory notes as compress
+        mode (user summary, facts, recall), then the size check."""
+        window = profile.context_window
+        rolled = await prepare_rolling(self.db, self.settings, session, profile, model, incoming)
+        view, tokens = rolled.context, rolled.tokens
+        if not mid_turn:
+            view, tokens = await self._inject(
+                session,
+                viewer,
+                rolled.recall_context(),
+                incoming,
+                view,
+                tokens,
+                model=model,
+                window=window,
+            )
+        check_context_size(tokens, window, self.settings.output_reserve_tokens)
+        return PrepareOut(
+            session_id=session.id, context=view, tokens=tokens, window=window, events=[]
         )
 
     async def _compress_before_turn(
@@ -223,7 +257,7 @@ class ContextService:
         self,
         session: Session,
         viewer: Viewer,
-        loaded: LoadedContext,
+        context: Sequence[Msg],
         incoming: Msg | None,
         view: list[MessageOut],
         tokens: int,
@@ -237,7 +271,7 @@ class ContextService:
             self.llm,
             self.settings,
             session=session,
-            context=loaded.msgs,
+            context=context,
             incoming=incoming,
             model=model,
             window=window,

@@ -265,6 +265,10 @@ ROUTES: dict[tuple[str, str], tuple[str, Build]] = {
         "session_write",  # a session with something to compact for every call
         fresh(lambda w: _param("session_id", w.fresh_session(turns=8))),
     ),
+    ("POST", "/sessions/{session_id:uuid}/reset"): (
+        "session_write",  # clears the conversation: a session of its own for every call
+        fresh(lambda w: _param("session_id", w.fresh_session(turns=2))),
+    ),
     ("POST", "/sessions/{session_id:uuid}/prepare"): (
         "session_write",
         on_session(json={"message": {"content": "next"}}),
