@@ -250,7 +250,7 @@ class TurnLoop:
         assert self.profile is not None
         reply = Reply(model=self.model)
         stream = self.state.llm.chat_stream(
-            self.prompt.messages(),
+            self.tools.with_viewed_images(self.prompt.messages()),
             model=self.model,
             think=self.profile.think,
             options=self.profile.model_options(),
