@@ -160,3 +160,17 @@ async def test_share_file_and_content_publish_in_a_turn(
     assert "text card" in results[2]["content"]
     r = await served.get(f"/sessions/{sid}/files/report.txt")
     assert r.status_code == 200 and r.text == "quarterly numbers\n"
+
+
+async def test_a_turn_with_a_pasted_image_sends_it_to_the_model(
+    served: httpx.AsyncClient, ollama: FakeOllama
+) -> None:
+    """The turn's own message with an image: the client's Image type, not a 502."""
+    sid = await new_session(served)
+    ollama.chat_replies.append(ScriptedReply("A picture."))
+    body = {"message": {"content": "what is this?", "images": [B64]}}
+    r = await served.post(f"/sessions/{sid}/turns", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "completed"
+    sent = ollama.requests_for("/api/chat")[-1]["messages"]
+    assert sent[-1]["role"] == "user" and sent[-1]["images"] == [B64]
