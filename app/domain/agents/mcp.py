@@ -14,6 +14,7 @@ with the official `mcp` SDK's low-level server and session manager.
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from typing import Any
@@ -61,8 +62,13 @@ def tool_list() -> list[mt.Tool]:
 
 
 def _answer(result: ToolResult) -> mt.CallToolResult:
+    content: list[mt.ContentBlock] = [mt.TextContent(text=result.text)]
+    content += [
+        mt.ImageContent(data=base64.b64encode(i.data).decode("ascii"), mime_type=i.media_type)
+        for i in result.images
+    ]
     return mt.CallToolResult(
-        content=[mt.TextContent(text=result.text)],
+        content=content,
         structured_content=result.data,
         is_error=result.is_error,
     )

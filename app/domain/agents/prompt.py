@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import ollama
+
 from app.domain.kernel.messages import MessageOut
 
 __all__ = ["Prompt", "call_id", "pending_calls", "stored_calls", "to_ollama"]
@@ -32,8 +34,8 @@ def stored_calls(calls: Sequence[tuple[str, str, dict[str, Any]]]) -> list[dict[
 def to_ollama(m: MessageOut) -> dict[str, Any]:
     """A message of the view as an Ollama chat message."""
     out: dict[str, Any] = {"role": m.role, "content": m.content}
-    if m.images:
-        out["images"] = list(m.images)
+    if m.images:  # the client takes its Image type (a bare base64 string is refused)
+        out["images"] = [ollama.Image(value=i) for i in m.images]
     if m.tool_calls:
         out["tool_calls"] = [
             {"function": c.get("function") or {"name": c.get("name", ""), "arguments": {}}}

@@ -23,6 +23,8 @@ from app.domain.kernel.terms import SCOPES
 from app.domain.search.tool import MAX_QUERY as MAX_SEARCH_QUERY
 from app.domain.sketches.tool import MAX_SECTION, MAX_SKETCH
 
+MAX_PATH = 4096  # a path or a file name the file tools take
+
 
 def _string(description: str, max_length: int) -> dict[str, Any]:
     return {"type": "string", "description": description, "maxLength": max_length}
@@ -148,4 +150,34 @@ SCRATCHPAD_WRITE = _object(
         "value": _string("the section's whole new text", MAX_SKETCH),
     },
     ["section", "value"],
+)
+
+IMAGE_VIEW_DESCRIPTION = (
+    "Look at one of this session's images (pasted or uploaded) that is not in your "
+    "context: give its path as the image notice lists it (session_files/<id>/image_2.png) "
+    "or its file name. The image is attached to the tool result, for your next step only."
+)
+IMAGE_VIEW = _object(
+    {"path": _string("the image: session_files/<id>/<name>, or the file name", MAX_PATH)},
+    ["path"],
+)
+
+SHARE_FILE_DESCRIPTION = (
+    "Give the user a file from this machine: copies the file at an absolute path (under "
+    "the directories the service allows) into this session's files and returns its "
+    "download link. The original is left where it is."
+)
+SHARE_FILE = _object(
+    {"path": _string("the file's absolute path, e.g. /home/me/out/report.pdf", MAX_PATH)},
+    ["path"],
+)
+
+CONTENT_PUBLISH_DESCRIPTION = (
+    "Show a file that is already in this session's files to the user as an inline card "
+    "(3D model, HTML, SVG, PDF, image, video, audio or text viewer). Copies nothing: "
+    "use share_file first for a file elsewhere. Returns the card: type, size and URL."
+)
+CONTENT_PUBLISH = _object(
+    {"filename": _string("the file's name in the session's files, e.g. model.stl", MAX_PATH)},
+    ["filename"],
 )

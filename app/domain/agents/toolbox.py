@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import ollama
 import structlog
 from litestar.datastructures import State
 from sqlalchemy.exc import SQLAlchemyError
@@ -14,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.domain.agents.stream import ToolCall, ToolResult, TurnEvent
+from app.domain.agents.tool_types import ToolResult as ToolOutput
 from app.domain.agents.tools import BUILTIN_TOOLS, ToolContext, ollama_tool_defs, run_tool
 from app.domain.kernel.messages import MessageIn
 from app.domain.kernel.principal import Principal
@@ -57,6 +59,9 @@ class Toolbox:
         if clash:
             raise Unprocessable(f"tools: {sorted(clash)} are built-in tools of this profile")
         self.client_tools = list(client_tools)
+        # Images the last round's tools handed the model (`image_view`): (the tool
+        # message's content, the images), attached to the next model call only.
+        self.viewed: list[tuple[str, list[ollama.Image]]] = []
 
     @classmethod
     def for_profile(
@@ -79,17 +84,23 @@ class Toolbox:
         round's transaction); the results as tool messages."""
         ctx = ToolContext(db, self.settings, self.state, principal, session_id)
         out = []
+        self.viewed = []
         for cid, name, args in calls:
             builtin = name in self.builtin
             emit(ToolCall(id=cid, name=name, arguments=args, builtin=builtin))
             if not builtin:
                 continue
-            text, is_error = await self._run_one(db, ctx, name, args)
+            result = await self._run_one(db, ctx, name, args)
+            text, is_error = result.text, result.is_error
             emit(ToolResult(id=cid, name=name, content=text, is_error=is_error))
+            content = text[: self.settings.message_max_chars]
+            if result.images:
+                images = [ollama.Image(value=i.data) for i in result.images]
+                self.viewed.append((content, images))
             out.append(
                 MessageIn(
                     role="tool",
-                    content=text[: self.settings.message_max_chars],
+                    content=content,
                     tool_call_id=cid,
                     name=name,
                     metadata={"is_error": True} if is_error else {},
@@ -97,9 +108,21 @@ class Toolbox:
             )
         return out
 
+    def with_viewed_images(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`messages` (Ollama's shape) with the images the last round's tools handed the
+        model on their tool messages (the newest matching one each); once only."""
+        for content, images in self.viewed:
+            for i in range(len(messages) - 1, -1, -1):
+                m = messages[i]
+                if m["role"] == "tool" and m["content"] == content:
+                    messages[i] = {**m, "images": [*(m.get("images") or ()), *images]}
+                    break
+        self.viewed = []
+        return messages
+
     async def _run_one(
         self, db: AsyncSession, ctx: ToolContext, name: str, args: dict[str, Any]
-    ) -> tuple[str, bool]:
+    ) -> ToolOutput:
         try:
             async with db.begin_nested():
                 result = await run_tool(name, ctx, args)
@@ -107,5 +130,5 @@ class Toolbox:
             raise  # the database failing ends the round (its transaction rolls back)
         except Exception as exc:  # the model sees the failure and may try otherwise
             log.warning("turn.tool_failed", tool=name, error=type(exc).__name__)
-            return f"error: the tool {name} failed ({type(exc).__name__})", True
-        return result.text, result.is_error
+            return ToolOutput(f"error: the tool {name} failed ({type(exc).__name__})", None, True)
+        return result

@@ -17,11 +17,10 @@ from typing import Any, TypeVar
 
 import msgspec
 import structlog
-from litestar.datastructures import State
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
 from app.domain.agents import tool_schemas as schemas
+from app.domain.agents.file_tools import content_publish, image_view, share_file
+from app.domain.agents.tool_types import ToolContext, ToolResult
 from app.domain.error_memory.schemas import ErrorHistoryIn, WriteErrorIn
 from app.domain.error_memory.services import ErrorMemoryService
 from app.domain.error_memory.tool import run_error_history, run_write_error
@@ -45,22 +44,6 @@ from app.lib.inputs import explain_pattern
 log = structlog.get_logger()
 
 S = TypeVar("S", bound=msgspec.Struct)
-
-
-@dataclass(frozen=True)
-class ToolContext:
-    db: AsyncSession  # the transaction the tool runs in (the caller owns commit/rollback)
-    settings: Settings
-    state: State  # state.llm is the LLMGateway, state.session_factory
-    principal: Principal
-    session_id: uuid.UUID | None  # the current session (ownership checked by the caller), or None
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    text: str  # what the model reads (the HTTP tool endpoint's `text`)
-    data: dict[str, Any] | None = None  # the structured result (the endpoint's JSON body)
-    is_error: bool = False  # bad arguments from the model: `text` names the problem
 
 
 @dataclass(frozen=True)
@@ -182,6 +165,9 @@ BUILTIN_TOOLS: Mapping[str, ToolSpec] = MappingProxyType(
             _spec("error_history", _error_history),
             _spec("scratchpad_read", _scratchpad_read, needs_session=True),
             _spec("scratchpad_write", _scratchpad_write, needs_session=True),
+            _spec("image_view", image_view, needs_session=True),
+            _spec("share_file", share_file, needs_session=True),
+            _spec("content_publish", content_publish, needs_session=True),
         )
     }
 )

@@ -22,6 +22,7 @@ from contextlib import AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import ollama
 import structlog
 from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -165,9 +166,9 @@ class TurnLoop:
         user = MessageIn(role="user", content=msg.content, images=msg.images)
         await SessionService(db, self.settings).append(self.session_id, self.viewer, [user])
         self.prompt = Prompt.of(out.context)
-        self.prompt.stored.append({"role": "user", "content": msg.content, "images": msg.images})
-        if not msg.images:
-            self.prompt.stored[-1].pop("images")
+        self.prompt.stored.append({"role": "user", "content": msg.content})
+        if msg.images:  # the client's Image type (a bare base64 string is refused)
+            self.prompt.stored[-1]["images"] = [ollama.Image(value=i) for i in msg.images]
         return out
 
     async def _begin_resume(
@@ -250,7 +251,7 @@ class TurnLoop:
         assert self.profile is not None
         reply = Reply(model=self.model)
         stream = self.state.llm.chat_stream(
-            self.prompt.messages(),
+            self.tools.with_viewed_images(self.prompt.messages()),
             model=self.model,
             think=self.profile.think,
             options=self.profile.model_options(),

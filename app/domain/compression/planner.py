@@ -27,7 +27,7 @@ Intra-turn mode (``keep_recent_messages`` given)
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from .turns import Turn, flatten, split_system, split_turns, tool_units
@@ -101,7 +101,7 @@ def is_acknowledgement(text: str) -> bool:
     return not normalized or normalized in _ACKS or len(normalized) <= 2
 
 
-def turn_importance(turn: Turn) -> float:
+def turn_importance(turn: Turn, critical_tools: Collection[str] = ()) -> float:
     """Heuristic value of keeping ``turn`` verbatim (higher = more important).
 
     Critical tool results, explicit decisions or "remember" requests, code
@@ -125,7 +125,7 @@ def turn_importance(turn: Turn) -> float:
         if m.role in ("user", "assistant"):
             has_code = has_code or "```" in text
             has_decision = has_decision or bool(_DECISION_RE.search(text))
-        if m.role == "tool" and m.is_compression_critical:
+        if m.role == "tool" and (m.is_compression_critical or (m.name or "") in critical_tools):
             critical += 1
         if m.has_tool_calls:
             tool_calls += 1
@@ -138,17 +138,25 @@ def turn_importance(turn: Turn) -> float:
     return score
 
 
-def _should_swap(candidate: Turn, oldest_kept: Turn) -> bool:
+def _should_swap(candidate: Turn, oldest_kept: Turn, critical_tools: Collection[str]) -> bool:
     if candidate.is_leading or candidate.is_summary:
         return False
     if oldest_kept.is_leading or oldest_kept.is_summary:
         return False
-    filler = turn_importance(oldest_kept)
-    return filler <= FILLER_MAX_IMPORTANCE and turn_importance(candidate) >= filler + SWAP_MARGIN
+    filler = turn_importance(oldest_kept, critical_tools)
+    return (
+        filler <= FILLER_MAX_IMPORTANCE
+        and turn_importance(candidate, critical_tools) >= filler + SWAP_MARGIN
+    )
 
 
 def _plan_turns(
-    system: list[Msg], turns: list[Turn], keep_recent: int, budget: float, estimate: Estimator
+    system: list[Msg],
+    turns: list[Turn],
+    keep_recent: int,
+    budget: float,
+    estimate: Estimator,
+    critical_tools: Collection[str] = (),
 ) -> Plan:
     n = len(turns)
     k = max(1, min(keep_recent, n))
@@ -156,7 +164,7 @@ def _plan_turns(
         k -= 1
     kept = list(range(n - k, n))
     swapped = False
-    if k >= 2 and n > k and _should_swap(turns[n - k - 1], turns[n - k]):
+    if k >= 2 and n > k and _should_swap(turns[n - k - 1], turns[n - k], critical_tools):
         trial = [n - k - 1, *kept[1:]]
         if estimate(system + flatten(turns[i] for i in trial)) <= budget:
             kept = trial
@@ -223,14 +231,16 @@ def plan_compression(
     window: int,
     target: float = DEFAULT_TARGET,
     estimate: Estimator,
+    critical_tools: Collection[str] = (),
 ) -> Plan:
-    """Partition ``context`` into system / to-summarize / to-keep (see module doc)."""
+    """Partition ``context`` into system / to-summarize / to-keep (see module doc).
+    ``critical_tools``: tool names whose results weigh as flagged critical ones."""
     system, conversation = split_system(context)
     if not conversation:
         return Plan(system=system)
     budget = window * target
     turns = split_turns(conversation)
-    plan = _plan_turns(system, turns, keep_recent, budget, estimate)
+    plan = _plan_turns(system, turns, keep_recent, budget, estimate, frozenset(critical_tools))
     if keep_recent_messages is None:
         return plan
     if plan.would_compress and estimate(plan.kept) <= budget:

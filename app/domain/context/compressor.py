@@ -167,6 +167,7 @@ def plan_for(
         window=window,
         target=settings.context_compression_target,
         estimate=estimate,
+        critical_tools=profile.critical_tools,
     )
 
 

@@ -152,6 +152,7 @@ class LLMSummarizer:
             window=window,
             image_budget_frac=IMAGE_BUDGET_FRAC if profile.vision else 0.0,
             image_fallback=self.settings.context_image_tokens,
+            critical_tools=profile.critical_tools,
         )
         text = cut_summary_input(prepared.text)
         summary, keys = await self._chat(profile.summary_prompt, text, prepared.images, profile)

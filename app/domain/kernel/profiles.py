@@ -23,7 +23,9 @@ A session names its profile (``sessions.profile_id``). Each profile may set
   the model, by name (default: all of them; ``[]`` = none);
 * ``options`` — Ollama ``options`` of the turn's model calls (``temperature``, ``top_p``…;
   ``num_ctx`` defaults to ``context_window``);
-* ``think`` — ask the turn's model for its reasoning (default: the model's own default).
+* ``think`` — ask the turn's model for its reasoning (default: the model's own default);
+* ``critical_tools`` — tool names whose results compression treats as critical, exactly
+  like a message's ``is_compression_critical`` flag (default: none).
 
 Built in are ``default`` (all defaults) and ``code`` (``compression_keep_recent=12``).
 ``NAVI_PROFILES_FILE`` points at a JSON object mapping profile ids to such objects; a
@@ -83,6 +85,7 @@ class ProfileSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     tools: Annotated[list[ToolName], msgspec.Meta(max_length=100)] | None = None
     options: Annotated[dict[str, Any], msgspec.Meta(max_length=50)] | None = None
     think: bool | None = None
+    critical_tools: Annotated[list[ToolName], msgspec.Meta(max_length=100)] | None = None
 
 
 BUILTIN_PROFILES: dict[str, ProfileSpec] = {
@@ -109,6 +112,7 @@ class Profile:
     tools: tuple[str, ...] | None = None  # None: every built-in tool
     options: dict[str, Any] | None = None
     think: bool | None = None
+    critical_tools: tuple[str, ...] = ()  # their results count as is_compression_critical
 
     def model_options(self) -> dict[str, Any]:
         """The turn's Ollama options: the profile's, ``num_ctx`` = the window by default."""
@@ -192,6 +196,7 @@ def _resolve(
         tools=tuple(spec.tools) if spec.tools is not None else None,
         options=dict(spec.options) if spec.options else None,
         think=spec.think,
+        critical_tools=tuple(spec.critical_tools or ()),
     )
 
 

@@ -4,6 +4,7 @@ refused, no token → 401."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -11,6 +12,7 @@ from typing import Any
 
 import httpx
 import httpx2
+import mcp.types as mt
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -21,6 +23,7 @@ from app.config import Settings
 from app.domain.agents.tools import BUILTIN_TOOLS
 from tests.conftest import ADMIN_TOKEN
 from tests.fakes.served import serve
+from tests.unit.compression.images import png
 
 
 @dataclasses.dataclass
@@ -31,10 +34,19 @@ class Navi:
     sid: str
 
 
-async def _user(http: httpx.AsyncClient, name: str) -> dict[str, str]:
-    r = await http.post("/admin/users", json={"name": name})
+async def _user(
+    http: httpx.AsyncClient,
+    name: str,
+    headers: dict[str, str] | None = None,
+    permissions: list[str] | None = None,
+) -> dict[str, str]:
+    r = await http.post(
+        "/admin/users", json={"name": name, "permissions": permissions or []}, headers=headers
+    )
     assert r.status_code == 201, r.text
-    r = await http.post(f"/admin/users/{r.json()['id']}/tokens", json={"name": "mcp"})
+    r = await http.post(
+        f"/admin/users/{r.json()['id']}/tokens", json={"name": "mcp"}, headers=headers
+    )
     assert r.status_code == 201, r.text
     return {"Authorization": f"Bearer {r.json()['token']}"}
 
@@ -180,3 +192,44 @@ async def test_get_has_no_event_stream_to_open(navi: Navi) -> None:
             assert r.headers["allow"] == "POST" and r.json()["error"] == "method_not_allowed"
         r = await http.get("/mcp", headers={"Accept": "text/event-stream"})
         assert r.status_code == 401
+
+
+async def test_file_tools_image_content_and_the_editor_check(navi: Navi) -> None:
+    """image_view answers MCP image content; share_file needs an editor of the session
+    (a reader of every session may publish, not share), as the HTTP endpoints do."""
+    image = png(32, 32)
+    b64 = base64.b64encode(image).decode()
+    async with httpx.AsyncClient(base_url=navi.base, timeout=30) as http:
+        msg = {"role": "user", "content": "see this", "images": [b64]}
+        r = await http.post(
+            f"/sessions/{navi.sid}/messages", json={"messages": [msg]}, headers=navi.alice
+        )
+        assert r.status_code == 201, r.text
+        admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        reader = await _user(http, "auditor", admin, ["navi.sessions.read_all"])
+    path = f"session_files/{navi.sid}/image_1.png"
+    async with mcp_session(navi, {**navi.alice, "X-Navi-Session-Id": navi.sid}) as mcp:
+        seen = await mcp.call_tool("image_view", {"path": path})
+        assert not seen.is_error, _text_only(seen)
+        text, picture = seen.content
+        assert isinstance(picture, mt.ImageContent)
+        assert picture.mime_type == "image/png" and picture.data == b64
+        assert path in text.text  # type: ignore[union-attr]
+        missing = await mcp.call_tool("image_view", {"path": "image_7.png"})
+        assert missing.is_error and "no image 'image_7.png'" in _text_only(missing)
+        card = await mcp.call_tool("content_publish", {"filename": "image_1.png"})
+        assert not card.is_error and card.structured_content["type"] == "image"
+        share = await mcp.call_tool("share_file", {"path": "/etc/hostname"})
+        assert share.is_error and "SHARE_FILE_ROOTS is empty" in _text_only(share)
+    async with mcp_session(navi, {**reader, "X-Navi-Session-Id": navi.sid}) as mcp:
+        card = await mcp.call_tool("content_publish", {"filename": "image_1.png"})
+        assert not card.is_error, _text_only(card)
+        share = await mcp.call_tool("share_file", {"path": "/etc/hostname"})
+        assert share.is_error and "may change it" in _text_only(share)
+    async with mcp_session(navi, {**navi.bob, "X-Navi-Session-Id": navi.sid}) as mcp:
+        other = await mcp.call_tool("image_view", {"path": path})
+        assert other.is_error and _text_only(other) == f"no session {navi.sid}"
+
+
+def _text_only(result: Any) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, mt.TextContent))

@@ -28,6 +28,9 @@ NAMES = (
     "error_history",
     "scratchpad_read",
     "scratchpad_write",
+    "image_view",
+    "share_file",
+    "content_publish",
 )
 
 
@@ -61,7 +64,7 @@ async def alice(client: AsyncTestClient) -> tuple[Principal, dict[str, str], str
     return Principal(id=uid, name="alice"), headers, sid
 
 
-def test_registry_lists_the_seven_tools_for_ollama() -> None:
+def test_registry_lists_the_ten_tools_for_ollama() -> None:
     assert tuple(BUILTIN_TOOLS) == NAMES
     defs = ollama_tool_defs()
     assert [d["function"]["name"] for d in defs] == list(NAMES)

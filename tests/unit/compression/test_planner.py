@@ -239,3 +239,22 @@ def test_input_is_not_mutated() -> None:
     snapshot = list(ctx)
     plan_compression(ctx, keep_recent=2, keep_recent_messages=2, window=100, estimate=est)
     assert ctx == snapshot
+
+
+def test_critical_tools_weigh_like_the_critical_flag() -> None:
+    from app.domain.compression.planner import turn_importance
+    from app.domain.compression.turns import split_turns
+    from app.domain.compression.types import Msg
+
+    def t(flag: bool) -> list[Msg]:
+        return [
+            Msg(role="user", content="run the build"),
+            Msg(role="assistant", content="", tool_calls=[{"function": {"name": "build_log"}}]),
+            Msg(role="tool", content="ok", name="build_log", is_compression_critical=flag),
+            Msg(role="assistant", content="done"),
+        ]
+
+    (plain,) = split_turns(t(False))
+    (flagged,) = split_turns(t(True))
+    assert turn_importance(plain, ["build_log"]) == turn_importance(flagged)
+    assert turn_importance(plain, ["build_log"]) > turn_importance(plain)

@@ -92,3 +92,13 @@ def test_empty_prompt_file_is_an_error(tmp_path: Path) -> None:
     path = _file(tmp_path, {"x": {"compression_prompt_file": "empty.txt"}})
     with pytest.raises(ProfilesError, match="empty"):
         load_profiles(Settings(profiles_file=path))
+
+
+def test_critical_tools(tmp_path: Path) -> None:
+    path = _file(tmp_path, {"ops": {"critical_tools": ["run_tests", "build_log"]}})
+    profiles = load_profiles(Settings(profiles_file=path))
+    assert profiles.get("ops").critical_tools == ("run_tests", "build_log")
+    assert profiles.get("default").critical_tools == ()
+    bad = _file(tmp_path, {"ops": {"critical_tools": [""]}})
+    with pytest.raises(ProfilesError, match="critical_tools"):
+        load_profiles(Settings(profiles_file=bad))

@@ -1,0 +1,43 @@
+"""What a built-in tool is handed (:class:`ToolContext`) and what it answers
+(:class:`ToolResult`); apart from the registry (``tools.py``) so the tool modules can
+import them."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from litestar.datastructures import State
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.domain.kernel.principal import Principal
+
+__all__ = ["ToolContext", "ToolImage", "ToolResult"]
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    db: AsyncSession  # the transaction the tool runs in (the caller owns commit/rollback)
+    settings: Settings
+    state: State  # state.llm is the LLMGateway, state.session_factory
+    principal: Principal
+    session_id: uuid.UUID | None  # the current session (ownership checked by the caller), or None
+
+
+@dataclass(frozen=True)
+class ToolImage:
+    """An image a tool hands the model (`image_view`): the turn loop attaches it to the
+    next model call, MCP answers it as image content."""
+
+    data: bytes
+    media_type: str
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    text: str  # what the model reads (the HTTP tool endpoint's `text`)
+    data: dict[str, Any] | None = None  # the structured result (the endpoint's JSON body)
+    is_error: bool = False  # bad arguments from the model: `text` names the problem
+    images: tuple[ToolImage, ...] = ()
