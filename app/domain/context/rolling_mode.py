@@ -28,6 +28,7 @@ from app.domain.compression import (
 )
 from app.domain.context.loading import estimator_for, load_context
 from app.domain.context.schemas import PrepareOut
+from app.domain.context.system_prompt import prompt_note
 from app.domain.kernel.messages import MessageOut
 from app.domain.kernel.profiles import Profile
 from app.domain.rolling.repositories import RollingRepository
@@ -93,11 +94,16 @@ async def prepare_rolling(
     if block is not None:
         context.append(summary_message(block, datetime.now(UTC)))
         msgs.append(Msg(role="user", content=block, is_display=False))
-    estimate = estimator_for(model, window, settings)
+    estimate = estimator_for(model, window, settings, profile.system_prompt)
     tokens = estimate(msgs + ([incoming] if incoming is not None else []))
     check_context_size(tokens, window, settings.output_reserve_tokens)
+    lead = prompt_note(profile)  # the profile's system prompt, never stored
     return PrepareOut(
-        session_id=session.id, context=context, tokens=tokens, window=window, events=[]
+        session_id=session.id,
+        context=[lead, *context] if lead else context,
+        tokens=tokens,
+        window=window,
+        events=[],
     )
 
 

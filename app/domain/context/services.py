@@ -41,6 +41,8 @@ from app.domain.context.repositories import ContextRepository
 from app.domain.context.rolling_mode import prepare_rolling
 from app.domain.context.schemas import CompactOut, IncomingMessage, PrepareOut
 from app.domain.context.summarizer import LLMSummarizer, Summarizer
+from app.domain.context.system_prompt import prompt_note
+from app.domain.context.writer import BASELINE_KEY
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.events import CompressionStarted, ContextCompressed, ContextEvent, UsageIn
 from app.domain.kernel.hooks import DemotionHooks, demotion_hooks
@@ -162,6 +164,7 @@ class ContextService:
             window=window,
             metadata=session.session_metadata,
             extra=incoming,
+            system_prompt=profile.system_prompt,
         )
         loaded, tokens, events = await self._compress_before_turn(
             session, viewer, profile, model, loaded, tokens, incoming, mid_turn=mid_turn
@@ -172,8 +175,13 @@ class ContextService:
                 session, viewer, loaded, incoming, view, tokens, model=model, window=window
             )
         check_context_size(tokens, window, self.settings.output_reserve_tokens)
+        lead = prompt_note(profile)  # fresh from the profile, never stored; counted above
         return PrepareOut(
-            session_id=session.id, context=view, tokens=tokens, window=window, events=events
+            session_id=session.id,
+            context=[lead, *view] if lead else view,
+            tokens=tokens,
+            window=window,
+            events=events,
         )
 
     async def _compress_before_turn(
@@ -213,7 +221,12 @@ class ContextService:
         )
         loaded = await load_context(self.db, session.user_id, session.id)
         tokens = self.price.tokens(
-            loaded.msgs, model=model, window=window, metadata=None, extra=incoming
+            loaded.msgs,
+            model=model,
+            window=window,
+            metadata=None,
+            extra=incoming,
+            system_prompt=profile.system_prompt,
         )
         if result is not None:
             events.append(_compressed_event(result, window))
@@ -264,8 +277,11 @@ class ContextService:
         window = profile.context_window
         loaded = await load_context(self.db, session.user_id, session_id)
         metadata = dict(session.session_metadata or {})
-        calibration = self.price.calibrate(loaded.msgs, usage, window, metadata)
-        tokens = self.price.tokens(loaded.msgs, model=usage.model, window=window, metadata=metadata)
+        prompt = profile.system_prompt
+        calibration = self.price.calibrate(loaded.msgs, usage, window, metadata, prompt)
+        tokens = self.price.tokens(
+            loaded.msgs, model=usage.model, window=window, metadata=metadata, system_prompt=prompt
+        )
         await ContextRepository(self.db).save_state(
             session_id,
             viewer,
@@ -312,6 +328,47 @@ class ContextService:
             events.append(_compressed_event(result, window))
         return events
 
+    # ------------------------------------------------------------------ profile switch
+    async def profile_changed(self, session_id: uuid.UUID, viewer: Viewer) -> list[ContextEvent]:
+        """The session now has another profile: its window applies at once — the stored
+        context is priced against it (its prompt counted, the old baseline measured
+        another prompt) and compressed now when it no longer fits."""
+        session = await SessionAccess(self.db).get(session_id, viewer)
+        profile = self.profiles.get(session.profile_id)
+        if profile.context_mode == "rolling" or not self.settings.context_compression_enabled:
+            return []
+        window, model = profile.context_window, profile.model
+        loaded = await load_context(self.db, session.user_id, session_id)
+        prompt = profile.system_prompt
+        tokens = self.price.tokens(
+            loaded.msgs, model=model, window=window, metadata=None, system_prompt=prompt
+        )
+        # the real baseline measured a prompt with the old profile's system prompt
+        await ContextRepository(self.db).save_state(
+            session_id, viewer, token_count=tokens, drop_metadata=[BASELINE_KEY]
+        )
+        if not (
+            self.price.over_threshold(tokens, window)
+            and self.price.can_compress(loaded.msgs, profile, model, None)
+        ):
+            return []
+        result = await self._compress(
+            session_id,
+            viewer,
+            profile,
+            model=model,
+            reason="profile",
+            loaded=loaded,
+            tokens=tokens,
+            keep_messages=None,
+        )
+        events: list[ContextEvent] = [
+            CompressionStarted(context_tokens=tokens, max_context_tokens=window)
+        ]
+        if result is not None:
+            events.append(_compressed_event(result, window))
+        return events
+
     # ------------------------------------------------------------------ forced
     async def compact(self, session: Session, viewer: Viewer, model: str | None) -> CompactOut:
         profile = self.profiles.get(session.profile_id)
@@ -319,7 +376,11 @@ class ContextService:
         model = model or profile.model
         loaded = await load_context(self.db, session.user_id, session.id)
         tokens = self.price.tokens(
-            loaded.msgs, model=model, window=window, metadata=session.session_metadata
+            loaded.msgs,
+            model=model,
+            window=window,
+            metadata=session.session_metadata,
+            system_prompt=profile.system_prompt,
         )
         result = await self._compress(
             session.id,

@@ -23,7 +23,11 @@ A session names its profile (``sessions.profile_id``). Each profile may set
   the model, by name (default: all of them; ``[]`` = none);
 * ``options`` — Ollama ``options`` of the turn's model calls (``temperature``, ``top_p``…;
   ``num_ctx`` defaults to ``context_window``);
-* ``think`` — ask the turn's model for its reasoning (default: the model's own default).
+* ``think`` — ask the turn's model for its reasoning (default: the model's own default);
+* ``system_prompt`` — the profile's system prompt (inline text), or ``system_prompt_file``
+  (a file read at start-up, resolved like ``compression_prompt_file``): sent first on every
+  model call of the turn endpoint and first in ``/prepare``'s context, never stored, so a
+  profile switch takes effect at the next call (at most ``MAX_PROMPT_CHARS`` characters).
 
 Built in are ``default`` (all defaults) and ``code`` (``compression_keep_recent=12``).
 ``NAVI_PROFILES_FILE`` points at a JSON object mapping profile ids to such objects; a
@@ -83,6 +87,10 @@ class ProfileSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     tools: Annotated[list[ToolName], msgspec.Meta(max_length=100)] | None = None
     options: Annotated[dict[str, Any], msgspec.Meta(max_length=50)] | None = None
     think: bool | None = None
+    system_prompt: (
+        Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_PROMPT_CHARS)] | None
+    ) = None
+    system_prompt_file: Annotated[str, msgspec.Meta(min_length=1)] | None = None
 
 
 BUILTIN_PROFILES: dict[str, ProfileSpec] = {
@@ -109,6 +117,7 @@ class Profile:
     tools: tuple[str, ...] | None = None  # None: every built-in tool
     options: dict[str, Any] | None = None
     think: bool | None = None
+    system_prompt: str | None = None  # sent first on every model call, never stored
 
     def model_options(self) -> dict[str, Any]:
         """The turn's Ollama options: the profile's, ``num_ctx`` = the window by default."""
@@ -149,7 +158,9 @@ def _merge(base: ProfileSpec, over: ProfileSpec) -> ProfileSpec:
     return ProfileSpec(**values)
 
 
-def _read_prompt(path_text: str, base_dir: Path, where: str) -> str:
+def _read_prompt(
+    path_text: str, base_dir: Path, where: str, field: str = "compression_prompt_file"
+) -> str:
     path = Path(path_text).expanduser()
     if not path.is_absolute():
         path = base_dir / path
@@ -157,13 +168,13 @@ def _read_prompt(path_text: str, base_dir: Path, where: str) -> str:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfilesError(
-            f"{where}: compression_prompt_file: cannot read {str(path)!r} ({exc.__class__.__name__})"
+            f"{where}: {field}: cannot read {str(path)!r} ({exc.__class__.__name__})"
         ) from None
     if not text.strip():
-        raise ProfilesError(f"{where}: compression_prompt_file: {str(path)!r} is empty")
+        raise ProfilesError(f"{where}: {field}: {str(path)!r} is empty")
     if len(text) > MAX_PROMPT_CHARS:
         raise ProfilesError(
-            f"{where}: compression_prompt_file: {str(path)!r} is over {MAX_PROMPT_CHARS} characters"
+            f"{where}: {field}: {str(path)!r} is over {MAX_PROMPT_CHARS} characters"
         )
     return text
 
@@ -175,6 +186,15 @@ def _resolve(
         _read_prompt(spec.compression_prompt_file, base_dir, where)
         if spec.compression_prompt_file
         else default_summary_prompt()
+    )
+    if spec.system_prompt and spec.system_prompt_file:
+        raise ProfilesError(
+            f"{where}: system_prompt_file: give system_prompt or the file, not both"
+        )
+    system_prompt = (
+        _read_prompt(spec.system_prompt_file, base_dir, where, "system_prompt_file")
+        if spec.system_prompt_file
+        else spec.system_prompt
     )
     model = spec.model or settings.ollama_model
     return Profile(
@@ -192,6 +212,7 @@ def _resolve(
         tools=tuple(spec.tools) if spec.tools is not None else None,
         options=dict(spec.options) if spec.options else None,
         think=spec.think,
+        system_prompt=system_prompt.strip() if system_prompt and system_prompt.strip() else None,
     )
 
 
