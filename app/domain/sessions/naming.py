@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
@@ -121,7 +122,7 @@ def start_naming(state: State, user_id: str, session_id: uuid.UUID) -> None:
         spawn(state, name_session(state, user_id, session_id), "session.auto_name")
 
 
-def name_after_commit(db: AsyncSession, state: State, session: Any, roles: list[str]) -> None:
+def name_after_commit(db: AsyncSession, state: State, session: Any, roles: Sequence[str]) -> None:
     """After the request commits, name `session` in the background when it has no name
     and the appended messages hold an assistant reply (its first exchange)."""
     if session.name is not None or "assistant" not in roles:

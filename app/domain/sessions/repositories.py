@@ -112,6 +112,11 @@ class SessionRepository(SessionLookupRepository):
         ).first()
         return (str(found[0]), str(found[1]), str(found[2])) if found else None
 
+    async def reload(self, row: Session) -> Session:
+        """The row read again (another statement of this transaction changed it)."""
+        await self.session.refresh(row)
+        return row
+
     async def name_if_unnamed(self, user_id: str, session_id: uuid.UUID, name: str) -> bool:
         """Set the name only while the session still has none (a name the user set in
         the meantime is kept); True when it was set."""

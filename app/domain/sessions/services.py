@@ -224,9 +224,7 @@ class SessionService:
 
     async def reload(self, session_id: uuid.UUID, viewer: Viewer) -> Session:
         """The session as stored now (after another service changed its row)."""
-        row = await self.get(session_id, viewer)
-        await self.repo.session.refresh(row)
-        return row
+        return await self.repo.reload(await self.get(session_id, viewer))
 
     async def delete(self, session_id: uuid.UUID, viewer: Viewer) -> None:
         if not await self.repo.delete(session_id, viewer):
