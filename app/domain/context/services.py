@@ -195,6 +195,7 @@ class ContextService:
         incoming: Msg | None,
         *,
         mid_turn: bool,
+        reason: Reason | None = None,
     ) -> tuple[LoadedContext, int, list[ContextEvent]]:
         """Compress when over the threshold and the partition can shrink the context;
         the context is then reloaded and priced again (no baseline: it changed)."""
@@ -214,7 +215,7 @@ class ContextService:
             viewer,
             profile,
             model=model,
-            reason="midturn" if mid_turn else "preturn",
+            reason=reason or ("midturn" if mid_turn else "preturn"),
             loaded=loaded,
             tokens=tokens,
             keep_messages=keep_messages,
@@ -331,42 +332,27 @@ class ContextService:
     # ------------------------------------------------------------------ profile switch
     async def profile_changed(self, session_id: uuid.UUID, viewer: Viewer) -> list[ContextEvent]:
         """The session now has another profile: its window applies at once — the stored
-        context is priced against it (its prompt counted, the old baseline measured
-        another prompt) and compressed now when it no longer fits."""
+        context is priced against it (its prompt counted; the old baseline measured
+        another prompt) and compressed now, as before a turn, when it no longer fits."""
         session = await SessionAccess(self.db).get(session_id, viewer)
         profile = self.profiles.get(session.profile_id)
-        if profile.context_mode == "rolling" or not self.settings.context_compression_enabled:
+        if profile.context_mode == "rolling":  # prepare sends its own window
             return []
         window, model = profile.context_window, profile.model
         loaded = await load_context(self.db, session.user_id, session_id)
-        prompt = profile.system_prompt
         tokens = self.price.tokens(
-            loaded.msgs, model=model, window=window, metadata=None, system_prompt=prompt
+            loaded.msgs,
+            model=model,
+            window=window,
+            metadata=None,
+            system_prompt=profile.system_prompt,
         )
-        # the real baseline measured a prompt with the old profile's system prompt
         await ContextRepository(self.db).save_state(
             session_id, viewer, token_count=tokens, drop_metadata=[BASELINE_KEY]
         )
-        if not (
-            self.price.over_threshold(tokens, window)
-            and self.price.can_compress(loaded.msgs, profile, model, None)
-        ):
-            return []
-        result = await self._compress(
-            session_id,
-            viewer,
-            profile,
-            model=model,
-            reason="profile",
-            loaded=loaded,
-            tokens=tokens,
-            keep_messages=None,
+        *_, events = await self._compress_before_turn(
+            session, viewer, profile, model, loaded, tokens, None, mid_turn=False, reason="profile"
         )
-        events: list[ContextEvent] = [
-            CompressionStarted(context_tokens=tokens, max_context_tokens=window)
-        ]
-        if result is not None:
-            events.append(_compressed_event(result, window))
         return events
 
     # ------------------------------------------------------------------ forced
