@@ -4,6 +4,7 @@ background, the first user words when no model answers, never over a user's name
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -132,3 +133,22 @@ async def test_switched_off_by_the_setting(
         await c.post(f"/sessions/{sid}/messages", json={"messages": EXCHANGE})
         await settle(c)
         assert await name_of(c, sid) is None
+
+
+async def test_a_model_past_the_deadline_falls_back(
+    make_client,  # type: ignore[no-untyped-def]
+    settings: Settings,
+    ollama: FakeOllama,
+) -> None:
+    overrides = {"session_auto_name_enabled": True, "session_auto_name_timeout_seconds": 1.0}
+    async with make_client(settings, **overrides) as c:
+        c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        sid = await new_session(c)
+        ollama.slow_seconds = 3.0
+        ollama.fail("slow", paths=["/api/chat"])
+        ollama.chat_replies.append("Too late")
+        started = time.monotonic()
+        await c.post(f"/sessions/{sid}/messages", json={"messages": EXCHANGE})
+        await settle(c)
+        assert time.monotonic() - started < 2.9
+        assert await name_of(c, sid) == "How do I move the garden"
