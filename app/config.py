@@ -453,6 +453,20 @@ class Settings:
         ),
     )
     # --- conversation history, error memory, rolling context (seed 001)
+    session_auto_name_enabled: bool = setting(
+        "SESSION_AUTO_NAME_ENABLED",
+        True,
+        doc=(
+            "Name an unnamed session after its first exchange: a short title from the "
+            "profile's model, in the background; the first user words when no model answers."
+        ),
+    )
+    session_auto_name_timeout_seconds: float = setting(
+        "SESSION_AUTO_NAME_TIMEOUT_SECONDS",
+        20.0,
+        ge=1,
+        doc="Deadline of the title's model call; past it the fallback title is used.",
+    )
     session_max_history_bytes: int = setting(
         "SESSION_MAX_HISTORY_BYTES",
         4_194_304,

@@ -199,6 +199,9 @@ def settings(ollama: FakeOllama, tmp_path: Path, request: pytest.FixtureRequest)
         log_json=False,
         log_level="warning",
         extraction_interval_seconds=0,
+        # A background title call would take another test's scripted chat replies: the
+        # naming tests switch it on.
+        session_auto_name_enabled=False,
         # Tests take Ollama away and bring it back at once; the circuit breaker would
         # hold calls back for an interval after that (its own tests set it).
         llm_breaker_failures=100,

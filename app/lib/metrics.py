@@ -46,7 +46,7 @@ LLM_CALL_FAILURES = Counter(
 )
 COMPRESSIONS = Counter(
     "navi_compressions",
-    "Context compressions written, by trigger (preturn, midturn, postturn, forced) and "
+    "Context compressions written, by trigger (preturn, midturn, postturn, forced, profile) and "
     "method (summary, truncate).",
     ["trigger", "method"],
 )

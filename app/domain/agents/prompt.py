@@ -10,6 +10,7 @@ from typing import Any
 
 import ollama
 
+from app.domain.context.system_prompt import SYSTEM_PROMPT_SOURCE
 from app.domain.kernel.messages import MessageOut
 
 __all__ = ["Prompt", "call_id", "pending_calls", "stored_calls", "to_ollama"]
@@ -51,11 +52,19 @@ def _is_note(m: MessageOut) -> bool:
     return m.sequence_number < 0  # injected by prepare, not stored
 
 
+def _system_prompt(view: Sequence[MessageOut]) -> list[dict[str, Any]]:
+    """The profile's system prompt that leads a prepared view (none without one)."""
+    if view and _is_note(view[0]) and view[0].metadata.get("source") == SYSTEM_PROMPT_SOURCE:
+        return [to_ollama(view[0])]
+    return []
+
+
 @dataclass
 class Prompt:
     """What a round sends: the memory notes of the pre-turn prepare (ahead of the stored
     context, recall right before the turn's user message) around the stored view."""
 
+    system: list[dict[str, Any]] = field(default_factory=list)  # the profile's prompt
     before: list[dict[str, Any]] = field(default_factory=list)
     recall: list[dict[str, Any]] = field(default_factory=list)
     stored: list[dict[str, Any]] = field(default_factory=list)
@@ -63,7 +72,9 @@ class Prompt:
 
     @classmethod
     def of(cls, view: Sequence[MessageOut]) -> Prompt:
-        lead = 0
+        system = _system_prompt(view)
+        lead = len(system)
+        start = lead
         while lead < len(view) and _is_note(view[lead]):
             lead += 1
         tail = len(view)
@@ -72,14 +83,17 @@ class Prompt:
         recall = list(view[tail:])
         ids = [i for m in recall for i in m.metadata.get("chunk_ids") or []]
         return cls(
-            before=[to_ollama(m) for m in view[:lead]],
+            system=system,
+            before=[to_ollama(m) for m in view[start:lead]],
             recall=[to_ollama(m) for m in recall],
             stored=[to_ollama(m) for m in view[lead:tail] if not _is_note(m)],
             recall_ids=ids,
         )
 
     def with_stored(self, view: Sequence[MessageOut]) -> None:
-        """A new stored view (after a mid-turn prepare), the notes kept."""
+        """A new stored view (after a mid-turn prepare), the memory notes kept, the
+        profile's prompt as the view has it now (a profile switch applies at once)."""
+        self.system = _system_prompt(view)
         self.stored = [to_ollama(m) for m in view if not _is_note(m)]
 
     def messages(self) -> list[dict[str, Any]]:
@@ -88,6 +102,7 @@ class Prompt:
             len(self.stored),
         )
         return [
+            *self.system,
             *self.before,
             *self.stored[:last_user],
             *self.recall,

@@ -57,6 +57,7 @@ from app.domain.kernel.messages import MessageIn
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
 from app.domain.kernel.profiles import Profile, load_profiles
+from app.domain.sessions.naming import start_naming
 from app.domain.sessions.services import SessionService
 from app.lib.errors import Conflict, Unprocessable
 from app.llm.deadline import llm_deadline_at
@@ -104,6 +105,7 @@ class TurnLoop:
         self.thinking = ""
         self.interrupted = False
         self.streaming = False
+        self.unnamed: tuple[str, bool] = ("", False)
 
     @asynccontextmanager
     async def _step(self) -> AsyncIterator[tuple[AsyncSession, ContextService]]:
@@ -137,6 +139,7 @@ class TurnLoop:
                 session = await SessionAccess(db).get(self.session_id, self.viewer)
                 profiles = getattr(self.state, "profiles", None) or load_profiles(self.settings)
                 self.profile = profiles.get(session.profile_id)
+                self.unnamed = (session.user_id, session.name is None)  # named after its answer
                 self.toolbox = Toolbox.for_profile(
                     self.state, self.settings, self.profile, self.client_tools
                 )
@@ -360,5 +363,7 @@ class TurnLoop:
             if reply.prompt_eval_count > 0:  # calibration, then compression when needed
                 usage = UsageIn(model=reply.model, prompt_eval_count=reply.prompt_eval_count)
                 events = await ctx.after_append(self.session_id, self.viewer, usage)
+        if answer is not None and self.unnamed[1]:  # committed: the first exchange names it
+            start_naming(self.state, self.unnamed[0], self.session_id)
         for ev in compression_events(events, "postturn"):
             emit(ev)

@@ -94,7 +94,7 @@ async def compress_and_save_session(
     the same session won the race.
     """
     started = time.perf_counter()
-    estimate = estimator_for(model, window, settings)
+    estimate = estimator_for(model, window, settings, profile.system_prompt)
     plan_of = partial(
         plan_for,
         loaded.msgs,

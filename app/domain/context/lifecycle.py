@@ -1,6 +1,7 @@
 """The session hooks of the running service: a new session starts fact extraction of
 the sessions that went quiet (seed: facts); an append with a usage report runs the
-post-turn context check (calibration, compression)."""
+post-turn context check (calibration, compression); a profile switch prices the context
+against the new window at once."""
 
 from __future__ import annotations
 
@@ -34,3 +35,13 @@ class ContextSessionHooks(SessionHooks):
         usage: UsageIn,
     ) -> list[ContextEvent]:
         return await context_service(db, settings, state).after_append(session_id, viewer, usage)
+
+    async def profile_changed(
+        self,
+        db: AsyncSession,
+        settings: Settings,
+        state: State,
+        session_id: uuid.UUID,
+        viewer: Viewer,
+    ) -> list[ContextEvent]:
+        return await context_service(db, settings, state).profile_changed(session_id, viewer)

@@ -83,12 +83,20 @@ async def load_context(db: AsyncSession, user_id: str, session_id: uuid.UUID) ->
     return LoadedContext(ordered, [msg_from_row(r) for r in ordered], strays)
 
 
-def estimator_for(model: str, window: int, settings: Settings) -> Estimator:
-    """The calibrated real-token estimator of ``model`` over the view the model gets."""
+def estimator_for(
+    model: str, window: int, settings: Settings, system_prompt: str | None = None
+) -> Estimator:
+    """The calibrated real-token estimator of ``model`` over the view the model gets;
+    with the profile's ``system_prompt``, which every prompt carries, counted in."""
     calib = calibration_for(model)
+    fixed = (
+        estimate_tokens([Msg(role="system", content=system_prompt)], calib, window=window)
+        if system_prompt
+        else 0
+    )
 
     def estimate(messages: list[Msg]) -> int:
-        return estimate_tokens(
+        return fixed + estimate_tokens(
             messages,
             calib,
             window=window,

@@ -32,6 +32,7 @@ from app.domain.compression import (
 )
 from app.domain.context.injection import INJECTED_CHARS_KEY
 from app.domain.context.loading import LoadedContext, estimator_for
+from app.domain.context.system_prompt import prompt_tokens
 from app.domain.context.writer import BASELINE_KEY, TRUNCATED_KEY
 from app.domain.files.images import with_context_note
 from app.domain.kernel.events import UsageIn
@@ -87,10 +88,16 @@ class Pricing:
         window: int,
         metadata: Mapping[str, Any] | None,
         extra: Msg | None = None,
+        system_prompt: str | None = None,
     ) -> int:
+        """With the profile's ``system_prompt`` counted in, unless the real baseline
+        (a prompt that carried it) already holds it."""
         tokens, count = baseline_of(metadata, model)
-        return real_baseline_estimate(
-            msgs + ([extra] if extra is not None else []),
+        msgs = msgs + ([extra] if extra is not None else [])
+        measured = tokens is not None and tokens > 0 and 0 < count <= len(msgs)
+        fixed = 0 if measured else prompt_tokens(system_prompt, model, window)
+        return fixed + real_baseline_estimate(
+            msgs,
             baseline_tokens=tokens,
             baseline_count=count,
             calib=calibration_for(model),
@@ -109,7 +116,7 @@ class Pricing:
             keep_recent_messages=keep_messages,
             window=window,
             target=self.settings.context_compression_target,
-            estimate=estimator_for(model, window, self.settings),
+            estimate=estimator_for(model, window, self.settings, profile.system_prompt),
         )
 
     def over_threshold(self, tokens: int, window: int) -> bool:
@@ -134,7 +141,12 @@ class Pricing:
         return out
 
     def calibrate(
-        self, msgs: list[Msg], usage: UsageIn, window: int, metadata: dict[str, Any]
+        self,
+        msgs: list[Msg],
+        usage: UsageIn,
+        window: int,
+        metadata: dict[str, Any],
+        system_prompt: str | None = None,
     ) -> Calibration:
         """Record the real size of the prompt that produced the reply, unless it was
         silently truncated; a new baseline is also written into ``metadata``."""
@@ -151,8 +163,9 @@ class Pricing:
         our_chars = context_chars(truncate_for_view(m, budget, calib) for m in prompt)
         # the memory notes prepare injected were sent with that prompt, not stored
         our_chars += int(metadata.get(INJECTED_CHARS_KEY) or 0)
+        our_chars += len(system_prompt or "")  # the profile's prompt, sent first
         sent_tokens = usage.sent_tokens or self.tokens(
-            prompt, model=model, window=window, metadata=metadata
+            prompt, model=model, window=window, metadata=metadata, system_prompt=system_prompt
         )
         had_images = (
             usage.had_images if usage.had_images is not None else any(m.images for m in prompt)

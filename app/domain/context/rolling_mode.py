@@ -98,7 +98,7 @@ async def prepare_rolling(
     if block is not None:
         context.append(summary_message(block, datetime.now(UTC)))
         msgs.append(Msg(role="user", content=block, is_display=False, is_summary=True))
-    estimate = estimator_for(model, window, settings)
+    estimate = estimator_for(model, window, settings, profile.system_prompt)
     tokens = estimate(msgs + ([incoming] if incoming is not None else []))
     # History left the window (the first message kept is not the session's first):
     # recall may bring back excerpts of it, as after a compression in compress mode.

@@ -42,6 +42,8 @@ from app.domain.context.repositories import ContextRepository
 from app.domain.context.rolling_mode import prepare_rolling
 from app.domain.context.schemas import CompactOut, IncomingMessage, PrepareOut
 from app.domain.context.summarizer import LLMSummarizer, Summarizer
+from app.domain.context.system_prompt import prompt_note
+from app.domain.context.writer import BASELINE_KEY
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.events import CompressionStarted, ContextCompressed, ContextEvent, UsageIn
 from app.domain.kernel.hooks import DemotionHooks, demotion_hooks
@@ -165,6 +167,7 @@ class ContextService:
             window=window,
             metadata=session.session_metadata,
             extra=incoming,
+            system_prompt=profile.system_prompt,
         )
         loaded, tokens, events = await self._compress_before_turn(
             session, viewer, profile, model, loaded, tokens, incoming, mid_turn=mid_turn
@@ -175,8 +178,13 @@ class ContextService:
                 session, viewer, loaded.msgs, incoming, view, tokens, model=model, window=window
             )
         check_context_size(tokens, window, self.settings.output_reserve_tokens)
+        lead = prompt_note(profile)  # fresh from the profile, never stored; counted above
         return PrepareOut(
-            session_id=session.id, context=view, tokens=tokens, window=window, events=events
+            session_id=session.id,
+            context=[lead, *view] if lead else view,
+            tokens=tokens,
+            window=window,
+            events=events,
         )
 
     async def _prepare_rolling(
@@ -206,8 +214,13 @@ class ContextService:
                 window=window,
             )
         check_context_size(tokens, window, self.settings.output_reserve_tokens)
+        lead = prompt_note(profile)  # fresh from the profile, never stored; counted above
         return PrepareOut(
-            session_id=session.id, context=view, tokens=tokens, window=window, events=[]
+            session_id=session.id,
+            context=[lead, *view] if lead else view,
+            tokens=tokens,
+            window=window,
+            events=[],
         )
 
     async def _compress_before_turn(
@@ -221,6 +234,7 @@ class ContextService:
         incoming: Msg | None,
         *,
         mid_turn: bool,
+        reason: Reason | None = None,
     ) -> tuple[LoadedContext, int, list[ContextEvent]]:
         """Compress when over the threshold and the partition can shrink the context;
         the context is then reloaded and priced again (no baseline: it changed)."""
@@ -240,14 +254,19 @@ class ContextService:
             viewer,
             profile,
             model=model,
-            reason="midturn" if mid_turn else "preturn",
+            reason=reason or ("midturn" if mid_turn else "preturn"),
             loaded=loaded,
             tokens=tokens,
             keep_messages=keep_messages,
         )
         loaded = await load_context(self.db, session.user_id, session.id)
         tokens = self.price.tokens(
-            loaded.msgs, model=model, window=window, metadata=None, extra=incoming
+            loaded.msgs,
+            model=model,
+            window=window,
+            metadata=None,
+            extra=incoming,
+            system_prompt=profile.system_prompt,
         )
         if result is not None:
             events.append(_compressed_event(result, window))
@@ -298,8 +317,11 @@ class ContextService:
         window = profile.context_window
         loaded = await load_context(self.db, session.user_id, session_id)
         metadata = dict(session.session_metadata or {})
-        calibration = self.price.calibrate(loaded.msgs, usage, window, metadata)
-        tokens = self.price.tokens(loaded.msgs, model=usage.model, window=window, metadata=metadata)
+        prompt = profile.system_prompt
+        calibration = self.price.calibrate(loaded.msgs, usage, window, metadata, prompt)
+        tokens = self.price.tokens(
+            loaded.msgs, model=usage.model, window=window, metadata=metadata, system_prompt=prompt
+        )
         await ContextRepository(self.db).save_state(
             session_id,
             viewer,
@@ -346,6 +368,32 @@ class ContextService:
             events.append(_compressed_event(result, window))
         return events
 
+    # ------------------------------------------------------------------ profile switch
+    async def profile_changed(self, session_id: uuid.UUID, viewer: Viewer) -> list[ContextEvent]:
+        """The session now has another profile: its window applies at once — the stored
+        context is priced against it (its prompt counted; the old baseline measured
+        another prompt) and compressed now, as before a turn, when it no longer fits."""
+        session = await SessionAccess(self.db).get(session_id, viewer)
+        profile = self.profiles.get(session.profile_id)
+        if profile.context_mode == "rolling":  # prepare sends its own window
+            return []
+        window, model = profile.context_window, profile.model
+        loaded = await load_context(self.db, session.user_id, session_id)
+        tokens = self.price.tokens(
+            loaded.msgs,
+            model=model,
+            window=window,
+            metadata=None,
+            system_prompt=profile.system_prompt,
+        )
+        await ContextRepository(self.db).save_state(
+            session_id, viewer, token_count=tokens, drop_metadata=[BASELINE_KEY]
+        )
+        *_, events = await self._compress_before_turn(
+            session, viewer, profile, model, loaded, tokens, None, mid_turn=False, reason="profile"
+        )
+        return events
+
     # ------------------------------------------------------------------ forced
     async def compact(self, session: Session, viewer: Viewer, model: str | None) -> CompactOut:
         profile = self.profiles.get(session.profile_id)
@@ -353,7 +401,11 @@ class ContextService:
         model = model or profile.model
         loaded = await load_context(self.db, session.user_id, session.id)
         tokens = self.price.tokens(
-            loaded.msgs, model=model, window=window, metadata=session.session_metadata
+            loaded.msgs,
+            model=model,
+            window=window,
+            metadata=session.session_metadata,
+            system_prompt=profile.system_prompt,
         )
         result = await self._compress(
             session.id,

@@ -43,8 +43,8 @@ __all__ = [
 
 log = structlog.get_logger()
 
-Reason = Literal["preturn", "midturn", "postturn", "forced"]
-REASONS: tuple[str, ...] = ("preturn", "midturn", "postturn", "forced")
+Reason = Literal["preturn", "midturn", "postturn", "forced", "profile"]
+REASONS: tuple[str, ...] = ("preturn", "midturn", "postturn", "forced", "profile")
 BASELINE_KEY = "baseline"
 TRUNCATED_KEY = "context_truncated"
 LAST_COMPRESSION_KEY = "last_compression"

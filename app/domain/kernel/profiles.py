@@ -26,6 +26,10 @@ A session names its profile (``sessions.profile_id``). Each profile may set
 * ``think`` — ask the turn's model for its reasoning (default: the model's own default);
 * ``critical_tools`` — tool names whose results compression treats as critical, exactly
   like a message's ``is_compression_critical`` flag (default: none).
+* ``system_prompt`` — the profile's system prompt (inline text), or ``system_prompt_file``
+  (a file read at start-up, resolved like ``compression_prompt_file``): sent first on every
+  model call of the turn endpoint and first in ``/prepare``'s context, never stored, so a
+  profile switch takes effect at the next call (at most ``MAX_PROMPT_CHARS`` characters).
 
 Built in are ``default`` (all defaults) and ``code`` (``compression_keep_recent=12``).
 ``NAVI_PROFILES_FILE`` points at a JSON object mapping profile ids to such objects; a
@@ -86,6 +90,10 @@ class ProfileSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     options: Annotated[dict[str, Any], msgspec.Meta(max_length=50)] | None = None
     think: bool | None = None
     critical_tools: Annotated[list[ToolName], msgspec.Meta(max_length=100)] | None = None
+    system_prompt: (
+        Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_PROMPT_CHARS)] | None
+    ) = None
+    system_prompt_file: Annotated[str, msgspec.Meta(min_length=1)] | None = None
 
 
 BUILTIN_PROFILES: dict[str, ProfileSpec] = {
@@ -113,6 +121,7 @@ class Profile:
     options: dict[str, Any] | None = None
     think: bool | None = None
     critical_tools: tuple[str, ...] = ()  # their results count as is_compression_critical
+    system_prompt: str | None = None  # sent first on every model call, never stored
 
     def model_options(self) -> dict[str, Any]:
         """The turn's Ollama options: the profile's, ``num_ctx`` = the window by default."""
@@ -153,7 +162,9 @@ def _merge(base: ProfileSpec, over: ProfileSpec) -> ProfileSpec:
     return ProfileSpec(**values)
 
 
-def _read_prompt(path_text: str, base_dir: Path, where: str) -> str:
+def _read_prompt(
+    path_text: str, base_dir: Path, where: str, field: str = "compression_prompt_file"
+) -> str:
     path = Path(path_text).expanduser()
     if not path.is_absolute():
         path = base_dir / path
@@ -161,13 +172,13 @@ def _read_prompt(path_text: str, base_dir: Path, where: str) -> str:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfilesError(
-            f"{where}: compression_prompt_file: cannot read {str(path)!r} ({exc.__class__.__name__})"
+            f"{where}: {field}: cannot read {str(path)!r} ({exc.__class__.__name__})"
         ) from None
     if not text.strip():
-        raise ProfilesError(f"{where}: compression_prompt_file: {str(path)!r} is empty")
+        raise ProfilesError(f"{where}: {field}: {str(path)!r} is empty")
     if len(text) > MAX_PROMPT_CHARS:
         raise ProfilesError(
-            f"{where}: compression_prompt_file: {str(path)!r} is over {MAX_PROMPT_CHARS} characters"
+            f"{where}: {field}: {str(path)!r} is over {MAX_PROMPT_CHARS} characters"
         )
     return text
 
@@ -179,6 +190,15 @@ def _resolve(
         _read_prompt(spec.compression_prompt_file, base_dir, where)
         if spec.compression_prompt_file
         else default_summary_prompt()
+    )
+    if spec.system_prompt and spec.system_prompt_file:
+        raise ProfilesError(
+            f"{where}: system_prompt_file: give system_prompt or the file, not both"
+        )
+    system_prompt = (
+        _read_prompt(spec.system_prompt_file, base_dir, where, "system_prompt_file")
+        if spec.system_prompt_file
+        else spec.system_prompt
     )
     model = spec.model or settings.ollama_model
     return Profile(
@@ -197,6 +217,7 @@ def _resolve(
         options=dict(spec.options) if spec.options else None,
         think=spec.think,
         critical_tools=tuple(spec.critical_tools or ()),
+        system_prompt=system_prompt.strip() if system_prompt and system_prompt.strip() else None,
     )
 
 

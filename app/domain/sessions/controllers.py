@@ -20,6 +20,7 @@ from app.domain.kernel.jobs import LIVE_INDEX_JOB, wake
 from app.domain.kernel.principal import Principal
 from app.domain.sessions.deps import DEPENDENCIES
 from app.domain.sessions.hooks import SessionHooks
+from app.domain.sessions.naming import name_after_commit
 from app.domain.sessions.schemas import (
     AppendRequest,
     AppendResult,
@@ -36,7 +37,7 @@ from app.domain.sessions.schemas import (
     SortBy,
     SortOrder,
 )
-from app.domain.sessions.services import SessionService
+from app.domain.sessions.services import SessionService, check_profile_id
 from app.lib.errors import Unprocessable
 from app.lib.pagination import MAX_LIMIT, BeforeSeq, Limit, Offset, Page, page, page_of
 
@@ -174,11 +175,23 @@ class SessionController(Controller):
         data: SessionPatch,
         principal: Principal,
         sessions: SessionService,
+        db: AsyncSession,
+        settings: Settings,
+        state: State,
+        session_hooks: SessionHooks,
     ) -> SessionOut:
-        values = {
-            k: getattr(data, k) for k in ("name", "pinned") if getattr(data, k) is not msgspec.UNSET
-        }
-        row = await sessions.patch(session_id, Viewer.editor(principal), values)
+        fields = ("name", "pinned", "profile_id")
+        values = {k: getattr(data, k) for k in fields if getattr(data, k) is not msgspec.UNSET}
+        viewer = Viewer.editor(principal)
+        switched = False
+        if "profile_id" in values:
+            values["profile_id"] = check_profile_id(values["profile_id"], state.profiles.ids())
+            before = await sessions.get(session_id, viewer)
+            switched = before.profile_id != values["profile_id"]
+        row = await sessions.patch(session_id, viewer, values)
+        if switched:  # the new window applies now: compressed at once when it must
+            await session_hooks.profile_changed(db, settings, state, session_id, viewer)
+            row = await sessions.reload(session_id, viewer)
         return session_out(row)
 
     @delete("/{session_id:uuid}", status_code=204)
@@ -207,6 +220,9 @@ class SessionController(Controller):
         viewer = Viewer.editor(principal)
         refs = await sessions.append(session_id, viewer, data.messages)
         after_commit(db, lambda: wake(state, LIVE_INDEX_JOB))  # findable by memory_search
+        roles = [m.role for m in data.messages]
+        if settings.session_auto_name_enabled and "assistant" in roles:  # named after it
+            name_after_commit(db, state, await sessions.get(session_id, viewer), roles)
         events: list[ContextEvent] = []
         if data.usage is not None:  # the post-turn check (app/domain/context)
             events = await session_hooks.appended(

@@ -31,3 +31,15 @@ class SessionHooks(ABC):
         usage: UsageIn,
     ) -> list[ContextEvent]:
         """Messages were appended with the turn's usage report: the post-turn check."""
+
+    @abstractmethod
+    async def profile_changed(
+        self,
+        db: AsyncSession,
+        settings: Settings,
+        state: State,
+        session_id: uuid.UUID,
+        viewer: Viewer,
+    ) -> list[ContextEvent]:
+        """The session's profile was switched: its window applies now (compress when the
+        context no longer fits)."""

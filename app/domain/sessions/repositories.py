@@ -39,6 +39,26 @@ from app.lib.sql import contains_pattern
 _TRIGRAM_INDEXED: dict[str, bool] = {}
 _TRIGRAM_INDEX = f"{TRIGRAM_INDEX_PREFIX}session_messages_content"
 
+# The first user message and the first assistant reply (with text) after it, of an unnamed session
+# (hot rows: the first exchange of a new session is never archived that soon).
+_FIRST_EXCHANGE_SQL = """
+SELECT s.profile_id, u.content, a.content
+FROM sessions s
+JOIN LATERAL (
+    SELECT m.sequence_number, m.content FROM session_messages m
+    WHERE m.user_id = s.user_id AND m.session_id = s.id AND m.role = 'user'
+      AND NOT m.is_summary AND m.is_display
+    ORDER BY m.sequence_number LIMIT 1
+) u ON true
+JOIN LATERAL (
+    SELECT m.content FROM session_messages m
+    WHERE m.user_id = s.user_id AND m.session_id = s.id AND m.role = 'assistant'
+      AND m.sequence_number > u.sequence_number AND btrim(m.content) <> ''
+    ORDER BY m.sequence_number LIMIT 1
+) a ON true
+WHERE s.id = :sid AND s.user_id = :uid AND s.name IS NULL
+"""
+
 
 class SessionRepository(SessionLookupRepository):
     """Session rows (`get`, a session in a viewer's scope, is the kernel's); their
@@ -77,6 +97,34 @@ class SessionRepository(SessionLookupRepository):
             update(Session)
             .where(Session.id == session_id, Session.user_id == owner)
             .values(**values)
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def unnamed_first_exchange(
+        self, user_id: str, session_id: uuid.UUID
+    ) -> tuple[str, str, str] | None:
+        """``(profile_id, first user text, first assistant reply after it)`` of a session
+        that has no name and has had its first exchange; None otherwise."""
+        found = (
+            await self.session.execute(
+                text(_FIRST_EXCHANGE_SQL), {"uid": user_id, "sid": session_id}
+            )
+        ).first()
+        return (str(found[0]), str(found[1]), str(found[2])) if found else None
+
+    async def reload(self, row: Session) -> Session:
+        """The row read again (another statement of this transaction changed it)."""
+        await self.session.refresh(row)
+        return row
+
+    async def name_if_unnamed(self, user_id: str, session_id: uuid.UUID, name: str) -> bool:
+        """Set the name only while the session still has none (a name the user set in
+        the meantime is kept); True when it was set."""
+        result = await self.session.execute(
+            update(Session)
+            .where(Session.id == session_id, Session.user_id == user_id, Session.name.is_(None))
+            .values(name=name)
+            .execution_options(synchronize_session=False)
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
 

@@ -23,6 +23,7 @@ class SessionCreate(msgspec.Struct, forbid_unknown_fields=True):
 class SessionPatch(msgspec.Struct, forbid_unknown_fields=True):
     name: str | None | msgspec.UnsetType = msgspec.UNSET
     pinned: bool | msgspec.UnsetType = msgspec.UNSET
+    profile_id: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class SessionOut(msgspec.Struct):

@@ -169,6 +169,18 @@ def message_row(
     }
 
 
+def check_profile_id(profile_id: str, known: Collection[str]) -> str:
+    """A profile id a session may name: 422 naming it when it is not a known profile."""
+    profile_id = profile_id.strip()
+    if not profile_id or len(profile_id) > MAX_PROFILE_ID:
+        raise Unprocessable(f"profile_id: 1-{MAX_PROFILE_ID} characters")
+    if profile_id not in known:
+        raise Unprocessable(
+            f"profile_id: unknown profile {profile_id!r}; known: {', '.join(sorted(known))}"
+        )
+    return profile_id
+
+
 class SessionService:
     def __init__(self, db: AsyncSession, settings: Settings) -> None:
         self.repo = SessionRepository(db)
@@ -179,13 +191,7 @@ class SessionService:
     async def create(
         self, profile_id: str, user_id: str, name: str | None, known: Collection[str]
     ) -> Session:
-        profile_id = profile_id.strip()
-        if not profile_id or len(profile_id) > MAX_PROFILE_ID:
-            raise Unprocessable(f"profile_id: 1-{MAX_PROFILE_ID} characters")
-        if profile_id not in known:
-            raise Unprocessable(
-                f"profile_id: unknown profile {profile_id!r}; known: {', '.join(sorted(known))}"
-            )
+        profile_id = check_profile_id(profile_id, known)
         row = await self.repo.create(profile_id, user_id, _check_name(name))
         log.info("session.created", session_id=str(row.id), profile_id=profile_id)
         return row
@@ -215,6 +221,10 @@ class SessionService:
         if values and not await self.repo.update_fields(session_id, viewer, **values):
             await self.refuse(session_id, viewer)
         return await self.get(session_id, viewer)
+
+    async def reload(self, session_id: uuid.UUID, viewer: Viewer) -> Session:
+        """The session as stored now (after another service changed its row)."""
+        return await self.repo.reload(await self.get(session_id, viewer))
 
     async def delete(self, session_id: uuid.UUID, viewer: Viewer) -> None:
         if not await self.repo.delete(session_id, viewer):

@@ -72,6 +72,10 @@ def test_file_overrides_and_adds_profiles(tmp_path: Path) -> None:
         ({"x": {"windw": 4096}}, "windw"),
         ({"x": {"compression_prompt_file": "missing.txt"}}, "compression_prompt_file"),
         ({"x": {"vision": "yes"}}, "vision"),
+        ({"x": {"system_prompt_file": "missing.txt"}}, "system_prompt_file"),
+        ({"x": {"system_prompt": ""}}, "system_prompt"),
+        ({"x": {"system_prompt": "a" * 20_001}}, "system_prompt"),
+        ({"x": {"system_prompt": "a", "system_prompt_file": "p.txt"}}, "not both"),
     ],
 )
 def test_bad_file_names_the_field(tmp_path: Path, body: object, needle: str) -> None:
@@ -102,3 +106,19 @@ def test_critical_tools(tmp_path: Path) -> None:
     bad = _file(tmp_path, {"ops": {"critical_tools": [""]}})
     with pytest.raises(ProfilesError, match="critical_tools"):
         load_profiles(Settings(profiles_file=bad))
+
+
+def test_system_prompt_inline_or_from_a_file(tmp_path: Path) -> None:
+    (tmp_path / "guide.txt").write_text("  You are a guide.\n")
+    body = {"a": {"system_prompt": "Be terse."}, "b": {"system_prompt_file": "guide.txt"}}
+    profiles = load_profiles(Settings(profiles_file=_file(tmp_path, body)))
+    assert profiles.get("a").system_prompt == "Be terse."
+    assert profiles.get("b").system_prompt == "You are a guide."
+    assert profiles.get("default").system_prompt is None
+
+
+def test_oversized_system_prompt_file_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "big.txt").write_text("x" * 20_001)
+    path = _file(tmp_path, {"x": {"system_prompt_file": "big.txt"}})
+    with pytest.raises(ProfilesError, match="system_prompt_file.*over"):
+        load_profiles(Settings(profiles_file=path))

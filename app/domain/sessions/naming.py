@@ -1,0 +1,131 @@
+"""Sessions are named after their first exchange (seed 003: `name`, "auto-generated
+display name (set after first exchange)").
+
+When an unnamed session gets an assistant reply after a user message (an append, or a
+turn of the turn endpoint), :func:`name_after_commit` spawns :func:`name_session` once
+the request has committed. The task asks the profile's model for a short title (within
+``SESSION_AUTO_NAME_TIMEOUT_SECONDS``); when no model answers — an error, the deadline, an
+empty or unusable reply — the title is the first words of the user's message. It is set
+by one conditional UPDATE (``WHERE name IS NULL``): a name the user set meanwhile is never
+overwritten. ``SESSION_AUTO_NAME_ENABLED=false`` switches it off.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+from litestar.datastructures import State
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.engine import transaction
+from app.domain.kernel.deps import after_commit
+from app.domain.kernel.jobs import spawn
+from app.domain.sessions.repositories import SessionRepository
+from app.llm.deadline import llm_deadline
+from app.llm.errors import LLMError
+
+__all__ = [
+    "clean_title",
+    "fallback_title",
+    "name_after_commit",
+    "name_session",
+    "start_naming",
+]
+
+log = structlog.get_logger("app.sessions.naming")
+
+TITLE_MAX_CHARS = 60
+FALLBACK_WORDS = 6
+#: Characters of each message of the exchange the title model reads.
+EXCERPT_CHARS = 2000
+_PROMPT = (
+    "Write a title of 2 to 6 words for the conversation below, in its language. "
+    "Answer with the title only: no quotes, no punctuation at the end, no explanation."
+)
+_QUOTES = "\"'`«»“”„‘’*#"
+_LABEL = re.compile(r"^(title|titre|titel|название|заголовок)\s*:\s*", re.IGNORECASE)
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+
+
+def _cap(text: str) -> str:
+    if len(text) <= TITLE_MAX_CHARS:
+        return text
+    cut = text[:TITLE_MAX_CHARS]
+    head = cut.rsplit(" ", 1)[0] if " " in cut else cut
+    return head.rstrip(" ,;:-")
+
+
+def fallback_title(user_text: str) -> str:
+    """The first words of the user's message (whitespace collapsed, capped)."""
+    words = user_text.split()
+    return _cap(" ".join(words[:FALLBACK_WORDS])) or "New session"
+
+
+def clean_title(reply: str) -> str | None:
+    """The model's reply as a title: its first non-empty line, a ``Title:`` label and
+    quotes stripped, capped; None when nothing usable is left."""
+    text = _THINK.sub("", reply)
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    line = _LABEL.sub("", line.lstrip("-•* ")).strip(_QUOTES + " ")
+    line = line.rstrip(".!?:;,").strip(_QUOTES + " ")
+    line = " ".join(line.split())
+    if not any(ch.isalnum() for ch in line):
+        return None
+    if len(line.split()) > 15:  # an answer, not a title
+        return None
+    return _cap(line) or None
+
+
+async def _ask_model(state: State, model: str, user_text: str, reply: str) -> str | None:
+    settings = state.settings
+    exchange = f"User: {user_text[:EXCERPT_CHARS]}\n\nAssistant: {reply[:EXCERPT_CHARS]}"
+    try:
+        with llm_deadline(
+            settings.session_auto_name_timeout_seconds, "SESSION_AUTO_NAME_TIMEOUT_SECONDS"
+        ):
+            result = await state.llm.chat(
+                [{"role": "system", "content": _PROMPT}, {"role": "user", "content": exchange}],
+                model=model,
+                max_tokens=32,
+                think=False,
+            )
+    except LLMError as exc:
+        log.info("session.auto_name_fallback", reason=type(exc).__name__)
+        return None
+    return clean_title(result.content)
+
+
+async def name_session(state: State, user_id: str, session_id: uuid.UUID) -> str | None:
+    """Name the session after its first exchange unless it has a name; the name set."""
+    async with transaction(state.session_factory) as db:
+        found = await SessionRepository(db).unnamed_first_exchange(user_id, session_id)
+    if found is None:
+        return None
+    profile_id, user_text, reply = found
+    model = state.profiles.get(profile_id).model
+    title = await _ask_model(state, model, user_text, reply)
+    source = "model" if title else "fallback"
+    title = title or fallback_title(user_text)
+    async with transaction(state.session_factory) as db:
+        named = await SessionRepository(db).name_if_unnamed(user_id, session_id, title)
+    log.info("session.auto_named", session_id=str(session_id), source=source, named=named)
+    return title if named else None
+
+
+def start_naming(state: State, user_id: str, session_id: uuid.UUID) -> None:
+    """Spawn :func:`name_session` (call it once the exchange is committed)."""
+    if state.settings.session_auto_name_enabled:
+        spawn(state, name_session(state, user_id, session_id), "session.auto_name")
+
+
+def name_after_commit(db: AsyncSession, state: State, session: Any, roles: Sequence[str]) -> None:
+    """After the request commits, name `session` in the background when it has no name
+    and the appended messages hold an assistant reply (its first exchange)."""
+    if session.name is not None or "assistant" not in roles:
+        return
+    user_id, session_id = session.user_id, session.id
+    after_commit(db, lambda: start_naming(state, user_id, session_id))

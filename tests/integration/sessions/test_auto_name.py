@@ -1,0 +1,154 @@
+"""Sessions named after their first exchange: a title from the profile's model in the
+background, the first user words when no model answers, never over a user's name."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from app.config import Settings
+from app.domain.sessions.naming import name_session
+from tests.conftest import ADMIN_TOKEN, run_sql
+from tests.fakes.ollama_server import FakeOllama
+
+EXCHANGE = [
+    {"role": "user", "content": "How   do I move\n the garden shed to the north corner?"},
+    {"role": "assistant", "content": "Empty it, then lift it on rollers."},
+]
+
+
+@pytest.fixture
+async def naming(make_client, settings: Settings) -> AsyncIterator[AsyncTestClient[Any]]:  # type: ignore[no-untyped-def]
+    async with make_client(settings, session_auto_name_enabled=True, llm_max_attempts=1) as c:
+        c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        yield c
+
+
+def in_app(c: AsyncTestClient[Any], fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    """`fn(*args)` on the app's event loop (the client's portal thread)."""
+    return asyncio.to_thread(c.blocking_portal.call, fn, *args)
+
+
+async def settle(c: AsyncTestClient[Any]) -> None:
+    """The background tasks the requests spawned, awaited (on the app's loop)."""
+
+    async def wait() -> None:
+        await asyncio.gather(*list(c.app.state.tasks), return_exceptions=True)
+
+    await in_app(c, wait)
+
+
+async def new_session(c: AsyncTestClient[Any], **body: Any) -> str:
+    r = await c.post("/sessions", json={"profile_id": "default", **body})
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+async def name_of(c: AsyncTestClient[Any], sid: str) -> str | None:
+    return (await c.get(f"/sessions/{sid}")).json()["name"]  # type: ignore[no-any-return]
+
+
+async def test_first_exchange_names_the_session_with_the_models_title(
+    naming: AsyncTestClient[Any], ollama: FakeOllama
+) -> None:
+    sid = await new_session(naming)
+    r = await naming.post(f"/sessions/{sid}/messages", json={"messages": EXCHANGE[:1]})
+    assert r.status_code == 201
+    await settle(naming)
+    assert await name_of(naming, sid) is None  # a user message alone: no exchange yet
+    ollama.chat_replies.append('"Moving the garden shed."\nI chose this because…')
+    r = await naming.post(f"/sessions/{sid}/messages", json={"messages": EXCHANGE[1:]})
+    assert r.status_code == 201
+    await settle(naming)
+    assert await name_of(naming, sid) == "Moving the garden shed"
+    sent = ollama.requests_for("/api/chat")[-1]
+    assert "garden shed" in sent["messages"][-1]["content"]
+
+
+async def test_no_model_answer_falls_back_to_the_first_user_words(
+    naming: AsyncTestClient[Any], ollama: FakeOllama
+) -> None:
+    sid = await new_session(naming)
+    ollama.fail("http500")
+    r = await naming.post(f"/sessions/{sid}/messages", json={"messages": EXCHANGE})
+    assert r.status_code == 201
+    await settle(naming)
+    assert await name_of(naming, sid) == "How do I move the garden"
+
+
+async def test_an_empty_model_reply_falls_back_too(
+    naming: AsyncTestClient[Any], ollama: FakeOllama
+) -> None:
+    sid = await new_session(naming)
+    ollama.chat_replies.append('  ""  ')
+    await naming.post(f"/sessions/{sid}/messages", json={"messages": EXCHANGE})
+    await settle(naming)
+    assert await name_of(naming, sid) == "How do I move the garden"
+
+
+async def test_a_name_the_user_set_is_never_replaced(
+    naming: AsyncTestClient[Any], ollama: FakeOllama
+) -> None:
+    sid = await new_session(naming, name="Shed")
+    ollama.chat_replies.append("Other title")
+    await naming.post(f"/sessions/{sid}/messages", json={"messages": EXCHANGE})
+    await settle(naming)
+    assert await name_of(naming, sid) == "Shed"
+    assert ollama.requests_for("/api/chat") == []  # not even asked
+
+
+async def test_a_name_set_while_the_title_is_on_its_way_is_kept(
+    naming: AsyncTestClient[Any], ollama: FakeOllama, db_url: str
+) -> None:
+    sid = await new_session(naming)
+
+    def title(body: dict[str, Any]) -> str:
+        # the user names the session while the model writes its title
+        run_sql(db_url, "UPDATE sessions SET name = 'Mine' WHERE id = %s", uuid.UUID(sid))
+        return "Model title"
+
+    ollama.chat_replies.append(title)
+    await naming.post(f"/sessions/{sid}/messages", json={"messages": EXCHANGE})
+    await settle(naming)
+    assert len(ollama.requests_for("/api/chat")) == 1  # the title was asked for …
+    assert await name_of(naming, sid) == "Mine"  # … and did not replace the user's name
+    owner = (await naming.get(f"/sessions/{sid}")).json()["user_id"]
+    assert await in_app(naming, name_session, naming.app.state, owner, uuid.UUID(sid)) is None
+
+
+async def test_switched_off_by_the_setting(
+    make_client,  # type: ignore[no-untyped-def]
+    settings: Settings,
+    ollama: FakeOllama,
+) -> None:
+    async with make_client(settings, session_auto_name_enabled=False) as c:
+        c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        sid = await new_session(c)
+        await c.post(f"/sessions/{sid}/messages", json={"messages": EXCHANGE})
+        await settle(c)
+        assert await name_of(c, sid) is None
+
+
+async def test_a_model_past_the_deadline_falls_back(
+    make_client,  # type: ignore[no-untyped-def]
+    settings: Settings,
+    ollama: FakeOllama,
+) -> None:
+    overrides = {"session_auto_name_enabled": True, "session_auto_name_timeout_seconds": 1.0}
+    async with make_client(settings, **overrides) as c:
+        c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        sid = await new_session(c)
+        ollama.slow_seconds = 3.0
+        ollama.fail("slow", paths=["/api/chat"])
+        ollama.chat_replies.append("Too late")
+        started = time.monotonic()
+        await c.post(f"/sessions/{sid}/messages", json={"messages": EXCHANGE})
+        await settle(c)
+        assert time.monotonic() - started < 2.9
+        assert await name_of(c, sid) == "How do I move the garden"
