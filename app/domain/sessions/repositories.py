@@ -41,18 +41,20 @@ _TRIGRAM_INDEX = f"{TRIGRAM_INDEX_PREFIX}session_messages_content"
 
 # The first user message and the first assistant reply (with text) after it, of an unnamed session
 # (hot rows: the first exchange of a new session is never archived that soon).
+# Every table names the user by the parameter, not through `s` (Citus routes a statement
+# to one shard only when each relation's tenant key is a constant).
 _FIRST_EXCHANGE_SQL = """
 SELECT s.profile_id, u.content, a.content
 FROM sessions s
 JOIN LATERAL (
     SELECT m.sequence_number, m.content FROM session_messages m
-    WHERE m.user_id = s.user_id AND m.session_id = s.id AND m.role = 'user'
+    WHERE m.user_id = :uid AND m.session_id = :sid AND m.role = 'user'
       AND NOT m.is_summary AND m.is_display
     ORDER BY m.sequence_number LIMIT 1
 ) u ON true
 JOIN LATERAL (
     SELECT m.content FROM session_messages m
-    WHERE m.user_id = s.user_id AND m.session_id = s.id AND m.role = 'assistant'
+    WHERE m.user_id = :uid AND m.session_id = :sid AND m.role = 'assistant'
       AND m.sequence_number > u.sequence_number AND btrim(m.content) <> ''
     ORDER BY m.sequence_number LIMIT 1
 ) a ON true
