@@ -182,6 +182,30 @@ def replica_url_of(db_url: str) -> str:
     )
 
 
+def wait_for_replica(db_url: str, timeout: float = 15.0) -> None:
+    """With TEST_DATABASE_REPLICA_URL: wait until the replica has replayed everything the
+    primary had written when called — for a test that wrote outside the app (a job's pass
+    called directly: the app's read-your-writes knows only its own commits). A no-op
+    without a replica."""
+    if not os.environ.get("TEST_DATABASE_REPLICA_URL"):
+        return
+    import time
+
+    with psycopg.connect(_libpq(db_url), autocommit=True) as primary:
+        row = primary.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+    assert row is not None
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(_libpq(replica_url_of(db_url)), autocommit=True) as replica:
+        while time.monotonic() < deadline:
+            done = replica.execute(
+                "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (row[0],)
+            ).fetchone()
+            if done and done[0]:
+                return
+            time.sleep(0.02)
+    raise AssertionError(f"the replica did not replay {row[0]} within {timeout} s")
+
+
 @pytest.fixture
 def settings(ollama: FakeOllama, tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
     # With TEST_DATABASE_REPLICA_URL, every test that has a database reads from the

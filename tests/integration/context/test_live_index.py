@@ -18,7 +18,7 @@ from app.db.engine import session_factory
 from app.domain.raw_history.chunks import ChunkMessage, build_chunks
 from app.domain.raw_history.idle_index import index_idle_sessions
 from app.domain.raw_history.live_index import LivePassResult, index_live_sessions
-from tests.conftest import ADMIN_TOKEN, new_user
+from tests.conftest import ADMIN_TOKEN, new_user, wait_for_replica
 from tests.fakes.ollama_server import FakeOllama
 from tests.integration.context.conftest import append, new_session, turn
 
@@ -33,9 +33,13 @@ def _sql(db_url: str, query: str, *args: Any) -> list[tuple[Any, ...]]:
 async def _live(engine: Any, settings: Settings, **kw: Any) -> LivePassResult:
     llm = build_gateway(settings)
     try:
-        return await index_live_sessions(session_factory(engine), llm, settings, **kw)
+        result = await index_live_sessions(session_factory(engine), llm, settings, **kw)
     finally:
         await llm.aclose()
+    # searches read the replica when one is configured; the pass's commits (without a
+    # WAL flush of their own) reach it a moment later
+    wait_for_replica(engine.url.render_as_string(hide_password=False))
+    return result
 
 
 async def _search(
