@@ -19,6 +19,7 @@ from tests.conftest import ADMIN_TOKEN
 from tests.fakes.chat_script import ScriptedReply
 from tests.fakes.ollama_server import FakeOllama
 from tests.fakes.served import serve
+from tests.integration.sessions.test_auto_name import naming_tasks
 
 from .conftest import MODEL, TURN_SETTINGS, messages, new_session
 
@@ -43,7 +44,7 @@ class Served:
     app: Litestar
 
     async def settle(self) -> None:
-        await asyncio.gather(*list(self.app.state.tasks), return_exceptions=True)
+        await asyncio.gather(*naming_tasks(self.app), return_exceptions=True)
 
 
 @pytest.fixture

@@ -35,11 +35,17 @@ def in_app(c: AsyncTestClient[Any], fn: Callable[..., Awaitable[Any]], *args: An
     return asyncio.to_thread(c.blocking_portal.call, fn, *args)
 
 
+def naming_tasks(app: Any) -> list[asyncio.Task[Any]]:
+    """The naming tasks the requests spawned (not the app's long-lived ones, such as the
+    replica watch when a replica is configured: those never end)."""
+    return [t for t in app.state.tasks if t.get_name() == "session.auto_name"]
+
+
 async def settle(c: AsyncTestClient[Any]) -> None:
     """The background tasks the requests spawned, awaited (on the app's loop)."""
 
     async def wait() -> None:
-        await asyncio.gather(*list(c.app.state.tasks), return_exceptions=True)
+        await asyncio.gather(*naming_tasks(c.app), return_exceptions=True)
 
     await in_app(c, wait)
 
