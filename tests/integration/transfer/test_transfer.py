@@ -348,7 +348,10 @@ async def test_import_into_a_fresh_database_gives_the_same_answers(  # type: ign
     name = _clone(pg_server, template_db)
     other = create_engine(_with_db(pg_server, name))
     try:
-        data = dataclasses.replace(settings, data_dir=settings.data_dir + "-other")
+        # its own files; no replica (the configured one replicates the first database)
+        data = dataclasses.replace(
+            settings, data_dir=settings.data_dir + "-other", database_replica_url=""
+        )
         app = create_app(data, engine=other, background_jobs=False)
         async with AsyncTestClient(app, raise_server_exceptions=False) as there:
             there.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
