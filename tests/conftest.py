@@ -182,7 +182,7 @@ def replica_url_of(db_url: str) -> str:
     )
 
 
-def wait_for_replica(db_url: str, timeout: float = 15.0) -> None:
+def wait_for_replica(db_url: str, timeout: float = 60.0) -> None:
     """With TEST_DATABASE_REPLICA_URL: wait until the replica has replayed everything the
     primary had written when called — for a test that wrote outside the app (a job's pass
     called directly: the app's read-your-writes knows only its own commits). A no-op
