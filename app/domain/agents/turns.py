@@ -53,6 +53,7 @@ from app.domain.context.services import ContextService, context_service
 from app.domain.forget.tool import redact_round
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.events import UsageIn
+from app.domain.kernel.jobs import LIVE_INDEX_JOB, wake
 from app.domain.kernel.messages import MessageIn
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
@@ -109,9 +110,11 @@ class TurnLoop:
 
     @asynccontextmanager
     async def _step(self) -> AsyncIterator[tuple[AsyncSession, ContextService]]:
-        """One step's transaction, committed when the step ends."""
+        """One step's transaction, committed when the step ends; what it appended is then
+        taken by the live raw index at once (`kernel.jobs.wake`)."""
         async with transaction(self.state.session_factory) as db:
             yield db, context_service(db, self.settings, self.state)
+        wake(self.state, LIVE_INDEX_JOB)
 
     def _budget(self) -> AbstractContextManager[None]:
         """The turn's deadline (`TURN_DEADLINE_SECONDS` from its start) in place of the
