@@ -84,6 +84,9 @@ bench-context-modes: install ## compress vs rolling context on LoCoMo dev: LLM c
 bench-locomo: install ## LoCoMo dev evidence recall@1500/@4000 of memory_search vs BM25, best window on/off (ARGS="--conversations 2 --embedder fake")
 	$(BIN)/python bench/bench_locomo.py $(ARGS)
 
+bench-lme: install ## LongMemEval-S dev: session recall_any/all@5,10 and has_answer-turn recall@1500/@4000 of memory_search vs BM25 over sessions and turns, one session per haystack session, live indexer (ARGS="--questions 5 --embedder fake")
+	$(BIN)/python bench/bench_lme.py $(ARGS)
+
 bench-locomo-replay: install ## Replay raw ranking + rendering offline over the last bench-locomo ingest, in seconds (ARGS="--k 10 --conversations 1")
 	$(BIN)/python bench/locomo_replay.py $(ARGS)
 
@@ -114,4 +117,4 @@ bench-export: install ## Peak RSS of GET /me/export streaming 100k messages vs l
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-locomo bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-freshness
+.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-freshness

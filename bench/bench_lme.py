@@ -1,0 +1,277 @@
+"""Session and turn recall of `memory_search` on LongMemEval-S, ingested as a chat app (issue 31).
+
+    make bench-lme                                        # embedded PostgreSQL, local MiniLM
+    make bench-lme ARGS="--questions 5 --embedder fake"
+    .venv/bin/python bench/bench_lme.py --questions 20 --reuse   # ask again over the last ingest
+
+Data: the LongMemEval-S dev split (shared/bench/longmemeval/lme-s-dev.json.gz) — 100
+questions of LongMemEval-S (Wu et al., ICLR 2025; MIT licence, Copyright (c) 2024 Di Wu).
+Abstention questions (`_abs`) are left out, as in the paper: 94 are scored, and
+`--questions N` takes N of them round-robin over the question types (`lme_data.pick`).
+
+The ingest is `bench_locomo.py --sittings`' (its `send`, its live-indexer wait), per
+question:
+
+* one Navi user, and one Navi session per haystack session (named after its dataset id),
+  created in date order; every turn is its own message, verbatim, timestamped from the
+  session's `haystack_dates` entry, a minute per turn;
+* messages as a chat app sends them: per user turn `POST /sessions/{id}/prepare`, then
+  `POST /sessions/{id}/messages` with the round and `usage` (a 422 is answered with
+  `/compact` and counted); the profile's window is large (`--window`, 131,072 tokens), so
+  nothing should compress — the report counts compressions;
+* no index step: the app runs with its background jobs, the live indexer among them, and
+  after the last append the bench waits until every message is covered and no chunk is
+  `vectors_stale` (`bench_locomo.live_catch_up`), and reports that wait.
+
+Then the question is asked as that user with `POST /memory/search` (scope raw, `--k`,
+default 10) and scored (`lme_data`): session level, `recall_any@k` / `recall_all@k` for
+k = 5 and 10 over the first k distinct sessions in the hits' order; turn level, the
+`has_answer` turns found whole in the response text cut at 1,500 / 4,000 chars (and in
+any hit's whole chunk: "in hits"). BM25 over whole sessions and over single turns is
+computed in the same run (`lme_data.bm25_tallies`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import sys
+import time
+from typing import Any
+
+from _embedder import select_embedder
+
+select_embedder(sys.argv[1:])  # before any app import
+
+from _agent import agent_api, ok  # noqa: E402
+from _common import CACHE, Clock, Stats, fresh_database, print_table, provision, write_results  # noqa: E402
+from bench_locomo import INDEX_VERSION, IngestStats, chunk_stats, live_catch_up, send  # noqa: E402
+from lme_data import (  # noqa: E402
+    KS,
+    Question,
+    Tally,
+    bm25_tallies,
+    distinct,
+    in_date_order,
+    load,
+    messages_of,
+    pick,
+    scores,
+)
+from locomo_data import BUDGETS, _norm  # noqa: E402
+
+DB_NAME = "navi_bench_lme"
+STATE_FILE = CACHE / "lme-ingest.json"
+PROFILE = "bench-lme"
+WINDOW = 131072  # a chat app's large window: no session of the split comes near it
+METRICS = [*(f"{m}@{k}" for k in KS for m in ("any", "all")), *(f"turns@{b}" for b in BUDGETS)]
+
+
+# ------------------------------------------------------------------ ingest
+async def ingest(client: Any, q: Question, st: IngestStats) -> dict[str, Any]:
+    """One user for the question, one session per haystack session (in date order);
+    the user's token and {navi session id: haystack session id}."""
+    r = await client.post("/admin/users", json={"name": f"lme-{q.question_id}"})
+    uid = ok(r, "user", 201)["id"]
+    r = await client.post(f"/admin/users/{uid}/tokens", json={"name": "bench"})
+    token = ok(r, "token", 201)["token"]
+    auth = {"Authorization": f"Bearer {token}"}
+    sessions: dict[str, str] = {}
+    for no, hay in enumerate(in_date_order(q)):
+        body = {"profile_id": PROFILE, "name": hay.session_id}
+        sid = str(ok(await client.post("/sessions", json=body, headers=auth), "session", 201)["id"])
+        st.sessions += 1
+        await send(client, auth, sid, messages_of(hay, no), st)
+        sessions[sid] = hay.session_id
+    return {"id": uid, "token": token, "sessions": sessions}
+
+
+# ------------------------------------------------------------------ ask
+@dataclasses.dataclass
+class Asked:
+    tally: Tally = dataclasses.field(default_factory=Tally.new)
+    latencies: list[float] = dataclasses.field(default_factory=list)
+    chars: list[int] = dataclasses.field(default_factory=list)
+    answers: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+async def ask(
+    client: Any, questions: list[Question], users: dict[str, Any], k: int, dump: bool
+) -> Asked:
+    out = Asked()
+    for q in questions:
+        user = users[q.question_id]
+        headers = {"Authorization": f"Bearer {user['token']}"}
+        with Clock() as c:
+            r = await client.post(
+                "/memory/search",
+                json={"query": q.question, "scope": "raw", "k": k},
+                headers=headers,
+            )
+        body = ok(r, "memory_search")
+        out.latencies.append(c.ms)
+        out.chars.append(len(body["text"]))
+        ranked = [
+            user["sessions"][h["session_id"]]
+            for h in body["hits"]
+            if h.get("session_id") in user["sessions"]
+        ]
+        values = scores(ranked, q.answer_sessions, body["text"], q.evidence)
+        hits = [_norm(h["text"]) for h in body["hits"]]
+        if q.evidence:  # the has_answer turns whole in any hit's chunk
+            found = sum(any(_norm(e) in h for h in hits) for e in q.evidence)
+            values["in hits"] = found / len(q.evidence)
+        values["sessions"] = len(distinct(ranked))
+        out.tally.add(q.question_type, values)
+        if dump:
+            out.answers.append(
+                {
+                    "question_id": q.question_id,
+                    "type": q.question_type,
+                    "question": q.question,
+                    "answer_sessions": sorted(q.answer_sessions),
+                    "ranked_sessions": distinct(ranked),
+                    "evidence": list(q.evidence),
+                    "text": body["text"],
+                    "scores": values,
+                }
+            )
+    return out
+
+
+# ------------------------------------------------------------------ run
+async def run(args: argparse.Namespace) -> None:
+    questions = pick(load(), args.questions)
+    suffix = f"_{args.embedder}"
+    params = {
+        "questions": [q.question_id for q in questions],
+        "window": args.window,
+        "embedder": args.embedder,
+        "index_version": INDEX_VERSION,
+    }
+    state: dict[str, Any] = {}
+    if args.reuse and STATE_FILE.exists():
+        state = json.loads(STATE_FILE.read_text())
+        if state.get("params") != params:
+            print("· the cached ingest has other parameters: ingesting again", file=sys.stderr)
+            state = {}
+    target = provision(DB_NAME, suffix=suffix) if state else fresh_database(DB_NAME, suffix)
+    profiles = {PROFILE: {"context_window": args.window}}
+    async with agent_api(target, profiles, args.embedder, live_index=True) as api:
+        client = api.client
+        if not state:
+            stats = IngestStats()
+            users: dict[str, Any] = {}
+            started = time.perf_counter()
+            for n, q in enumerate(questions, 1):
+                t0 = time.perf_counter()
+                users[q.question_id] = await ingest(client, q, stats)
+                print(
+                    f"· {n}/{len(questions)} {q.question_id}: {q.messages} messages in "
+                    f"{len(q.sessions)} sessions, {time.perf_counter() - t0:.1f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            stats.seconds = time.perf_counter() - started
+            state = {"params": params, "users": users, "ingest": dataclasses.asdict(stats)}
+            state["before_index"] = chunk_stats(target.conninfo)
+            state["index"] = await live_catch_up(target.conninfo)  # no index step
+            STATE_FILE.write_text(json.dumps(state, indent=1))
+        chunks = chunk_stats(target.conninfo)
+        del client.headers["Authorization"]
+        t0 = time.perf_counter()
+        asked = await ask(client, questions, state["users"], args.k, args.dump)
+        ask_seconds = time.perf_counter() - t0
+    if args.dump:
+        write_results("lme-answers.json", asked.answers, "answers")
+    report(questions, asked, state, chunks, args, ask_seconds)
+
+
+def fmt(v: float) -> str:
+    return "-" if v != v else f"{v:.3f}"  # NaN: the retriever shows no text
+
+
+def report(
+    questions: list[Question],
+    asked: Asked,
+    state: dict[str, Any],
+    chunks: dict[str, float],
+    args: argparse.Namespace,
+    ask_seconds: float,
+) -> None:
+    st = IngestStats(**state["ingest"])
+    index = state["index"]
+    per_k = 1000 / max(st.messages, 1)
+    types = sorted({q.question_type for q in questions})
+    print(
+        f"\nLongMemEval-S dev: {len(questions)} questions (abstention left out), "
+        f"{st.messages:,} messages in {st.sessions:,} sessions; window {args.window:,} "
+        f"tokens; embedder {args.embedder}; memory_search k={args.k}, scope raw"
+    )
+    print(
+        f"ingest: {st.seconds:.1f} s ({st.seconds * per_k:.1f} s per 1,000 messages; "
+        f"{st.prepares:,} prepares, {st.compressions} compressions, {st.forced} forced by 422)"
+        f" → {chunks['chunks']:.0f} raw chunks, {chunks['avg_chars']:,.0f} chars on average, "
+        f"{chunks['embedded']:.0f} with a vector"
+    )
+    print(
+        f"live indexer (no index step): {state['before_index']['chunks']:.0f} raw chunks when "
+        f"the last append returned; caught up {index['catch_up_seconds']} s later "
+        f"({index['catch_up_seconds'] * per_k:.2f} s per 1,000 messages; left: "
+        f"{index['pending']} sessions uncovered, {index['stale']} chunks stale)"
+    )
+    lat = Stats.of(asked.latencies)
+    tallies = {f"memory_search k={args.k}": asked.tally, **bm25_tallies(questions)}
+    rows = [[name, *(fmt(t.mean(m)) for m in METRICS)] for name, t in tallies.items()]
+    print()
+    print_table(["retriever", *METRICS], rows)
+    for name, t in tallies.items():
+        print()
+        type_rows = [[qt, t.counts[qt], *(fmt(t.mean(m, qt)) for m in METRICS)] for qt in types]
+        print_table(["question type", "n", *METRICS], type_rows, title=name)
+    chars = sorted(asked.chars)
+    print(
+        f"\nmemory_search: p50 {lat.p50:.0f} ms, p95 {lat.p95:.0f} ms ({len(questions)} "
+        f"searches in {ask_seconds:.1f} s, query embedding included); response text median "
+        f"{chars[len(chars) // 2]:,} chars; has_answer turns whole in any hit's chunk "
+        f"{asked.tally.mean('in hits'):.3f}; distinct sessions in the hits "
+        f"{asked.tally.mean('sessions'):.1f} on average"
+    )
+    print("LongMemEval (Wu et al., ICLR 2025), MIT licence, Copyright (c) 2024 Di Wu.")
+    write_results(
+        "lme-results.json",
+        {
+            "params": vars(args),
+            "questions": [q.question_id for q in questions],
+            "retrievers": {name: t.as_dict() for name, t in tallies.items()},
+            "memory_search_ms": dataclasses.asdict(lat),
+            "ingest": dataclasses.asdict(st),
+            "ingest_s_per_1000": st.seconds * per_k,
+            "catch_up_s_per_1000": index["catch_up_seconds"] * per_k,
+            "chunks": chunks,
+            "before_index": state["before_index"],
+            "index": index,
+        },
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--questions", type=int, default=None, help="how many of the 94 scored (default all)"
+    )
+    parser.add_argument("--window", type=int, default=WINDOW, help="profile context window")
+    parser.add_argument("--embedder", choices=("local", "fake"), default="local")
+    parser.add_argument("--k", type=int, default=10, help="memory_search k")
+    parser.add_argument("--reuse", action="store_true", help="reuse the last ingest")
+    parser.add_argument("--dump", action="store_true", help="write every answer to .cache")
+    args = parser.parse_args(argv)
+    if args.questions is not None and args.questions < 1:
+        parser.error("--questions: at least 1")
+    asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    main()
