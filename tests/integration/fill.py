@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from litestar.testing import AsyncTestClient
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -16,21 +15,9 @@ from app.db.engine import session_factory, transaction
 from app.domain.raw_history.indexer import index_demoted
 from tests.conftest import run_sql
 from tests.fakes.ollama_server import fake_embedding
+from tests.integration.raw_history.test_raw_and_search import T0, Demoted
 
-T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 FILE_BYTES = "".join(f"line {i}: nginx moved\n" for i in range(60_000)).encode()  # > 1 record
-
-
-@dataclass
-class Demoted:
-    role: str
-    content: str
-    sequence_number: int
-    created_at: datetime | None = T0
-    name: str | None = None
-    is_summary: bool = False
-    is_compression: bool = False
-
 
 DEMOTED = [
     Demoted("user", "Please move the nginx config to /etc/nginx/sites-enabled/navi.conf", 0),

@@ -177,8 +177,21 @@ class ContextService:
             view, tokens = await self._inject(
                 session, viewer, loaded.msgs, incoming, view, tokens, model=model, window=window
             )
+        return self._prepared(session, profile, view, tokens, events)
+
+    def _prepared(
+        self,
+        session: Session,
+        profile: Profile,
+        view: list[MessageOut],
+        tokens: int,
+        events: list[ContextEvent],
+    ) -> PrepareOut:
+        """The size check, then the answer: the profile's system prompt first (fresh from
+        the profile, never stored; counted in `tokens`)."""
+        window = profile.context_window
         check_context_size(tokens, window, self.settings.output_reserve_tokens)
-        lead = prompt_note(profile)  # fresh from the profile, never stored; counted above
+        lead = prompt_note(profile)
         return PrepareOut(
             session_id=session.id,
             context=[lead, *view] if lead else view,
@@ -213,15 +226,7 @@ class ContextService:
                 model=model,
                 window=window,
             )
-        check_context_size(tokens, window, self.settings.output_reserve_tokens)
-        lead = prompt_note(profile)  # fresh from the profile, never stored; counted above
-        return PrepareOut(
-            session_id=session.id,
-            context=[lead, *view] if lead else view,
-            tokens=tokens,
-            window=window,
-            events=[],
-        )
+        return self._prepared(session, profile, view, tokens, [])
 
     async def _compress_before_turn(
         self,
