@@ -187,14 +187,26 @@ async def _run_batch(
         async with transaction(factory) as db:
             return await index_batch(db, llm, user_id, session_id, before)
     except SQLAlchemyError as exc:
-        error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        log.warning("memory.idle_index_failed", session_id=str(session_id), error=error[:300])
-        try:
-            async with transaction(factory) as db:
-                await RawIndexRepository(db).record_failure(user_id, session_id, error)
-        except SQLAlchemyError:
-            pass  # the database is gone: the pass ends on the next statement anyway
+        await record_db_failure(factory, user_id, session_id, exc, "memory.idle_index_failed")
         return BatchOutcome(failed=True)
+
+
+async def record_db_failure(
+    factory: async_sessionmaker[AsyncSession],
+    user_id: str,
+    session_id: uuid.UUID,
+    exc: SQLAlchemyError,
+    event: str,
+) -> None:
+    """A session's batch rolled back on a database error: logged as `event` and counted
+    on its state row (`attempts`, `last_error`) in a transaction of its own."""
+    error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    log.warning(event, session_id=str(session_id), error=error[:300])
+    try:
+        async with transaction(factory) as db:
+            await RawIndexRepository(db).record_failure(user_id, session_id, error)
+    except SQLAlchemyError:
+        pass  # the database is gone: the next statement of the pass finds out again
 
 
 async def index_idle_sessions(

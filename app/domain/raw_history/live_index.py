@@ -46,9 +46,8 @@ from app.domain.kernel.jobs import unless_running
 from app.domain.raw_history.breadcrumbs import extract_breadcrumbs, merge_breadcrumbs
 from app.domain.raw_history.chunk_writer_repository import ChunkWriter
 from app.domain.raw_history.chunks import RawChunk, append_chunks
-from app.domain.raw_history.idle_index import BATCH_MESSAGES, take_batch
-from app.domain.raw_history.indexer import chunk_messages, fresh_chunks
-from app.domain.raw_history.ranking import segment_spans
+from app.domain.raw_history.idle_index import BATCH_MESSAGES, record_db_failure, take_batch
+from app.domain.raw_history.indexer import chunk_messages, fresh_chunks, segment_texts
 from app.domain.raw_history.state_repository import RawIndexRepository
 from app.lib.metrics import RAW_CHUNKS_INDEXED
 from app.llm.errors import EmbeddingDisabledError, LLMError
@@ -151,13 +150,7 @@ async def _index_one(
         async with transaction(factory) as db:
             return await index_live_session(db, user_id, session_id, has_row=has_row)
     except SQLAlchemyError as exc:
-        error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        log.warning("memory.live_index_failed", session_id=str(session_id), error=error[:300])
-        try:
-            async with transaction(factory) as db:
-                await RawIndexRepository(db).record_failure(user_id, session_id, error)
-        except SQLAlchemyError:
-            pass  # the database is gone: the next pass finds out again
+        await record_db_failure(factory, user_id, session_id, exc, "memory.live_index_failed")
         return exc
 
 
@@ -229,8 +222,8 @@ async def embed_stale_chunks(
             ids = [c.id for c in stale if c.user_id == user_id]
             have.update(await writer.segment_spans_of(user_id, ids))
         plans: list[tuple[Any, list[tuple[int, int]], list[int]]] = []
-        for chunk in stale:
-            spans = segment_spans(chunk.content) or [(0, len(chunk.content))]
+        _, every = segment_texts([c.content for c in stale])  # the indexers' segments
+        for chunk, spans in zip(stale, every, strict=True):
             stored = have.get(chunk.id, {})
             changed = [p for p, span in enumerate(spans) if stored.get(p) != span]
             plans.append((chunk, spans, changed))
