@@ -220,9 +220,8 @@ class SessionController(Controller):
         viewer = Viewer.editor(principal)
         refs = await sessions.append(session_id, viewer, data.messages)
         after_commit(db, lambda: wake(state, LIVE_INDEX_JOB))  # findable by memory_search
-        roles = [m.role for m in data.messages]
-        if settings.session_auto_name_enabled and "assistant" in roles:  # named after it
-            name_after_commit(db, state, await sessions.get(session_id, viewer), roles)
+        if settings.session_auto_name_enabled and any(m.role == "assistant" for m in data.messages):
+            name_after_commit(db, state, await sessions.get(session_id, viewer))  # 1st exchange
         events: list[ContextEvent] = []
         if data.usage is not None:  # the post-turn check (app/domain/context)
             events = await session_hooks.appended(

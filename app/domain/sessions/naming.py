@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Sequence
 from typing import Any
 
 import structlog
@@ -122,10 +121,10 @@ def start_naming(state: State, user_id: str, session_id: uuid.UUID) -> None:
         spawn(state, name_session(state, user_id, session_id), "session.auto_name")
 
 
-def name_after_commit(db: AsyncSession, state: State, session: Any, roles: Sequence[str]) -> None:
+def name_after_commit(db: AsyncSession, state: State, session: Any) -> None:
     """After the request commits, name `session` in the background when it has no name
-    and the appended messages hold an assistant reply (its first exchange)."""
-    if session.name is not None or "assistant" not in roles:
+    (the caller appended an assistant reply: maybe its first exchange)."""
+    if session.name is not None:
         return
     user_id, session_id = session.user_id, session.id
     after_commit(db, lambda: start_naming(state, user_id, session_id))
