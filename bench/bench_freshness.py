@@ -36,7 +36,6 @@ import httpx
 from _agent import ADMIN_TOKEN, agent_settings, ok
 from _app import configure_logging, get_settings
 from _common import (
-    BackendCpu,
     fake_ollama_process,
     fmt_ms,
     fresh_database,
@@ -47,7 +46,7 @@ from _common import (
     step,
     write_results,
 )
-from bench_load import OPS, CpuProbe, build_raw_index, postgres_processes, report, run_load, setup
+from bench_load import OPS, build_raw_index, cpu_probe, report, run_load, setup
 
 PROBE_POLL_SECONDS = 0.025
 PROBE_GIVE_UP_SECONDS = 30.0
@@ -116,9 +115,7 @@ async def one_run(args: argparse.Namespace, live: bool) -> dict[str, Any]:
         step(f"[{name}] setup: {args.clients} users × {args.sessions} sessions …")
         users = await setup(server.base_url, args)
         step(f"[{name}] raw index: {await build_raw_index(target.url, settings)}")
-        pg_how, pg_procs = postgres_processes(target.conninfo)
-        pg_pid = pg_procs[0].pid if pg_how.startswith("postmaster") else None
-        probe = CpuProbe(server, pg_pid, pg_procs, fake.pid, BackendCpu(target.conninfo))
+        probe, _ = cpu_probe(server, target.conninfo, fake.pid)
         step(f"[{name}] warm-up {args.warmup:g} s, then {args.seconds:g} s measured")
         try:
             out = await run_load(server, users, args, probe, None)

@@ -46,8 +46,15 @@ from _embedder import select_embedder
 select_embedder(sys.argv[1:])  # before any app import
 
 from _agent import agent_api, ok  # noqa: E402
-from _common import CACHE, Clock, Stats, fresh_database, print_table, provision, write_results  # noqa: E402
-from bench_locomo import INDEX_VERSION, IngestStats, chunk_stats, live_catch_up, send  # noqa: E402
+from _common import CACHE, Clock, Stats, print_table, write_results  # noqa: E402
+from bench_locomo import (  # noqa: E402
+    INDEX_VERSION,
+    IngestStats,
+    cached_ingest,
+    chunk_stats,
+    live_catch_up,
+    send,
+)
 from lme_data import (  # noqa: E402
     KS,
     Question,
@@ -151,13 +158,7 @@ async def run(args: argparse.Namespace) -> None:
         "embedder": args.embedder,
         "index_version": INDEX_VERSION,
     }
-    state: dict[str, Any] = {}
-    if args.reuse and STATE_FILE.exists():
-        state = json.loads(STATE_FILE.read_text())
-        if state.get("params") != params:
-            print("· the cached ingest has other parameters: ingesting again", file=sys.stderr)
-            state = {}
-    target = provision(DB_NAME, suffix=suffix) if state else fresh_database(DB_NAME, suffix)
+    state, target = cached_ingest(args.reuse, STATE_FILE, params, DB_NAME, suffix)
     profiles = {PROFILE: {"context_window": args.window}}
     async with agent_api(target, profiles, args.embedder, live_index=True) as api:
         client = api.client

@@ -253,6 +253,14 @@ class CpuProbe:
         return {k: cpu_delta(before[k], after[k]) for k in after}
 
 
+def cpu_probe(server: WorkerServer, conninfo: str, fake_pid: int) -> tuple[CpuProbe, str]:
+    """The CPU probe of a load run on `server` and its database, and how PostgreSQL's CPU
+    is counted (its own postmaster's children, or only the bench database's backends)."""
+    pg_how, pg_procs = postgres_processes(conninfo)
+    pg_pid = pg_procs[0].pid if pg_how.startswith("postmaster") else None
+    return CpuProbe(server, pg_pid, pg_procs, fake_pid, BackendCpu(conninfo)), pg_how
+
+
 def worker_pids(server: WorkerServer) -> list[int]:
     """The processes that serve requests: uvicorn's workers (the children of its
     supervisor that run the app), or with `--workers 1` the one process."""
@@ -638,9 +646,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         users = await setup(server.base_url, args)
         step(f"raw index: {await build_raw_index(target.url, settings)}")
         step(f"check: {await sanity(server.base_url, users[0])}")
-        pg_how, pg_procs = postgres_processes(target.conninfo)
-        pg_pid = pg_procs[0].pid if pg_how.startswith("postmaster") else None
-        probe = CpuProbe(server, pg_pid, pg_procs, fake.pid, BackendCpu(target.conninfo))
+        probe, pg_how = cpu_probe(server, target.conninfo, fake.pid)
         step(f"warm-up {args.warmup:g} s; PostgreSQL CPU: {pg_how}")
         try:
             out = await run_load(server, users, args, probe, spy)

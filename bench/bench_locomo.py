@@ -63,6 +63,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from _embedder import select_embedder  # noqa: E402
@@ -327,6 +328,21 @@ async def ask_all(
 
 
 # ------------------------------------------------------------------ run
+def cached_ingest(
+    reuse: bool, state_file: Path, params: dict[str, Any], db_name: str, suffix: str
+) -> tuple[dict[str, Any], Any]:
+    """The last ingest's state and its database when `reuse` and it was made with these
+    `params`; else no state and a fresh database."""
+    state: dict[str, Any] = {}
+    if reuse and state_file.exists():
+        state = json.loads(state_file.read_text())
+        if state.get("params") != params:
+            print("· the cached ingest has other parameters: ingesting again", file=sys.stderr)
+            state = {}
+    target = provision(db_name, suffix=suffix) if state else fresh_database(db_name, suffix)
+    return state, target
+
+
 async def run(args: argparse.Namespace) -> None:
     convs = load()[: args.conversations]
     suffix = f"_{args.embedder}" + ("_sittings" if args.sittings else "")
@@ -339,13 +355,7 @@ async def run(args: argparse.Namespace) -> None:
         "indexer": indexer_of(args),
         "index_version": INDEX_VERSION,
     }
-    state: dict[str, Any] = {}
-    if args.reuse and state_file.exists():
-        state = json.loads(state_file.read_text())
-        if state.get("params") != params:
-            print("· the cached ingest has other parameters: ingesting again", file=sys.stderr)
-            state = {}
-    target = provision(DB_NAME, suffix=suffix) if state else fresh_database(DB_NAME, suffix)
+    state, target = cached_ingest(args.reuse, state_file, params, DB_NAME, suffix)
     profiles = {"bench-locomo": {"context_window": args.window}}
     stats = IngestStats()
     live = indexer_of(args) == "live"
