@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import shutil
 import uuid
 from typing import Annotated, Any
 
@@ -18,6 +17,7 @@ from app.domain.kernel.deps import READ_ONLY, READ_ONLY_STANDALONE, after_commit
 from app.domain.kernel.events import ContextEvent
 from app.domain.kernel.jobs import LIVE_INDEX_JOB, wake
 from app.domain.kernel.principal import Principal
+from app.domain.kernel.session_files import remove_session_dirs
 from app.domain.sessions.deps import DEPENDENCIES
 from app.domain.sessions.hooks import SessionHooks
 from app.domain.sessions.naming import name_after_commit
@@ -203,7 +203,7 @@ class SessionController(Controller):
         settings: Settings,
     ) -> None:
         await sessions.delete(session_id, Viewer.editor(principal))
-        shutil.rmtree(settings.data_path / "session_files" / str(session_id), ignore_errors=True)
+        remove_session_dirs(settings, [session_id])
 
     @post("/{session_id:uuid}/messages")
     async def append_messages(
