@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.lib.errors import Unprocessable
+from app.lib.inputs import reject_nul
 from app.lib.sql import contains_pattern
 
 MARKER = "[forgotten]"
@@ -30,8 +31,7 @@ def check_text(raw: str) -> str:
         raise Unprocessable(f"text: at least {MIN_TEXT} characters (not counting spaces)")
     if len(text) > MAX_TEXT:
         raise Unprocessable(f"text: at most {MAX_TEXT} characters")
-    if "\x00" in text:
-        raise Unprocessable("text: must not contain NUL (U+0000)")
+    reject_nul(text, "text")
     if text.casefold() in MARKER.casefold():
         raise Unprocessable(f"text: part of the marker {MARKER!r} that replaces forgotten text")
     return text
