@@ -195,7 +195,9 @@ def wait_for_replica(db_url: str, timeout: float = 60.0) -> None:
         row = primary.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
     assert row is not None
     deadline = time.monotonic() + timeout
-    with psycopg.connect(_libpq(replica_url_of(db_url)), autocommit=True) as replica:
+    # the replay position is the cluster's: read it in `postgres`, which exists on the
+    # replica from the start (the test's database may not have been replayed yet)
+    with _admin(replica_url_of(db_url)) as replica:
         while time.monotonic() < deadline:
             done = replica.execute(
                 "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (row[0],)
