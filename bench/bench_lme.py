@@ -35,24 +35,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import json
+import os
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import psutil
+import psycopg
 from _embedder import select_embedder
 
 select_embedder(sys.argv[1:])  # before any app import
 
 from _agent import agent_api, ok  # noqa: E402
 from _common import CACHE, Clock, Stats, print_table, write_results  # noqa: E402
+from _variants import applied, describe, parse  # noqa: E402
 from bench_locomo import (  # noqa: E402
     INDEX_VERSION,
     IngestStats,
     cached_ingest,
     chunk_stats,
     live_catch_up,
+    run_indexer,
     send,
 )
 from lme_data import (  # noqa: E402
@@ -71,6 +78,7 @@ from locomo_data import BUDGETS, _norm  # noqa: E402
 
 DB_NAME = "navi_bench_lme"
 STATE_FILE = CACHE / "lme-ingest.json"
+IDLE_STATE_FILE = CACHE / "lme-idle-ingest.json"  # --idle-index: cached apart
 PROFILE = "bench-lme"
 WINDOW = 131072  # a chat app's large window: no session of the split comes near it
 METRICS = [*(f"{m}@{k}" for k in KS for m in ("any", "all")), *(f"turns@{b}" for b in BUDGETS)]
@@ -93,6 +101,56 @@ async def ingest(client: Any, q: Question, st: IngestStats) -> dict[str, Any]:
         await send(client, auth, sid, messages_of(hay, no), st)
         sessions[sid] = hay.session_id
     return {"id": uid, "token": token, "sessions": sessions}
+
+
+# ------------------------------------------------------------------ index throughput
+@dataclasses.dataclass
+class CpuClock:
+    seconds: float = 0.0
+
+
+def _cpu_now() -> float:
+    """CPU seconds so far of this process (the app, its embedder) and PostgreSQL's."""
+    total = 0.0
+    for p in psutil.process_iter(["name", "cpu_times"]):
+        if p.pid == os.getpid() or p.info["name"] == "postgres":
+            t = p.info["cpu_times"]
+            total += (t.user + t.system) if t else 0.0
+    return total
+
+
+@contextlib.contextmanager
+def cpu_clock() -> Iterator[CpuClock]:
+    clock = CpuClock()
+    before = _cpu_now()
+    try:
+        yield clock
+    finally:
+        clock.seconds = round(_cpu_now() - before, 1)
+
+
+def embedder_floor(conninfo: str, batch: int = 64) -> dict[str, Any]:
+    """The model alone on the texts the indexer embedded: every stored chunk's segments
+    (`indexer.segment_texts`), in runs of `batch`, timed on the wall clock and in CPU."""
+    from app.domain.raw_history.indexer import segment_texts
+    from app.llm.local_embedder import LocalEmbedder
+
+    with psycopg.connect(conninfo) as c:
+        contents = [r[0] for r in c.execute("SELECT content FROM memory_chunks ORDER BY id")]
+    texts, _ = segment_texts(contents)
+    model = LocalEmbedder()
+    model.load()
+    with cpu_clock() as cpu:
+        t0 = time.perf_counter()
+        for i in range(0, len(texts), batch):
+            model.encode(texts[i : i + batch])
+        seconds = time.perf_counter() - t0
+    return {
+        "segments": len(texts),
+        "chars": sum(map(len, texts)),
+        "seconds": round(seconds, 1),
+        "cpu_seconds": cpu.seconds,
+    }
 
 
 # ------------------------------------------------------------------ ask
@@ -151,16 +209,19 @@ async def ask(
 # ------------------------------------------------------------------ run
 async def run(args: argparse.Namespace) -> None:
     questions = pick(load(), args.questions)
-    suffix = f"_{args.embedder}"
+    suffix = f"_{args.embedder}" + ("_idle" if args.idle_index else "")
+    state_file = IDLE_STATE_FILE if args.idle_index else STATE_FILE
     params = {
         "questions": [q.question_id for q in questions],
         "window": args.window,
         "embedder": args.embedder,
         "index_version": INDEX_VERSION,
+        "indexer": "idle" if args.idle_index else "live",
     }
-    state, target = cached_ingest(args.reuse, STATE_FILE, params, DB_NAME, suffix)
+    state, target = cached_ingest(args.reuse, state_file, params, DB_NAME, suffix)
     profiles = {PROFILE: {"context_window": args.window}}
-    async with agent_api(target, profiles, args.embedder, live_index=True) as api:
+    live = not args.idle_index
+    async with agent_api(target, profiles, args.embedder, live_index=live) as api:
         client = api.client
         if not state:
             stats = IngestStats()
@@ -178,16 +239,26 @@ async def run(args: argparse.Namespace) -> None:
             stats.seconds = time.perf_counter() - started
             state = {"params": params, "users": users, "ingest": dataclasses.asdict(stats)}
             state["before_index"] = chunk_stats(target.conninfo)
-            state["index"] = await live_catch_up(target.conninfo)  # no index step
-            STATE_FILE.write_text(json.dumps(state, indent=1))
+            if live:  # no index step: the app's live indexer ran during the ingest
+                state["index"] = await live_catch_up(target.conninfo)
+            else:  # the idle-session indexer after the ingest, beside the model alone
+                with cpu_clock() as cpu:
+                    state["index"] = await run_indexer(api.app, api.settings)
+                state["index"]["cpu_seconds"] = cpu.seconds
+                state["floor"] = await asyncio.to_thread(embedder_floor, target.conninfo)
+            state_file.write_text(json.dumps(state, indent=1))
         chunks = chunk_stats(target.conninfo)
         del client.headers["Authorization"]
         t0 = time.perf_counter()
         asked = await ask(client, questions, state["users"], args.k, args.dump)
         ask_seconds = time.perf_counter() - t0
+        variants: dict[str, Asked] = {}
+        for name in parse(args.ab):  # the same questions, the search with other settings
+            with applied(name):
+                variants[name] = await ask(client, questions, state["users"], args.k, False)
     if args.dump:
         write_results("lme-answers.json", asked.answers, "answers")
-    report(questions, asked, state, chunks, args, ask_seconds)
+    report(questions, asked, state, chunks, args, ask_seconds, variants)
 
 
 def fmt(v: float) -> str:
@@ -201,6 +272,7 @@ def report(
     chunks: dict[str, float],
     args: argparse.Namespace,
     ask_seconds: float,
+    variants: dict[str, Asked],
 ) -> None:
     st = IngestStats(**state["ingest"])
     index = state["index"]
@@ -217,14 +289,21 @@ def report(
         f" → {chunks['chunks']:.0f} raw chunks, {chunks['avg_chars']:,.0f} chars on average, "
         f"{chunks['embedded']:.0f} with a vector"
     )
-    print(
-        f"live indexer (no index step): {state['before_index']['chunks']:.0f} raw chunks when "
-        f"the last append returned; caught up {index['catch_up_seconds']} s later "
-        f"({index['catch_up_seconds'] * per_k:.2f} s per 1,000 messages; left: "
-        f"{index['pending']} sessions uncovered, {index['stale']} chunks stale)"
-    )
+    if "catch_up_seconds" in index:
+        print(
+            f"live indexer (no index step): {state['before_index']['chunks']:.0f} raw chunks "
+            f"when the last append returned; caught up {index['catch_up_seconds']} s later "
+            f"({index['catch_up_seconds'] * per_k:.2f} s per 1,000 messages; left: "
+            f"{index['pending']} sessions uncovered, {index['stale']} chunks stale)"
+        )
+    else:
+        report_index(index, state["floor"])
     lat = Stats.of(asked.latencies)
-    tallies = {f"memory_search k={args.k}": asked.tally, **bm25_tallies(questions)}
+    tallies = {
+        f"memory_search k={args.k}": asked.tally,
+        **{f"  A/B {n} ({describe(n)})": v.tally for n, v in variants.items()},
+        **bm25_tallies(questions),
+    }
     rows = [[name, *(fmt(t.mean(m)) for m in METRICS)] for name, t in tallies.items()]
     print()
     print_table(["retriever", *METRICS], rows)
@@ -240,6 +319,9 @@ def report(
         f"{asked.tally.mean('in hits'):.3f}; distinct sessions in the hits "
         f"{asked.tally.mean('sessions'):.1f} on average"
     )
+    for name, v in variants.items():
+        vl = Stats.of(v.latencies)
+        print(f"  A/B {name}: memory_search p50 {vl.p50:.0f} ms, p95 {vl.p95:.0f} ms")
     print("LongMemEval (Wu et al., ICLR 2025), MIT licence, Copyright (c) 2024 Di Wu.")
     write_results(
         "lme-results.json",
@@ -258,6 +340,25 @@ def report(
     )
 
 
+def report_index(index: dict[str, Any], floor: dict[str, Any]) -> None:
+    """The idle indexer's throughput beside the model alone on the same segments."""
+    n = max(index["messages"], 1)
+    print(
+        f"idle indexer: {index['messages']:,} messages → {index['chunks']:,} chunks in "
+        f"{index['seconds']:.1f} s = {n / index['seconds']:.1f} messages/s "
+        f"({1000 * index['seconds'] / n:.1f} s per 1,000), {index['cpu_seconds']:.0f} CPU-s = "
+        f"{n / max(index['cpu_seconds'], 1e-9):.1f} messages per CPU-second "
+        f"(app + PostgreSQL); {index['failed']} failed"
+    )
+    print(
+        f"the model alone on the same {floor['segments']:,} segments ({floor['chars']:,} chars):"
+        f" {floor['seconds']:.1f} s = {n / floor['seconds']:.1f} messages/s, "
+        f"{n / max(floor['cpu_seconds'], 1e-9):.1f} per CPU-second → the indexer at "
+        f"{index['seconds'] / floor['seconds']:.2f}× the embedder's floor (wall clock), "
+        f"{index['cpu_seconds'] / max(floor['cpu_seconds'], 1e-9):.2f}× (CPU)"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -267,8 +368,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--embedder", choices=("local", "fake"), default="local")
     parser.add_argument("--k", type=int, default=10, help="memory_search k")
     parser.add_argument("--reuse", action="store_true", help="reuse the last ingest")
+    parser.add_argument(
+        "--idle-index",
+        action="store_true",
+        help="no live indexer: the idle-session indexer after the ingest, and the model alone "
+        "on the same segments (index throughput against the embedder's floor)",
+    )
     parser.add_argument("--dump", action="store_true", help="write every answer to .cache")
+    parser.add_argument(
+        "--ab", default="", help="variants (bench/_variants.py) asked again in the same run"
+    )
     args = parser.parse_args(argv)
+    parse(args.ab)
     if args.questions is not None and args.questions < 1:
         parser.error("--questions: at least 1")
     asyncio.run(run(args))

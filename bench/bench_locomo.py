@@ -74,6 +74,7 @@ import psycopg  # noqa: E402
 from _agent import agent_api, compressions, ok, prepare  # noqa: E402
 from _app import IndexPassResult, index_idle_sessions  # noqa: E402
 from _common import CACHE, Clock, fresh_database, print_table, provision, write_results  # noqa: E402
+from _variants import applied, describe, parse  # noqa: E402
 from locomo_data import (  # noqa: E402
     BUDGETS,
     Conversation,
@@ -283,12 +284,13 @@ async def ask_all(
     k: int,
     scope: str,
     dump: list[dict[str, Any]] | None,
+    windows: tuple[bool, ...] = (True, False),
 ) -> dict[bool, Score]:
-    scores = {True: Score(), False: Score()}
+    scores = {w: Score() for w in windows}
     for conv, user in zip(convs, users, strict=True):
         headers = {"Authorization": f"Bearer {user['token']}"}
         for q in conv.questions:
-            for window in (True, False):
+            for window in windows:
                 with Clock() as c:
                     r = await client.post(
                         "/memory/search",
@@ -400,9 +402,18 @@ async def run(args: argparse.Namespace) -> None:
         t0 = time.perf_counter()
         scores = await ask_all(client, state["users"], convs, args.k, args.scope, dump)
         ask_seconds = time.perf_counter() - t0
+        variants: dict[str, Score] = {}
+        for name in parse(args.ab):  # the same questions, the search with other settings
+            with applied(name):
+                asked = await ask_all(
+                    client, state["users"], convs, args.k, args.scope, None, (True,)
+                )
+                variants[name] = asked[True]
     if dump is not None:
         write_results(f"locomo-{'sittings-' if args.sittings else ''}answers.json", dump, "answers")
     report(convs, scores, stats, chunks, args, ask_seconds, state)
+    if variants:
+        report_variants(scores[True], variants)
 
 
 def chunk_stats(conninfo: str) -> dict[str, float]:
@@ -508,6 +519,32 @@ def report(
     )
 
 
+def report_variants(base: Score, variants: dict[str, Score]) -> None:
+    """The `--ab` variants beside the shipped search (best window on), per category."""
+    cats = [c for c in CATEGORIES if base.n_cat.get(c)]
+    head = ["search", "@1500", "@4000", *(f"{c} @4000" for c in cats), "p95 ms"]
+    rows = []
+    for name, s in {"shipped": base, **variants}.items():
+        lat = sorted(s.latencies)
+        p95 = lat[int(0.95 * (len(lat) - 1))] if lat else float("nan")
+        label = name if name == "shipped" else f"{name} ({describe(name)})"
+        rows.append(
+            [
+                label,
+                f"{s.mean(1500):.3f}",
+                f"{s.mean(4000):.3f}",
+                *(f"{s.mean(4000, c):.3f}" for c in cats),
+                f"{p95:.0f}",
+            ]
+        )
+    print()
+    print_table(
+        head,
+        rows,
+        title="A/B over the same ingest (" + ", ".join(f"{c} {CATEGORIES[c]}" for c in cats) + ")",
+    )
+
+
 INDEX_VERSION = 3  # bump when indexing (chunking, embedding) changes: --reuse ingests again
 
 
@@ -538,7 +575,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scope", default="raw", choices=("raw", "all"))
     parser.add_argument("--reuse", action="store_true", help="reuse the last ingest")
     parser.add_argument("--dump", action="store_true", help="write every answer to .cache")
+    parser.add_argument(
+        "--ab", default="", help="variants (bench/_variants.py) asked again in the same run"
+    )
     args = parser.parse_args(argv)
+    parse(args.ab)
     if args.window is None:
         args.window = SITTINGS_WINDOW if args.sittings else WINDOW
     asyncio.run(run(args))

@@ -50,6 +50,7 @@ __all__ = [
     "line_spans",
     "rank_chunks",
     "segment_spans",
+    "spread",
     "stem_term",
     "term_hits",
     "term_pattern",
@@ -215,14 +216,17 @@ def rank_chunks(
     *,
     k: int,
     min_similarity: float,
-    text_weight: float = TEXT_WEIGHT,
+    text_weight: float | None = None,
     focus_lines: int = FOCUS_LINES,
-    context_weight: float = CONTEXT_WEIGHT,
+    context_weight: float | None = None,
 ) -> list[Ranked]:
     """The `k` best candidates by their best line (see the module docstring).
 
     `weights` maps each query term to its IDF over the user's chunks; candidates without
-    any segment similarity are ranked by text alone."""
+    any segment similarity are ranked by text alone. The weights default to the module's
+    `TEXT_WEIGHT` and `CONTEXT_WEIGHT`, read at call time."""
+    text_weight = TEXT_WEIGHT if text_weight is None else text_weight
+    context_weight = CONTEXT_WEIGHT if context_weight is None else context_weight
     wanted = [t for t, w in weights.items() if w > 0]
     scored = [_score_lines(c, weights, wanted) for c in candidates]
     if not scored:
@@ -249,6 +253,31 @@ def rank_chunks(
         )
     ranked.sort(key=lambda r: -r.score)  # stable: ties keep the candidates' order
     return ranked[: max(k, 0)]
+
+
+def spread(
+    ranked: Sequence[Ranked], group: Mapping[str, str], decay: float, k: int
+) -> list[Ranked]:
+    """The `k` best of `ranked` (best first) when every hit already taken from a group
+    (a session) costs the next one of that group a factor `decay`: one session's five
+    chunks on a subject do not push out the other sessions that speak of it. A question
+    asked across sessions ("how many…", "what changed since…") needs them; a hit far
+    ahead of the rest keeps its place. `decay` 1 keeps the order as it is."""
+    if decay >= 1.0 or len(ranked) <= 1:
+        return list(ranked[: max(k, 0)])
+    left = list(ranked)
+    taken: dict[str, int] = {}
+    out: list[Ranked] = []
+    while left and len(out) < k:
+        best = max(
+            range(len(left)),
+            key=lambda i: left[i].score * decay ** taken.get(group.get(left[i].key, ""), 0),
+        )
+        hit = left.pop(best)
+        g = group.get(hit.key, "")
+        taken[g] = taken.get(g, 0) + 1
+        out.append(hit)
+    return out
 
 
 def _fuse(

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.db.engine import in_own_session
 from app.domain.kernel.hits import MemoryHit
 from app.domain.kernel.terms import query_terms
-from app.domain.raw_history.ranking import Candidate, idf, rank_chunks, stem_term
+from app.domain.raw_history.ranking import Candidate, idf, rank_chunks, spread, stem_term
 from app.domain.raw_history.repositories import ChunkRepository, ChunkScope, Segment
 from app.domain.raw_history.search_cache import CommonTerms, Walkers
 from app.lib.aio import both
@@ -39,6 +39,9 @@ VECTOR_CANDIDATES = 15  # nearest segments taken from the vector side
 TERM_CAP = 500
 MAX_TERMS = 24  # query terms looked up (recall queries are several messages long)
 EXACT_SCAN_CHUNKS = 1000  # up to this many chunks in scope, segments are compared one by one
+# each hit already taken from a session scales the next of that session by this
+# (`ranking.spread`). why: docs/performance.md, "hits spread over sessions"
+SESSION_DECAY = 1.0
 
 
 _WALKERS = Walkers()
@@ -284,7 +287,10 @@ def rank_candidates(
         )
         for r, segs in loaded
     ]
-    ranked = rank_chunks(candidates, weights, k=k, min_similarity=1.0 - RAW_MAX_DISTANCE)
+    ranked = rank_chunks(
+        candidates, weights, k=len(candidates), min_similarity=1.0 - RAW_MAX_DISTANCE
+    )
+    ranked = spread(ranked, {str(r.id): str(r.session_id) for r, _ in loaded}, SESSION_DECAY, k)
     return [
         raw_hit(
             rows[r.key],

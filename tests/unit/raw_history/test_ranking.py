@@ -9,10 +9,12 @@ from hypothesis import strategies as st
 from app.domain.kernel.hits import MemoryHit
 from app.domain.raw_history.ranking import (
     Candidate,
+    Ranked,
     idf,
     line_spans,
     rank_chunks,
     segment_spans,
+    spread,
     stem_term,
     term_hits,
     term_pattern,
@@ -218,3 +220,35 @@ def test_term_hits_prefix_whole_word_and_unicode_length_change() -> None:
     ]
     # "İ" lower-cases to two chars: the pattern decides, offsets stay the text's
     assert term_hits("İstanbul port", ["port"]) == [(9, "port")]
+
+
+# ------------------------------------------------------------------ spread over sessions
+def _r(key: str, score: float) -> Ranked:
+    return Ranked(key=key, score=score, similarity=None, terms=())
+
+
+def test_spread_with_decay_one_keeps_the_order_and_cuts_to_k() -> None:
+    ranked = [_r("a1", 0.9), _r("a2", 0.8), _r("b1", 0.5)]
+    assert [r.key for r in spread(ranked, {"a1": "A", "a2": "A", "b1": "B"}, 1.0, 2)] == [
+        "a1",
+        "a2",
+    ]
+
+
+def test_spread_lets_another_session_in_before_a_sessions_next_close_hit() -> None:
+    group = {"a1": "A", "a2": "A", "a3": "A", "b1": "B", "c1": "C"}
+    ranked = [_r("a1", 0.9), _r("a2", 0.85), _r("a3", 0.84), _r("b1", 0.7), _r("c1", 0.2)]
+    got = [r.key for r in spread(ranked, group, 0.7, 3)]
+    # a2 (0.85 x 0.7 = 0.595) falls behind b1 (0.7); c1 is too weak to pass a2
+    assert got == ["a1", "b1", "a2"]
+
+
+def test_spread_keeps_a_hit_far_ahead_of_the_rest() -> None:
+    group = {"a1": "A", "a2": "A", "b1": "B"}
+    ranked = [_r("a1", 0.9), _r("a2", 0.88), _r("b1", 0.3)]
+    assert [r.key for r in spread(ranked, group, 0.7, 2)] == ["a1", "a2"]
+
+
+def test_spread_of_nothing_is_nothing() -> None:
+    assert spread([], {}, 0.5, 3) == []
+    assert spread([_r("a", 1.0)], {}, 0.5, 0) == []

@@ -1,0 +1,64 @@
+"""`--ab NAME[,NAME…]` of bench-locomo and bench-lme: retrieval settings tried against the
+shipped ones over the same ingest, in the same run (issue 31's A/B).
+
+A variant sets module constants of the search (read at call time) for one pass of the
+questions and puts them back after it. Add one here to try it; keep it in the code only
+when the A/B on both benchmarks says so (docs/performance.md, "Retrieval A/B")."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+SEARCH = "app.domain.raw_history.search"
+RANKING = "app.domain.raw_history.ranking"
+
+VARIANTS: dict[str, dict[tuple[str, str], Any]] = {
+    "spread": {(SEARCH, "SESSION_DECAY"): 0.7},
+    "spread5": {(SEARCH, "SESSION_DECAY"): 0.5},
+    "spread9": {(SEARCH, "SESSION_DECAY"): 0.9},
+    "wide": {(SEARCH, "VECTOR_CANDIDATES"): 30, (SEARCH, "TEXT_CANDIDATES"): 30},
+    "wide+spread": {
+        (SEARCH, "VECTOR_CANDIDATES"): 30,
+        (SEARCH, "TEXT_CANDIDATES"): 30,
+        (SEARCH, "SESSION_DECAY"): 0.7,
+    },
+    "text4": {(RANKING, "TEXT_WEIGHT"): 0.4},
+    "text6": {(RANKING, "TEXT_WEIGHT"): 0.6},
+    "text7": {(RANKING, "TEXT_WEIGHT"): 0.7},
+    "ctx0": {(RANKING, "CONTEXT_WEIGHT"): 0.0},
+    "ctx5": {(RANKING, "CONTEXT_WEIGHT"): 0.5},
+    "text6+spread": {(RANKING, "TEXT_WEIGHT"): 0.6, (SEARCH, "SESSION_DECAY"): 0.7},
+}
+
+
+def parse(spec: str | None) -> list[str]:
+    """The variant names of `--ab` (comma-separated), checked."""
+    names = [n.strip() for n in (spec or "").split(",") if n.strip()]
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        raise SystemExit(
+            f"--ab: unknown variant {', '.join(unknown)} (known: {', '.join(VARIANTS)})"
+        )
+    return names
+
+
+@contextmanager
+def applied(name: str) -> Iterator[None]:
+    """The search with variant `name`'s settings, restored afterwards."""
+    saved: list[tuple[Any, str, Any]] = []
+    try:
+        for (module, attr), value in VARIANTS[name].items():
+            mod = importlib.import_module(module)
+            saved.append((mod, attr, getattr(mod, attr)))
+            setattr(mod, attr, value)
+        yield
+    finally:
+        for mod, attr, value in reversed(saved):
+            setattr(mod, attr, value)
+
+
+def describe(name: str) -> str:
+    return ", ".join(f"{attr}={v}" for (_, attr), v in VARIANTS[name].items())
