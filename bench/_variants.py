@@ -30,6 +30,9 @@ VARIANTS: dict[str, dict[tuple[str, str], Any]] = {
     "text7": {(RANKING, "TEXT_WEIGHT"): 0.7},
     "ctx0": {(RANKING, "CONTEXT_WEIGHT"): 0.0},
     "ctx5": {(RANKING, "CONTEXT_WEIGHT"): 0.5},
+    "own8": {(RANKING, "OTHER_SPEAKER_WEIGHT"): 0.8},
+    "own6": {(RANKING, "OTHER_SPEAKER_WEIGHT"): 0.6},
+    "own4": {(RANKING, "OTHER_SPEAKER_WEIGHT"): 0.4},
     "text6+spread": {(RANKING, "TEXT_WEIGHT"): 0.6, (SEARCH, "SESSION_DECAY"): 0.7},
 }
 

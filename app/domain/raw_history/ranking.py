@@ -48,6 +48,7 @@ __all__ = [
     "Ranked",
     "idf",
     "line_spans",
+    "first_person",
     "rank_chunks",
     "segment_spans",
     "spread",
@@ -60,6 +61,13 @@ SEGMENT_CHARS = 800  # ≈ 200 tokens: all-MiniLM reads 256, so a segment is emb
 FOCUS_LINES = 30
 TEXT_WEIGHT = 0.5
 CONTEXT_WEIGHT = 0.3  # share of the better neighbour line's score a line adds to its own
+# a first-person query ("what did I…", "my…") scales the lines of other speakers by this:
+# what the user said of themselves is the memory, the assistant's elaboration around it
+# is not. why: docs/performance.md, "the user's own lines"
+OTHER_SPEAKER_WEIGHT = 1.0
+_FIRST_PERSON = frozenset({"i", "i'm", "i've", "i'd", "i'll", "my", "me", "mine", "myself"})
+_SECOND_PERSON = frozenset({"you", "your", "you're", "you've", "yours", "yourself"})
+_SPEAKER = re.compile(r"(User|Assistant|Tool result[^:\n]*): ")
 PREFIX_MIN = 3
 K1 = 1.2
 B = 0.75
@@ -210,6 +218,27 @@ class _Lines:
     tfs: dict[int, dict[str, int]]  # line (len(spans): the breadcrumbs) -> term counts
 
 
+def first_person(query: str) -> bool:
+    """The query asks about the user in their own words ("where do I keep my…") and not
+    about what the assistant said ("what did you recommend…")."""
+    words = {w.strip(".,;:!?\"'()") for w in query.lower().replace("’", "'").split()}
+    return bool(words & _FIRST_PERSON) and not words & _SECOND_PERSON
+
+
+def user_lines(text: str, spans: Sequence[Span]) -> list[bool]:
+    """Per line of a chunk: whether it belongs to a message the user wrote (the chunk
+    writes each message after a `User: ` / `Assistant: ` / `Tool result: ` label; a line
+    without a label continues the message above)."""
+    out: list[bool] = []
+    mine = False
+    for a, _ in spans:
+        m = _SPEAKER.match(text, a)
+        if m:
+            mine = m.group(1) == "User"
+        out.append(mine)
+    return out
+
+
 def rank_chunks(
     candidates: Sequence[Candidate],
     weights: Mapping[str, float],
@@ -219,6 +248,7 @@ def rank_chunks(
     text_weight: float | None = None,
     focus_lines: int = FOCUS_LINES,
     context_weight: float | None = None,
+    other_speaker_weight: float = 1.0,
 ) -> list[Ranked]:
     """The `k` best candidates by their best line (see the module docstring).
 
@@ -232,6 +262,11 @@ def rank_chunks(
     if not scored:
         return []
     fused = _fuse(scored, weights, min_similarity, text_weight, context_weight)
+    if other_speaker_weight != 1.0:
+        for s, row in zip(scored, fused, strict=True):
+            for i, mine in enumerate(user_lines(s.cand.text, s.spans)):
+                if not mine:
+                    row[i] *= other_speaker_weight
     best_lines = heapq.nlargest(focus_lines, (x for row in fused for x in row[:-1]))
     cutoff = best_lines[-1] if best_lines else math.inf
     ranked: list[Ranked] = []

@@ -17,7 +17,15 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.db.engine import in_own_session
 from app.domain.kernel.hits import MemoryHit
 from app.domain.kernel.terms import query_terms
-from app.domain.raw_history.ranking import Candidate, idf, rank_chunks, spread, stem_term
+from app.domain.raw_history import ranking
+from app.domain.raw_history.ranking import (
+    Candidate,
+    first_person,
+    idf,
+    rank_chunks,
+    spread,
+    stem_term,
+)
 from app.domain.raw_history.repositories import ChunkRepository, ChunkScope, Segment
 from app.domain.raw_history.search_cache import CommonTerms, Walkers
 from app.lib.aio import both
@@ -124,7 +132,7 @@ async def search_raw(
     ids += [c for c in dict.fromkeys(cid for cid, _ in near) if str(c) not in matched]
     order = {chunk_id: n for n, chunk_id in enumerate(ids)}
     loaded = sorted(await repo.load_candidates(user_id, ids, vec), key=lambda x: order[x[0].id])
-    return rank_candidates(loaded, weights, k)
+    return rank_candidates(loaded, weights, k, mine=first_person(query))
 
 
 async def _query_vector(llm: LLMGateway | None, query: str) -> list[float] | None:
@@ -272,11 +280,16 @@ def text_candidates(
 
 
 def rank_candidates(
-    loaded: Sequence[tuple[Any, Sequence[Segment]]], weights: Mapping[str, float], k: int
+    loaded: Sequence[tuple[Any, Sequence[Segment]]],
+    weights: Mapping[str, float],
+    k: int,
+    *,
+    mine: bool = False,
 ) -> list[MemoryHit]:
     """The `k` best of the loaded candidate chunks (rows with the `_CHUNK_COLUMNS`
     attributes, and their segments' similarities), ranked by `ranking.rank_chunks`, as
-    raw hits."""
+    raw hits. `mine`: a first-person query, the user's own lines count more
+    (`ranking.OTHER_SPEAKER_WEIGHT`)."""
     rows = {str(r.id): r for r, _ in loaded}
     candidates = [
         Candidate(
@@ -288,7 +301,11 @@ def rank_candidates(
         for r, segs in loaded
     ]
     ranked = rank_chunks(
-        candidates, weights, k=len(candidates), min_similarity=1.0 - RAW_MAX_DISTANCE
+        candidates,
+        weights,
+        k=len(candidates),
+        min_similarity=1.0 - RAW_MAX_DISTANCE,
+        other_speaker_weight=ranking.OTHER_SPEAKER_WEIGHT if mine else 1.0,
     )
     ranked = spread(ranked, {str(r.id): str(r.session_id) for r, _ in loaded}, SESSION_DECAY, k)
     return [

@@ -10,6 +10,7 @@ from app.domain.kernel.hits import MemoryHit
 from app.domain.raw_history.ranking import (
     Candidate,
     Ranked,
+    first_person,
     idf,
     line_spans,
     rank_chunks,
@@ -18,6 +19,7 @@ from app.domain.raw_history.ranking import (
     stem_term,
     term_hits,
     term_pattern,
+    user_lines,
 )
 from app.domain.raw_history.window import line_windows
 from app.domain.search.render import format_hits, hit_excerpt, keys_shown
@@ -252,3 +254,38 @@ def test_spread_keeps_a_hit_far_ahead_of_the_rest() -> None:
 def test_spread_of_nothing_is_nothing() -> None:
     assert spread([], {}, 0.5, 3) == []
     assert spread([_r("a", 1.0)], {}, 0.5, 0) == []
+
+
+# ------------------------------------------------------------------ the user's own lines
+@pytest.mark.parametrize(
+    ("query", "mine"),
+    [
+        ("Where do I initially keep my old sneakers?", True),
+        ("how many plants did i buy", True),
+        ("I\u2019m back: what was my gym locker code", True),
+        ("Can you remind me what color the Plesiosaur was?", False),
+        ("What does Melanie do to destress?", False),
+        ("deploy port of the staging server", False),
+    ],
+)
+def test_first_person_queries(query: str, mine: bool) -> None:
+    assert first_person(query) is mine
+
+
+def test_user_lines_follow_the_message_labels() -> None:
+    text = "User: my car is a Civic\nit is blue\n\nAssistant: Nice!\n1. wash it\n\nUser: thanks"
+    assert user_lines(text, line_spans(text)) == [True, True, False, False, True]
+
+
+def test_other_speakers_lines_weigh_less_for_a_first_person_query() -> None:
+    """The assistant's elaboration on plants outranks the user's statement until the
+    other speaker's lines are scaled down."""
+    mine = Candidate("mine", "User: I bought a peace lily at the nursery\n\nAssistant: ok")
+    theirs = Candidate(
+        "theirs", "User: hello\n\nAssistant: peace lily care: water the peace lily weekly"
+    )
+    weights = {"peace": 1.0, "lily": 1.0, "nursery": 0.1}
+    plain = rank_chunks([mine, theirs], weights, k=2, min_similarity=0.5)
+    assert plain[0].key == "theirs"
+    own = rank_chunks([mine, theirs], weights, k=2, min_similarity=0.5, other_speaker_weight=0.5)
+    assert own[0].key == "mine"
