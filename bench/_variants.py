@@ -16,6 +16,10 @@ SEARCH = "app.domain.raw_history.search"
 RANKING = "app.domain.raw_history.ranking"
 
 VARIANTS: dict[str, dict[tuple[str, str], Any]] = {
+    # the search before issue 31's A/B (both kept: docs/performance.md, "Retrieval A/B")
+    "before": {(RANKING, "OTHER_SPEAKER_WEIGHT"): 1.0, (SEARCH, "SESSION_DECAY"): 1.0},
+    "no-spread": {(SEARCH, "SESSION_DECAY"): 1.0},
+    "no-own": {(RANKING, "OTHER_SPEAKER_WEIGHT"): 1.0},
     "spread": {(SEARCH, "SESSION_DECAY"): 0.7},
     "spread5": {(SEARCH, "SESSION_DECAY"): 0.5},
     "spread9": {(SEARCH, "SESSION_DECAY"): 0.9},
@@ -33,6 +37,10 @@ VARIANTS: dict[str, dict[tuple[str, str], Any]] = {
     "own8": {(RANKING, "OTHER_SPEAKER_WEIGHT"): 0.8},
     "own6": {(RANKING, "OTHER_SPEAKER_WEIGHT"): 0.6},
     "own4": {(RANKING, "OTHER_SPEAKER_WEIGHT"): 0.4},
+    "own3": {(RANKING, "OTHER_SPEAKER_WEIGHT"): 0.3},
+    "own2": {(RANKING, "OTHER_SPEAKER_WEIGHT"): 0.2},
+    "own4+spread": {(RANKING, "OTHER_SPEAKER_WEIGHT"): 0.4, (SEARCH, "SESSION_DECAY"): 0.7},
+    "own3+spread": {(RANKING, "OTHER_SPEAKER_WEIGHT"): 0.3, (SEARCH, "SESSION_DECAY"): 0.7},
     "text6+spread": {(RANKING, "TEXT_WEIGHT"): 0.6, (SEARCH, "SESSION_DECAY"): 0.7},
 }
 

@@ -49,7 +49,7 @@ MAX_TERMS = 24  # query terms looked up (recall queries are several messages lon
 EXACT_SCAN_CHUNKS = 1000  # up to this many chunks in scope, segments are compared one by one
 # each hit already taken from a session scales the next of that session by this
 # (`ranking.spread`). why: docs/performance.md, "hits spread over sessions"
-SESSION_DECAY = 1.0
+SESSION_DECAY = 0.7
 
 
 _WALKERS = Walkers()
