@@ -3,6 +3,8 @@
     make bench-lme                                        # embedded PostgreSQL, local MiniLM
     make bench-lme ARGS="--questions 5 --embedder fake"
     .venv/bin/python bench/bench_lme.py --questions 20 --reuse   # ask again over the last ingest
+    .venv/bin/python bench/bench_lme.py --questions 18 --reuse --ab before   # A/B, one run
+    make bench-lme ARGS="--questions 4 --idle-index"      # index throughput vs the model alone
 
 Data: the LongMemEval-S dev split (shared/bench/longmemeval/lme-s-dev.json.gz) — 100
 questions of LongMemEval-S (Wu et al., ICLR 2025; MIT licence, Copyright (c) 2024 Di Wu).
@@ -132,31 +134,26 @@ def cpu_clock() -> Iterator[CpuClock]:
 def embedder_floor(conninfo: str, batch: int = 32) -> dict[str, Any]:
     """The model alone on the texts the indexer embedded: every stored chunk's segments
     (`indexer.segment_texts`), in calls of `batch` (the gateway's `EMBEDDING_BATCH_SIZE`),
-    timed on the wall clock and in CPU — once on the shared session spread over the
-    cores (the embedder before issue 31) and once as shipped (`BULK_WORKERS` sessions
-    of one thread each)."""
+    timed on the wall clock and in CPU."""
     from app.domain.raw_history.indexer import segment_texts
-    from app.llm import local_embedder
+    from app.llm.local_embedder import LocalEmbedder
 
     with psycopg.connect(conninfo) as c:
         contents = [r[0] for r in c.execute("SELECT content FROM memory_chunks ORDER BY id")]
     texts, _ = segment_texts(contents)
-    model = local_embedder.LocalEmbedder()
+    model = LocalEmbedder()
     model.load()
-    out: dict[str, Any] = {"segments": len(texts), "chars": sum(map(len, texts))}
-    shipped = local_embedder.BULK_WORKERS
-    for mode, workers in (("shared", 0), ("shipped", shipped)):
-        local_embedder.BULK_WORKERS = workers
-        try:
-            with cpu_clock() as cpu:
-                t0 = time.perf_counter()
-                for i in range(0, len(texts), batch):
-                    model.encode(texts[i : i + batch])
-                seconds = time.perf_counter() - t0
-        finally:
-            local_embedder.BULK_WORKERS = shipped
-        out[mode] = {"seconds": round(seconds, 1), "cpu_seconds": cpu.seconds}
-    return out
+    with cpu_clock() as cpu:
+        t0 = time.perf_counter()
+        for i in range(0, len(texts), batch):
+            model.encode(texts[i : i + batch])
+        seconds = time.perf_counter() - t0
+    return {
+        "segments": len(texts),
+        "chars": sum(map(len, texts)),
+        "seconds": round(seconds, 1),
+        "cpu_seconds": cpu.seconds,
+    }
 
 
 # ------------------------------------------------------------------ ask
@@ -361,19 +358,12 @@ def report_index(index: dict[str, Any], floor: dict[str, Any] | None) -> None:
     )
     if floor is None:  # --embedder fake: no model to compare with
         return
-    for mode, label in (("shared", "one session on every core"), ("shipped", "as shipped")):
-        f = floor[mode]
-        print(
-            f"the model alone on the same {floor['segments']:,} segments ({floor['chars']:,} "
-            f"chars), {label}: {f['seconds']:.1f} s = {n / f['seconds']:.1f} messages/s, "
-            f"{n / max(f['cpu_seconds'], 1e-9):.1f} per CPU-second"
-        )
-    f = floor["shipped"]
     print(
-        f"→ the indexer at {index['seconds'] / f['seconds']:.2f}× the shipped embedder's floor "
-        f"(wall clock), {index['cpu_seconds'] / max(f['cpu_seconds'], 1e-9):.2f}× (CPU); the "
-        f"embedder as shipped {floor['shared']['seconds'] / f['seconds']:.2f}× faster than "
-        "one session on every core"
+        f"the model alone on the same {floor['segments']:,} segments ({floor['chars']:,} chars):"
+        f" {floor['seconds']:.1f} s = {n / floor['seconds']:.1f} messages/s, "
+        f"{n / max(floor['cpu_seconds'], 1e-9):.1f} per CPU-second → the indexer at "
+        f"{index['seconds'] / floor['seconds']:.2f}× the embedder's floor (wall clock), "
+        f"{index['cpu_seconds'] / max(floor['cpu_seconds'], 1e-9):.2f}× (CPU)"
     )
 
 

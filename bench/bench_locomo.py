@@ -4,6 +4,7 @@
     make bench-locomo ARGS="--sittings"                # one session per sitting, idle indexer
     .venv/bin/python bench/bench_locomo.py --conversations 2 --embedder fake
     .venv/bin/python bench/bench_locomo.py --reuse     # query the last ingest again
+    .venv/bin/python bench/bench_locomo.py --reuse --ab before   # A/B (bench/_variants.py)
 
 Data: the LoCoMo dev split (shared/bench/locomo/locomo_dev.json) — conversations 0–4 of
 LoCoMo, "Evaluating Very Long-Term Conversational Memory of LLM Agents" (ACL 2024),

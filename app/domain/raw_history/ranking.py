@@ -63,7 +63,7 @@ TEXT_WEIGHT = 0.5
 CONTEXT_WEIGHT = 0.3  # share of the better neighbour line's score a line adds to its own
 # a first-person query ("what did I…", "my…") scales the lines of other speakers by this:
 # what the user said of themselves is the memory, the assistant's elaboration around it
-# is not. why: docs/performance.md, "the user's own lines"
+# is not. why: docs/performance.md, "Retrieval A/B"
 OTHER_SPEAKER_WEIGHT = 0.4
 _FIRST_PERSON = frozenset({"i", "i'm", "i've", "i'd", "i'll", "my", "me", "mine", "myself"})
 _SECOND_PERSON = frozenset({"you", "your", "you're", "you've", "yours", "yourself"})

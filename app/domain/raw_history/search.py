@@ -48,7 +48,7 @@ TERM_CAP = 500
 MAX_TERMS = 24  # query terms looked up (recall queries are several messages long)
 EXACT_SCAN_CHUNKS = 1000  # up to this many chunks in scope, segments are compared one by one
 # each hit already taken from a session scales the next of that session by this
-# (`ranking.spread`). why: docs/performance.md, "hits spread over sessions"
+# (`ranking.spread`). why: docs/performance.md, "Retrieval A/B"
 SESSION_DECAY = 0.7
 
 

@@ -89,20 +89,6 @@ def test_batch_equals_one_by_one(embedder: LocalEmbedder) -> None:
         assert max(abs(x - y) for x, y in zip(vec, single, strict=True)) < 1e-5
 
 
-def test_a_bulk_call_on_single_threaded_sessions_equals_one_by_one(
-    embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Past BULK_TEXTS the runs go to BULK_WORKERS sessions at once: same vectors, same
-    order as the shared session gives text by text."""
-    monkeypatch.setattr(local_embedder, "BULK_WORKERS", 2)
-    monkeypatch.setattr(local_embedder, "BULK_TEXTS", 8)
-    texts = [f"note {i}: " + "the quick brown fox " * (i % 7 + 1) for i in range(40)]
-    bulk = LocalEmbedder(run_size=4).encode(texts)
-    for i in (0, 13, 39):
-        one = embedder.encode([texts[i]])[0]
-        assert sum(a * b for a, b in zip(one, bulk[i], strict=True)) > 0.9999
-
-
 def test_long_text_is_truncated_not_rejected(embedder: LocalEmbedder) -> None:
     long_text = "memory " * 2000
     (vec,) = embedder.encode([long_text])
