@@ -48,7 +48,7 @@ from app.domain.kernel.profiles import Profile, load_profiles
 from app.domain.kernel.stopwords import STOPWORDS
 from app.domain.kernel.terms import query_terms
 from app.domain.raw_history.idle_index import IndexPassResult, index_idle_sessions
-from app.domain.raw_history.ranking import idf, segment_spans, term_pattern
+from app.domain.raw_history.ranking import first_person, idf, segment_spans, term_pattern
 from app.domain.raw_history.repositories import Segment
 from app.domain.raw_history.search import (
     TEXT_CANDIDATES,
@@ -117,6 +117,7 @@ __all__ = [
     "format_hits",
     "freeze_startup_heap",
     "get_settings",
+    "first_person",
     "hash_token",
     "idf",
     "index_idle_sessions",

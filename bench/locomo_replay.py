@@ -45,6 +45,7 @@ from _app import (  # noqa: E402
     LocalEmbedder,
     Segment,
     fake_embedding,
+    first_person,
     format_hits,
     idf,
     rank_candidates,
@@ -106,7 +107,8 @@ class User:
             )
             for c in ids
         ]
-        return format_hits(query, "raw", rank_candidates(loaded, weights, k))
+        hits = rank_candidates(loaded, weights, k, mine=first_person(query))
+        return format_hits(query, "raw", hits)
 
 
 @functools.cache
