@@ -272,6 +272,11 @@ class Score:
             self.totals[b] += v
             self.by_cat[category][b] += v
 
+    def p95(self) -> float:
+        """The search latency at the 95th percentile (the nearest sample below), ms."""
+        lat = sorted(self.latencies)
+        return lat[int(0.95 * (len(lat) - 1))] if lat else float("nan")
+
     def mean(self, b: int, category: int | None = None) -> float:
         if category is None:
             return self.totals[b] / max(self.n, 1)
@@ -472,8 +477,7 @@ def report(
     ]
     for window in (True, False):
         s = scores[window]
-        lat = sorted(s.latencies)
-        p95 = lat[int(0.95 * (len(lat) - 1))] if lat else float("nan")
+        p95 = s.p95()
         label = f"memory_search, best window {'ON' if window else 'OFF'}"
         rows.append([label, f"{s.mean(1500):.3f}", f"{s.mean(4000):.3f}", f"{p95:.0f}"])
     print_table(["retriever", "recall@1500", "recall@4000", "p95 ms"], rows)
@@ -526,8 +530,7 @@ def report_variants(base: Score, variants: dict[str, Score]) -> None:
     head = ["search", "@1500", "@4000", *(f"{c} @4000" for c in cats), "p95 ms"]
     rows = []
     for name, s in {"shipped": base, **variants}.items():
-        lat = sorted(s.latencies)
-        p95 = lat[int(0.95 * (len(lat) - 1))] if lat else float("nan")
+        p95 = s.p95()
         label = name if name == "shipped" else f"{name} ({describe(name)})"
         rows.append(
             [
