@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import re
 import time
 import uuid
@@ -15,7 +16,7 @@ import structlog
 from litestar import Litestar, Request, Response
 from litestar.config.cors import CORSConfig
 from litestar.connection import ASGIConnection
-from litestar.datastructures import MutableScopeHeaders, State
+from litestar.datastructures import MutableScopeHeaders
 from litestar.di import Provide
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.handlers.base import BaseRouteHandler
@@ -41,25 +42,25 @@ from app.db.faults import (
     statement_budget,
     unavailable_reason,
 )
-from app.db.replica import CURRENT_WRITER, ReplicaRouter, format_lsn, writing_for
+from app.db.replica import CURRENT_WRITER, WRITE_LSN_HEADER, ReplicaRouter, format_lsn, writing_for
 from app.domain.agents.mcp import NaviMCP
-from app.domain.auth.cache import PrincipalCache
 from app.domain.auth.services import bootstrap, resolve_cached
 from app.domain.context.lifecycle import ContextSessionHooks
 from app.domain.kernel.deps import (
     provide_db,
     provide_primary_db,
     provide_read_db,
+    provide_runtime,
     provide_session_access,
     provide_settings,
 )
-from app.domain.kernel.hooks import DemotionHooks
 from app.domain.kernel.jobs import periodic, spawn
 from app.domain.kernel.principal import Principal
-from app.domain.kernel.profiles import load_profiles
+from app.domain.kernel.principal_cache import PrincipalCache
+from app.domain.kernel.profiles import Profiles, load_profiles
+from app.domain.kernel.runtime import Runtime
 from app.domain.raw_history.hooks import raw_history_hook
-from app.domain.sessions.hooks import SessionHooks
-from app.domain.system.metrics import PROMETHEUS
+from app.domain.system.controllers import PROMETHEUS
 from app.lib.docs_ui import openapi_config
 from app.lib.errors import AppError
 from app.lib.inputs import explain_pattern
@@ -74,8 +75,6 @@ from app.llm.factory import build_gateway
 from app.routes import BACKGROUND_JOBS, ROUTE_HANDLERS
 
 log = structlog.get_logger()
-
-PUBLIC_PATHS = ("/health", "/schema", "/shared")
 
 
 def _error(status: int, kind: str, detail: str) -> Response[dict[str, str]]:
@@ -120,7 +119,8 @@ def handle_internal(request: Request, exc: Exception) -> Response[dict[str, str]
     reason = unavailable_reason(exc)
     if reason is not None:  # the database, not a bug: 503 with Retry-After
         log.warning("db.unavailable", reason=reason, error=describe_db_error(exc))
-        watchdog = getattr(request.app.state, "embedded_watchdog", None)
+        runtime: Runtime | None = request.app.state.get("runtime")  # None before start-up
+        watchdog = runtime.embedded_watchdog if runtime is not None else None
         if watchdog is not None:
             watchdog.poke()
         return _error(503, "unavailable", f"{reason}; retry later")
@@ -138,12 +138,15 @@ def _loggable_path(path: str) -> str:
 class RequestContextMiddleware(ASGIMiddleware):
     """Binds a request id to every log line of the request and logs one access line."""
 
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         headers = dict(scope.get("headers") or [])
         raw = headers.get(b"x-request-id", b"").decode("latin-1")
         request_id = raw if raw and len(raw) <= 64 and raw.isascii() else uuid.uuid4().hex
         structlog.contextvars.bind_contextvars(request_id=request_id)
-        settings: Settings = scope["app"].state.settings
+        settings = self.settings
         status = 500
         started = time.perf_counter()
 
@@ -187,11 +190,11 @@ async def authenticate(connection: ASGIConnection, _: BaseRouteHandler) -> None:
         or connection.scope.get("method") == "OPTIONS"
     ):
         return
-    state = connection.app.state
+    runtime: Runtime = connection.app.state.runtime
     principal = await resolve_cached(
-        state.session_factory,
-        state.settings,
-        state.principal_cache,
+        runtime.session_factory,
+        runtime.settings,
+        runtime.principal_cache,
         connection.headers.get("authorization"),
     )
     connection.state.principal = principal
@@ -207,7 +210,7 @@ async def security_headers(message: Message, _: Scope) -> None:
         headers["X-Content-Type-Options"] = "nosniff"
         mark = CURRENT_WRITER.get()
         if mark is not None and mark.lsn:  # a write committed, a replica configured
-            headers["Navi-Write-LSN"] = format_lsn(mark.lsn)  # read-your-writes
+            headers[WRITE_LSN_HEADER] = format_lsn(mark.lsn)  # read-your-writes
 
 
 def cors_config(settings: Settings) -> CORSConfig | None:
@@ -224,20 +227,12 @@ def cors_config(settings: Settings) -> CORSConfig | None:
             "X-Request-ID",
             "Navi-Min-LSN",
         ],
-        expose_headers=["X-Request-ID", "Retry-After", "Navi-Write-LSN"],
+        expose_headers=["X-Request-ID", "Retry-After", WRITE_LSN_HEADER],
     )
 
 
 def provide_principal(request: Request) -> Principal:
     return request.state.principal
-
-
-SESSION_HOOKS = ContextSessionHooks()
-
-
-def provide_session_hooks() -> SessionHooks:
-    """What a session's creation and appends set off in other domains (sessions/hooks.py)."""
-    return SESSION_HOOKS
 
 
 SHUTDOWN_TASKS_SECONDS = 10.0
@@ -261,48 +256,53 @@ async def _cancel_tasks(tasks: set[asyncio.Task[Any]]) -> None:
 
 
 def _lifespan(
-    settings: Settings, database_url: str | None, engine: AsyncEngine | None, background_jobs: bool
+    settings: Settings,
+    profiles: Profiles,
+    database_url: str | None,
+    engine: AsyncEngine | None,
+    background_jobs: bool,
 ) -> Callable[[Litestar], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         own_engine = engine is None
         eng = engine or create_engine(database_url or resolve_database_url(settings), settings)
-        await _start(app, settings, eng, background_jobs)
-        app.state.mcp = NaviMCP(app.state)  # its session manager runs once: one per start
+        runtime = await build_runtime(settings, profiles, eng)
+        app.state.runtime = runtime
+        await _start(runtime, background_jobs)
+        app.state.mcp = NaviMCP(runtime)  # its session manager runs once: one per start
         try:
             async with app.state.mcp.manager.run():
                 yield
         finally:
-            await _cancel_tasks(app.state.tasks)
-            await app.state.llm.aclose()
-            if app.state.get("replica") is not None:
-                await app.state.replica.replica.dispose()
+            await _cancel_tasks(runtime.jobs.tasks)
+            await runtime.llm.aclose()
+            if runtime.replica is not None:
+                await runtime.replica.replica.dispose()
             if own_engine:
                 await eng.dispose()
 
     return lifespan
 
 
-async def _start(
-    app: Litestar, settings: Settings, eng: AsyncEngine, background_jobs: bool
-) -> None:
-    """Start-up, in order: engine and gateway on the state, the hooks, the built-in users
-    and trigram indexes, the embedded server's watchdog, the periodic jobs."""
-    factory = session_factory(eng)
-    app.state.engine = eng
+async def build_runtime(settings: Settings, profiles: Profiles, eng: AsyncEngine) -> Runtime:
+    """The one composition root of the domain: the engine's session factories (and the
+    replica router), the model gateway, the hooks, the token cache. Every service, tool,
+    job and the turn loop is built from what this returns."""
     POOL.watch(lambda: pool_stats(eng))  # the pool gauges of /metrics, read at scrape
-    app.state.session_factory = factory
-    # READ_ONLY_STANDALONE's sessions: the same pool, each statement its own transaction
-    app.state.autocommit_sessions = session_factory(
-        eng.execution_options(isolation_level="AUTOCOMMIT")
+    llm = build_gateway(settings)
+    runtime = Runtime(
+        settings,
+        profiles,
+        llm,
+        session_factory(eng),
+        # READ_ONLY_STANDALONE's sessions: the same pool, each statement its own transaction
+        autocommit_sessions=session_factory(eng.execution_options(isolation_level="AUTOCOMMIT")),
+        engine=eng,
+        session_hooks=ContextSessionHooks(),
+        principal_cache=PrincipalCache(settings.auth_cache_ttl_seconds),
     )
-    app.state.llm = build_gateway(settings)
-    app.state.demotion_hooks = DemotionHooks()
     if settings.memory_search_enabled:  # the raw history index (memory_chunks)
-        app.state.demotion_hooks.register(raw_history_hook(app.state.llm))
-    app.state.tasks = set()
-    app.state.principal_cache = PrincipalCache(settings.auth_cache_ttl_seconds)
-    app.state.replica = None
+        runtime.demotion_hooks.register(raw_history_hook(llm))
     if settings.database_replica_url:  # read-only endpoints may read there (db/replica.py)
         replica_engine = create_engine(
             normalize_url(settings.database_replica_url),
@@ -312,12 +312,19 @@ async def _start(
         router = ReplicaRouter(
             eng, replica_engine, settings.replica_max_lag_seconds, settings.replica_check_seconds
         )
-        app.state.replica = router
+        runtime.replica = router
         # every commit on the primary is noted for read-your-writes from here on
-        factory = app.state.session_factory = router.primary_sessions
+        runtime.session_factory = router.primary_sessions
         await router.refresh()
-        spawn(app.state, router.watch(), "db.replica_watch")
-    async with transaction(factory) as session:
+        spawn(runtime.jobs, router.watch(), "db.replica_watch")
+    return runtime
+
+
+async def _start(runtime: Runtime, background_jobs: bool) -> None:
+    """Start-up, in order: the built-in users and trigram indexes, the embedded server's
+    watchdog, the periodic jobs."""
+    settings = runtime.settings
+    async with transaction(runtime.session_factory) as session:
         await bootstrap(session, settings)
         # "built on the next store init": trigram indexes appear once pg_trgm exists.
         await (await session.connection()).run_sync(ensure_trigram_indexes)
@@ -328,13 +335,14 @@ async def _start(
     if not settings.database_url and settings.db_embedded_check_seconds > 0:
         if embedded_server(settings.data_path) is not None:  # started by this process
             watchdog = EmbeddedWatchdog(settings.data_path, settings.db_embedded_check_seconds)
-            app.state.embedded_watchdog = watchdog
-            spawn(app.state, watchdog.run(), "db.embedded_watchdog")
+            runtime.embedded_watchdog = watchdog
+            spawn(runtime.jobs, watchdog.run(), "db.embedded_watchdog")
     if background_jobs:
         for job in BACKGROUND_JOBS:
             every = job.interval(settings)
             if every > 0:
-                spawn(app.state, periodic(app.state, job.name, every, job.run), job.name)
+                run = functools.partial(job.run, runtime)
+                spawn(runtime.jobs, periodic(runtime.jobs, job.name, every, run), job.name)
     freeze_startup_heap()  # after start-up: full GC passes stop walking its objects
     log.info("app.started", auth_enabled=settings.auth_enabled)
 
@@ -359,7 +367,7 @@ def create_app(
             "primary_db": Provide(provide_primary_db),
             "principal": Provide(provide_principal, sync_to_thread=False),
             "settings": Provide(provide_settings, sync_to_thread=False),
-            "session_hooks": Provide(provide_session_hooks, sync_to_thread=False),
+            "runtime": Provide(provide_runtime, sync_to_thread=False),
             "access": Provide(provide_session_access, sync_to_thread=False),
         },
         exception_handlers={
@@ -370,14 +378,13 @@ def create_app(
             Exception: handle_internal,
         },
         guards=[authenticate, reject_nul_parameters],
-        middleware=[RequestContextMiddleware(), PROMETHEUS.middleware],
+        middleware=[RequestContextMiddleware(settings), PROMETHEUS.middleware],
         plugins=[tracing[0]] if tracing else [],
         on_shutdown=[tracing[1]] if tracing else [],
         before_send=[security_headers],
         cors_config=cors_config(settings),
-        lifespan=[_lifespan(settings, database_url, engine, background_jobs)],
+        lifespan=[_lifespan(settings, profiles, database_url, engine, background_jobs)],
         request_class=NaviRequest,
-        state=State({"settings": settings, "profiles": profiles}),
         openapi_config=openapi_config(title="Navi", version="0.1.0"),
         request_max_body_size=settings.max_request_body_mb * 1024 * 1024,
         debug=False,

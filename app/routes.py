@@ -6,8 +6,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.domain.agents.controllers import TurnController
-from app.domain.agents.mcp import mcp_endpoint
+from app.config import Settings
+from app.domain.agents.controllers import TurnController, mcp_endpoint
 from app.domain.auth.controllers import AdminUserController, MeController
 from app.domain.context.controllers import ContextController
 from app.domain.error_memory.controllers import ErrorMemoryController
@@ -23,6 +23,7 @@ from app.domain.forget.controllers import (
 )
 from app.domain.history.controllers import ChatHistoryController
 from app.domain.kernel.jobs import LIVE_INDEX_JOB
+from app.domain.kernel.runtime import Runtime
 from app.domain.raw_history.idle_index import index_idle_job
 from app.domain.raw_history.live_index import live_index_job
 from app.domain.rolling.services import run_rolling_summaries
@@ -34,8 +35,7 @@ from app.domain.shares.controllers import (
     SharePageController,
 )
 from app.domain.sketches.controllers import ScratchpadController
-from app.domain.system.controllers import HealthController
-from app.domain.system.metrics import MetricsController
+from app.domain.system.controllers import HealthController, MetricsController
 from app.domain.transfer.controllers import AdminExportController, TransferController
 from app.lib.docs_ui import swagger_static_router
 
@@ -69,12 +69,12 @@ ROUTE_HANDLERS: list[Any] = [
 
 @dataclass(frozen=True)
 class Job:
-    """A periodic background job: `run(app_state)` every `interval(settings)` seconds
+    """A periodic background job: `run(runtime)` every `interval(settings)` seconds
     (0 = disabled). Jobs must be safe with several replicas running them at once."""
 
     name: str
-    interval: Callable[[Any], float]
-    run: Callable[[Any], Awaitable[object]]
+    interval: Callable[[Settings], float]
+    run: Callable[[Runtime], Awaitable[object]]
 
 
 BACKGROUND_JOBS: list[Job] = [

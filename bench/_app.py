@@ -4,6 +4,9 @@ a module of the app that moves is renamed here only.
 
 Import it after the environment is settled: `_embedder.select_embedder` (and
 bench_search) set `EMBEDDING_PROVIDER` first, as the vector columns follow the embedder.
+
+`unified_search` is the one wiring of its own here: the app builds its unified search
+from a `Runtime` (`UnifiedSearch.of`), the benches from a stub gateway and a factory.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from pathlib import Path
 
 if str(Path(__file__).resolve().parents[1]) not in sys.path:  # for tests.fakes
     sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.asgi import create_app
 from app.config import Settings, get_settings
@@ -37,9 +42,11 @@ from app.domain.compression import (
     reset_registry,
 )
 from app.domain.context.compressor import compress_and_save_session
-from app.domain.context.loading import estimator_for
+from app.domain.context.loading import estimator_for, load_context
 from app.domain.context.summarizer import Summary
+from app.domain.error_memory.services import unified_error_search
 from app.domain.facts.backfill import backfill_embeddings
+from app.domain.facts.memory_hits import search_fact_hits
 from app.domain.facts.search_repository import FactSearchRepository
 from app.domain.facts.services import FactService, query_words
 from app.domain.kernel.access import Viewer
@@ -59,8 +66,8 @@ from app.domain.raw_history.search import (
     text_candidates,
 )
 from app.domain.rolling.services import run_rolling_summaries
-from app.domain.search.deps import unified_search
 from app.domain.search.render import format_hits
+from app.domain.search.services import UnifiedSearch
 from app.domain.sessions.compaction_repository import _SIZE as HISTORY_SIZE_SQL
 from app.domain.sessions.controllers import DEFAULT_POSITIONS, MAX_POSITIONS
 from app.domain.sessions.message_repository import MessageRepository
@@ -71,8 +78,10 @@ from app.lib.logging import configure_logging
 from app.lib.runtime import freeze_startup_heap
 from app.lib.sql import contains_pattern
 from app.llm.factory import build_gateway
+from app.llm.gateway import LLMGateway
 from app.llm.local_embedder import LocalEmbedder
 from tests.citus.cluster import create_cluster_database
+from tests.fakes.chat_script import ScriptedReply
 from tests.fakes.ollama_server import FakeOllama, fake_embedding
 
 __all__ = [
@@ -93,6 +102,7 @@ __all__ = [
     "MessageRepository",
     "Msg",
     "Profile",
+    "ScriptedReply",
     "Segment",
     "Session",
     "SessionRepository",
@@ -121,6 +131,7 @@ __all__ = [
     "hash_token",
     "idf",
     "index_idle_sessions",
+    "load_context",
     "load_profiles",
     "migrations",
     "normalize_url",
@@ -141,3 +152,23 @@ __all__ = [
     "transaction",
     "unified_search",
 ]
+
+
+def unified_search(
+    db: AsyncSession,
+    llm: LLMGateway | None,
+    settings: Settings,
+    side_sessions: async_sessionmaker[AsyncSession] | None = None,
+) -> UnifiedSearch:
+    """The unified search over every store the service has (facts, errors, raw history,
+    sketches), as `UnifiedSearch.of` wires it, on `llm` (a bench's stub gateway);
+    `side_sessions`: the factory of the second connection that reads the facts and
+    sketches while the raw index is searched (None: every store on `db`)."""
+    return UnifiedSearch(
+        db,
+        llm,
+        settings,
+        facts=search_fact_hits,
+        errors=unified_error_search(settings),
+        side_sessions=side_sessions,
+    )

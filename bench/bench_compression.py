@@ -35,17 +35,20 @@ from _app import (
     compress_and_save_session,
     estimate_tokens,
     estimator_for,
+    load_context,
     load_profiles,
     plan_compression,
     reset_registry,
 )
 from _common import Clock, Stats, fmt_ms, print_table, provision, timed_sync
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
 SETTINGS = Settings(log_level="warning")
 MODEL = "bench-model"
 MESSAGES = 2000
 WINDOW = 32768
+USER = "bench"  # the session's owner
 
 
 def conversation(n_messages: int, rng: random.Random) -> list[Msg]:
@@ -106,13 +109,18 @@ async def bench_compress(runs: int) -> list[list[object]]:
     target = provision("navi_bench_compression")
     engine = create_async_engine(target.url)
     factory = async_sessionmaker(engine, expire_on_commit=False)
-    viewer = Viewer(user_id="bench", all_users=True)
-    profile = load_profiles(SETTINGS).get("default")
+    viewer = Viewer(user_id=USER, all_users=True)
+    profiles = load_profiles(SETTINGS)
+    profile = profiles.get("default")
     msgs = conversation(MESSAGES, random.Random(2))
     async with factory() as db:
-        service = SessionService(db, SETTINGS)
+        await db.execute(
+            text("INSERT INTO navi_users (id, name) VALUES (:u, :u) ON CONFLICT DO NOTHING"),
+            {"u": USER},
+        )
+        service = SessionService(db, SETTINGS, profiles)
         # the profile the session names needs no definition: compression gets `profile`
-        row = await service.create("bench-compression", None, "bench", {"bench-compression"})
+        row = await service.create("bench-compression", USER, "bench", {"bench-compression"})
         sid = row.id
         for start in range(0, len(msgs), 500):
             batch = [
@@ -137,6 +145,8 @@ async def bench_compress(runs: int) -> list[list[object]]:
                         window=WINDOW,
                         reason="forced",
                         summarize=_stub_summary,
+                        loaded=await load_context(db, USER, sid),
+                        sessions=SessionService(db, SETTINGS, profiles),
                     )
                     await db.flush()
                 samples.append(c.ms)
@@ -145,7 +155,7 @@ async def bench_compress(runs: int) -> list[list[object]]:
                 await db.rollback()  # the next run compresses the same 2,000 messages
     finally:
         async with factory() as db, db.begin():
-            await SessionService(db, SETTINGS).delete(sid, viewer)
+            await SessionService(db, SETTINGS, profiles).delete(sid, viewer)
         await engine.dispose()
     s = Stats.of(samples)
     return [

@@ -34,7 +34,7 @@ import time
 from typing import Any
 
 from _agent import QUIET, app_files, in_process_api, prepare
-from _app import FakeOllama, Settings, run_rolling_summaries
+from _app import FakeOllama, ScriptedReply, Settings, run_rolling_summaries
 from _common import Stats, print_table, provision, write_results
 from locomo_data import Conversation, Message, load
 from locomo_data import messages_of as locomo_messages
@@ -85,9 +85,10 @@ def rolling_reply(body: dict[str, Any]) -> str:
 class BenchOllama(FakeOllama):
     """The fake server with one responder for every chat request, by prompt kind."""
 
-    def _next_reply(self, body: dict[str, Any]) -> str:
+    def _next_reply(self, body: dict[str, Any]) -> ScriptedReply:
         system = str((body.get("messages") or [{}])[0].get("content", ""))
-        return rolling_reply(body) if "running summary" in system else compress_reply(body)
+        rolling = "running summary" in system
+        return ScriptedReply(rolling_reply(body) if rolling else compress_reply(body))
 
 
 def chat_chars(fake: FakeOllama, start: int) -> tuple[int, int]:
@@ -163,7 +164,7 @@ async def replay(
         i += len(batch)
         session_ends = i >= len(msgs) or msgs[i].session_no != batch[-1].session_no
         if mode == "rolling" and session_ends:
-            await run_rolling_summaries(client.app.state)
+            await run_rolling_summaries(client.app.state.runtime)
     result.seconds += time.perf_counter() - started
     calls, prompt_chars = chat_chars(fake, chat_start)
     result.navi_calls += calls

@@ -208,9 +208,10 @@ async def run_indexer(app: Any, settings: Any) -> dict[str, Any]:
         if r.batches % 20 == 0:
             print(f"· indexer: {r.messages:,} messages, {r.chunks:,} chunks", file=sys.stderr)
 
+    runtime = app.state.runtime
     result = await index_idle_sessions(
-        app.state.session_factory,
-        app.state.llm,
+        runtime.session_factory,
+        runtime.llm,
         settings,
         older_than_minutes=0,
         max_batches=None,

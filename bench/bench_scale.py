@@ -85,6 +85,7 @@ from _app import (  # noqa: E402
     create_engine,
     freeze_startup_heap,
     get_settings,
+    load_profiles,
     migrations,
     normalize_url,
     session_factory,
@@ -498,6 +499,7 @@ class Runner:
     settings: Any
     engine: Any = None
     factory: Any = None
+    profiles: Any = None
     llm: StubLLM = field(default_factory=StubLLM)
     search_ms: list[float] = field(default_factory=list)
     list_ms: list[float] = field(default_factory=list)
@@ -506,6 +508,7 @@ class Runner:
     def __post_init__(self) -> None:
         self.engine = create_engine(self.side.target.url, self.settings)
         self.factory = session_factory(self.engine)
+        self.profiles = load_profiles(self.settings)
 
     async def search(self, q: Query, keep: bool) -> None:
         if "search" in self.errors:
@@ -529,7 +532,7 @@ class Runner:
         try:
             with Clock() as c:
                 async with transaction(self.factory) as db:
-                    rows, _ = await SessionService(db, self.settings).list_page(
+                    rows, _ = await SessionService(db, self.settings, self.profiles).list_page(
                         Viewer(user_id=q.user_id), limit=PAGE, offset=0
                     )
             if not rows:

@@ -54,6 +54,7 @@ from _app import (
     create_app,
     display_prefix,
     hash_token,
+    load_profiles,
 )
 from _common import (
     BackendCpu,
@@ -100,7 +101,7 @@ TARGETS = {"list": 10.0, "search": 25.0, "matches": 40.0, "append": 1000.0}
 
 MESSAGE_TABLES = ("session_messages", "session_messages_archive")
 MSG_COLUMNS = (
-    "session_id, sequence_number, display_index, role, content, is_context, is_display, "
+    "session_id, user_id, sequence_number, display_index, role, content, is_context, is_display, "
     "is_summary, created_at, token_count"
 )
 
@@ -305,7 +306,7 @@ def message_lines(
             yield (
                 archived,
                 s,
-                f"{s.id}\t{seq}\t{disp}\t{db_role}\t{content}\t{in_context}\t"
+                f"{s.id}\t{s.user}\t{seq}\t{disp}\t{db_role}\t{content}\t{in_context}\t"
                 f"{'f' if summary else 't'}\t{'t' if summary else 'f'}\t{_ts(s.at)}\t"
                 f"{len(content) // 4}\n",
             )
@@ -645,6 +646,7 @@ async def bench_append(
     per_client = args.append_requests
     owners = [facts.users[c % len(facts.users)] for c in range(clients)]
     settings = app_settings()
+    profiles = load_profiles(settings)
 
     async def create_sessions(name: str) -> list[uuid.UUID]:
         async with factory() as s:
@@ -697,7 +699,7 @@ async def bench_append(
             viewer = Viewer(user_id=owners[c])
             for msgs in turns:
                 async with factory() as s:
-                    await SessionService(s, settings).append(ids[c], viewer, msgs)
+                    await SessionService(s, settings, profiles).append(ids[c], viewer, msgs)
                     await s.commit()
 
         return await concurrently(

@@ -62,7 +62,6 @@ def job_budget() -> None:
 class DbTimeouts:
     connect: int
     pool: float
-    request_statement: float
     job_statement: float  # 0 = none
 
     @classmethod
@@ -70,7 +69,6 @@ class DbTimeouts:
         return cls(
             connect=s.db_connect_timeout_seconds,
             pool=s.db_pool_timeout_seconds,
-            request_statement=s.db_statement_timeout_seconds,
             job_statement=s.db_job_statement_timeout_seconds,
         )
 

@@ -31,7 +31,7 @@ log = structlog.get_logger()
 #: Users whose last write LSN a process remembers (the oldest are forgotten first).
 MAX_REMEMBERED_WRITERS = 100_000
 #: The header a response to a write carries, and the one a client echoes on a read.
-WRITE_LSN_HEADER = "navi-write-lsn"
+WRITE_LSN_HEADER = "Navi-Write-LSN"
 MIN_LSN_HEADER = "navi-min-lsn"
 _LSN = re.compile(r"[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}")
 

@@ -53,8 +53,3 @@ class UnsupportedMedia(AppError):
 class Unprocessable(AppError):
     status_code = 422
     kind = "unprocessable"
-
-
-class ServiceUnavailable(AppError):
-    status_code = 503
-    kind = "unavailable"

@@ -17,13 +17,12 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from pgvector.sqlalchemy import Vector
 from sqlalchemy import BigInteger, DateTime, ForeignKey, Index, Integer, String, Text, Uuid, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, created_at_column
-from app.db.models.memory import EMBEDDING_DIM, _hnsw
+from app.db.models.memory import EMBEDDING, _hnsw
 from app.db.models.sessions import session_fk
 
 # The expression of the error-memory text index, parenthesised the way PostgreSQL
@@ -38,7 +37,7 @@ class MessageEmbedding(Base):
     session_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
     sequence_number: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     user_id: Mapped[str] = mapped_column(Text, primary_key=True)
-    embedding: Mapped[list[float]] = mapped_column(Vector(EMBEDDING_DIM), nullable=False)
+    embedding: Mapped[list[float]] = mapped_column(EMBEDDING, nullable=False)
     created_at: Mapped[datetime] = created_at_column()
     # No ANN index: a search reads one session's recent window (≤ HISTORY_EMBED_RECENT
     # rows, found by the primary key) and ranks it exactly. A global HNSW index filtered
@@ -58,7 +57,7 @@ class ErrorMemory(Base):
     error_text: Mapped[str] = mapped_column(Text, nullable=False)
     fix: Mapped[str] = mapped_column(Text, nullable=False)
     context: Mapped[str | None] = mapped_column(Text)
-    embedding: Mapped[list[float] | None] = mapped_column(Vector(EMBEDDING_DIM))
+    embedding: Mapped[list[float] | None] = mapped_column(EMBEDDING)
     created_at: Mapped[datetime] = created_at_column()
     last_hit_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)

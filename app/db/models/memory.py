@@ -25,11 +25,13 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import INT8MULTIRANGE, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.config import get_settings
 from app.db.base import Base, created_at_column
 from app.db.models.sessions import session_fk
 
-EMBEDDING_DIM = get_settings().vector_dim  # EMBEDDING_DIM, else the provider's
+#: The vector columns' type. No dimension here: the columns' dimension is the configured
+#: embedder's (EMBEDDING_DIM, else the provider's), set by the migrations and changed by
+#: `reembed` (`align_dimensions`); the models read no settings at import time.
+EMBEDDING = Vector()
 
 # The text search document of a raw chunk: its content and breadcrumbs with ASCII
 # punctuation turned into spaces, so `nginx.conf`, `/etc/nginx/x.conf`, `INV-2291` and
@@ -70,7 +72,7 @@ class MemoryFact(Base):
     category: Mapped[str] = mapped_column(String(100), nullable=False)
     key: Mapped[str] = mapped_column(String(200), nullable=False)
     value: Mapped[str] = mapped_column(Text, nullable=False)
-    embedding: Mapped[list[float] | None] = mapped_column(Vector(EMBEDDING_DIM))
+    embedding: Mapped[list[float] | None] = mapped_column(EMBEDDING)
     source: Mapped[str] = mapped_column(String(32), nullable=False, server_default="conversation")
     confidence: Mapped[int] = mapped_column(Integer, nullable=False, server_default="70")
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
@@ -234,7 +236,7 @@ class MemoryChunkVector(Base):
     session_id: Mapped[uuid.UUID] = mapped_column(Uuid, nullable=False)
     start_char: Mapped[int] = mapped_column(Integer, nullable=False)
     end_char: Mapped[int] = mapped_column(Integer, nullable=False)
-    embedding: Mapped[list[float]] = mapped_column(Vector(EMBEDDING_DIM), nullable=False)
+    embedding: Mapped[list[float]] = mapped_column(EMBEDDING, nullable=False)
 
     __table_args__ = (
         ForeignKeyConstraint(

@@ -1,4 +1,5 @@
-"""``POST /sessions/{id}/turns``: one turn of the agent loop, streamed or as one answer.
+"""``POST /sessions/{id}/turns``: one turn of the agent loop, streamed or as one answer;
+and the mount of the MCP server at ``/mcp`` (agents/mcp.py).
 
 No request ``db``: each step of the turn commits in its own transaction (turns.py), so
 the request holds no connection while the model talks.
@@ -6,21 +7,29 @@ the request holds no connection while the model talks.
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
-from litestar import Controller, Request, Response, post
+import structlog
+from litestar import Controller, Request, Response, asgi, post
 from litestar.openapi import ResponseSpec
 from litestar.response import Stream
+from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
 from app.domain.agents.deps import DEPENDENCIES, TurnLoopFactory
+from app.domain.agents.mcp import MCP_PATH, PRINCIPAL_KEY
 from app.domain.agents.run import TurnRun
 from app.domain.agents.schemas import TurnOut, TurnRequest
+from app.domain.auth.services import resolve_cached
 from app.domain.compression import ContextTooLargeError
-from app.domain.context.controllers import too_large
 from app.domain.kernel.principal import Principal
+from app.domain.kernel.runtime import Runtime
+from app.lib.errors import AppError
 
 SSE = "text/event-stream"
+
+log = structlog.get_logger()
 
 
 class TurnController(Controller):
@@ -60,8 +69,8 @@ class TurnController(Controller):
         loop = turn_loops(session_id, data)
         first = await loop.begin(data)  # 404 / 4xx here, before anything streams
         if isinstance(first, ContextTooLargeError):
-            return too_large(first)
-        run = TurnRun(request.app.state, loop, first)
+            return Response(first.body(), status_code=422)  # a compression that ran stays
+        run = TurnRun(loop.runtime.jobs, loop, first)
         if SSE in request.headers.get("accept", ""):
             return Stream(
                 run.sse(),
@@ -74,3 +83,54 @@ class TurnController(Controller):
             body = {"error": error.error, "detail": error.detail}
             return Response(body, status_code=error.status)
         return Response(out, status_code=200)
+
+
+async def _refuse(
+    send: Send, status: int, error: str, detail: str, headers: list[tuple[bytes, bytes]]
+) -> None:
+    """An answer in the house error body, written by hand: the mount is raw ASGI."""
+    body = json.dumps({"error": error, "detail": detail}).encode()
+    start: HTTPResponseStartEvent = {
+        "type": "http.response.start",
+        "status": status,
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            *headers,
+        ],
+    }
+    await send(start)
+    chunk: HTTPResponseBodyEvent = {"type": "http.response.body", "body": body, "more_body": False}
+    await send(chunk)
+
+
+@asgi(MCP_PATH, is_mount=True, copy_scope=True, opt={"public": True})
+async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+    """`/mcp`: the bearer token resolved here (`public` only skips the app-wide guard,
+    which would answer in Litestar's error shape before this)."""
+    state = scope["litestar_app"].state
+    runtime: Runtime = state.runtime
+    authorization = dict(scope.get("headers") or []).get(b"authorization")
+    try:
+        principal = await resolve_cached(
+            runtime.session_factory,
+            runtime.settings,
+            runtime.principal_cache,
+            authorization.decode("latin-1") if authorization else None,
+        )
+    except AppError as exc:
+        if exc.status_code != 401:
+            raise
+        log.info("mcp.unauthorized", reason=exc.detail)
+        auth = [(b"www-authenticate", b'Bearer realm="navi"')]
+        await _refuse(send, 401, "unauthorized", exc.detail, auth)
+        return
+    if scope.get("method") != "POST":
+        # Stateless with JSON answers: no stream for a GET to open (the SDK would hold
+        # it open forever, sending nothing) and no session for a DELETE to end. The MCP
+        # transport's answer for "no SSE stream here" is 405.
+        detail = "this MCP endpoint answers POSTed JSON-RPC only (stateless, JSON responses)"
+        await _refuse(send, 405, "method_not_allowed", detail, [(b"allow", b"POST")])
+        return
+    scope[PRINCIPAL_KEY] = principal  # type: ignore[literal-required]
+    await state.mcp.manager.handle_request(scope, receive, send)

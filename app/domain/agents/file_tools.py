@@ -64,7 +64,7 @@ async def image_view(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
 async def share_file(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
     path = _args(arguments, ShareFileIn).path
     sid = await _session(ctx, Viewer.editor(ctx.principal))
-    out = await FileService(ctx.settings, ctx.state).share_file(sid, path)
+    out = await FileService.of(ctx.runtime).share_file(sid, path)
     text = f"Shared {path} as {out.path} ({out.size} bytes); the user downloads it at {out.url}"
     return ToolResult(text, {**msgspec.to_builtins(out), "text": text})
 
@@ -72,7 +72,7 @@ async def share_file(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
 async def content_publish(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
     filename = _args(arguments, PublishIn).filename
     sid = await _session(ctx, Viewer.of(ctx.principal))
-    card = await FileService(ctx.settings, ctx.state).publish(sid, filename)
+    card = await FileService.of(ctx.runtime).publish(sid, filename)
     text = (
         f"Published {card.name} as a {card.type} card ({card.content_type}, {card.size} "
         f"bytes) at {card.url}"

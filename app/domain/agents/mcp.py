@@ -1,8 +1,9 @@
 """The MCP server at `/mcp`: the built-in tools (agents/tools.py) over streamable HTTP,
 with the official `mcp` SDK's low-level server and session manager.
 
-- Authenticated by the REST API's bearer token, resolved here (Litestar's guards do not
-  run for a mounted ASGI app): no token or a bad one is a 401 before the SDK reads the
+- Authenticated by the REST API's bearer token, resolved by the mount
+  (`agents/controllers.py`, `mcp_endpoint`: the web framework's guards do not run for a
+  mounted ASGI app): no token or a bad one is a 401 before the SDK reads the
   request. The tools act as that user only.
 - Stateless, JSON responses: every POST stands alone (no MCP session kept in memory), so
   any replica or worker answers any request; the tools send no server-side requests or
@@ -15,25 +16,21 @@ with the official `mcp` SDK's low-level server and session manager.
 from __future__ import annotations
 
 import base64
-import json
 import uuid
 from typing import Any
 
 import mcp.types as mt
 import structlog
-from litestar import asgi
-from litestar.datastructures import State
-from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from app.db.engine import transaction
 from app.db.replica import writing_for
 from app.domain.agents.tools import BUILTIN_TOOLS, ToolContext, ToolResult, run_tool
-from app.domain.auth.services import resolve_cached
 from app.domain.kernel.access import SESSION_HEADER, Viewer, session_id_of
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
+from app.domain.kernel.runtime import Runtime
 from app.lib.errors import AppError
 
 log = structlog.get_logger()
@@ -82,8 +79,8 @@ class NaviMCP:
     """The SDK server and its session manager for one run of the app (the manager runs
     once: the app's lifespan builds a new one each start)."""
 
-    def __init__(self, state: State) -> None:
-        self.state = state
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
         self.server: Server[Any] = Server(
             "navi",
             version="0.1.0",
@@ -95,7 +92,7 @@ class NaviMCP:
             self.server,
             json_response=True,
             stateless=True,
-            max_request_body_size=state.settings.max_request_body_mb * 1024 * 1024,
+            max_request_body_size=runtime.settings.max_request_body_mb * 1024 * 1024,
         )
 
     async def _list_tools(
@@ -130,64 +127,8 @@ class NaviMCP:
         self, name: str, principal: Principal, sid: uuid.UUID | None, arguments: dict[str, Any]
     ) -> mt.CallToolResult:
         writing_for(principal.id)  # its commits are the caller's (read-your-writes)
-        async with transaction(self.state.session_factory) as db:
+        async with transaction(self.runtime.session_factory) as db:
             if sid is not None:
                 await SessionAccess(db).get(sid, Viewer.of(principal))  # else NotFound
-            ctx = ToolContext(
-                db=db,
-                settings=self.state.settings,
-                state=self.state,
-                principal=principal,
-                session_id=sid,
-            )
+            ctx = ToolContext(db=db, runtime=self.runtime, principal=principal, session_id=sid)
             return _answer(await run_tool(name, ctx, arguments))
-
-
-async def _refuse(
-    send: Send, status: int, error: str, detail: str, headers: list[tuple[bytes, bytes]]
-) -> None:
-    """An answer in the house error body, written by hand: the mount is raw ASGI."""
-    body = json.dumps({"error": error, "detail": detail}).encode()
-    start: HTTPResponseStartEvent = {
-        "type": "http.response.start",
-        "status": status,
-        "headers": [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            *headers,
-        ],
-    }
-    await send(start)
-    chunk: HTTPResponseBodyEvent = {"type": "http.response.body", "body": body, "more_body": False}
-    await send(chunk)
-
-
-@asgi(MCP_PATH, is_mount=True, copy_scope=True, opt={"public": True})
-async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
-    """`/mcp`: the bearer token resolved here (`public` only skips the app-wide guard,
-    which would answer in Litestar's error shape before this)."""
-    state: State = scope["litestar_app"].state
-    authorization = dict(scope.get("headers") or []).get(b"authorization")
-    try:
-        principal = await resolve_cached(
-            state.session_factory,
-            state.settings,
-            state.principal_cache,
-            authorization.decode("latin-1") if authorization else None,
-        )
-    except AppError as exc:
-        if exc.status_code != 401:
-            raise
-        log.info("mcp.unauthorized", reason=exc.detail)
-        auth = [(b"www-authenticate", b'Bearer realm="navi"')]
-        await _refuse(send, 401, "unauthorized", exc.detail, auth)
-        return
-    if scope.get("method") != "POST":
-        # Stateless with JSON answers: no stream for a GET to open (the SDK would hold
-        # it open forever, sending nothing) and no session for a DELETE to end. The MCP
-        # transport's answer for "no SSE stream here" is 405.
-        detail = "this MCP endpoint answers POSTed JSON-RPC only (stateless, JSON responses)"
-        await _refuse(send, 405, "method_not_allowed", detail, [(b"allow", b"POST")])
-        return
-    scope[PRINCIPAL_KEY] = principal  # type: ignore[literal-required]
-    await state.mcp.manager.handle_request(scope, receive, send)

@@ -13,12 +13,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import structlog
-from litestar.datastructures import State
 
 from app.domain.agents.schemas import PendingCall, TurnOut, TurnStatus
 from app.domain.agents.stream import Done, ErrorEvent, Thinking, Token, TurnEvent, sse
 from app.domain.agents.turns import TurnLoop
 from app.domain.compression import ContextTooLargeError
+from app.domain.kernel.jobs import Jobs
 from app.llm.errors import LLMError, LLMRequestError
 
 log = structlog.get_logger("app.agents.turns")
@@ -37,14 +37,14 @@ def error_event(exc: BaseException) -> ErrorEvent:
 
 
 class TurnRun:
-    def __init__(self, state: State, loop: TurnLoop, first: list[TurnEvent]) -> None:
+    def __init__(self, jobs: Jobs, loop: TurnLoop, first: list[TurnEvent]) -> None:
         self.loop = loop
         self.queue: asyncio.Queue[TurnEvent] = asyncio.Queue()
         for ev in first:
             self.queue.put_nowait(ev)
         self.task = asyncio.create_task(self._run(), name="agents.turn")
-        state.tasks.add(self.task)  # cancelled at shutdown (the model call's output saved)
-        self.task.add_done_callback(state.tasks.discard)
+        jobs.tasks.add(self.task)  # cancelled at shutdown (the model call's output saved)
+        self.task.add_done_callback(jobs.tasks.discard)
 
     async def _run(self) -> None:
         try:

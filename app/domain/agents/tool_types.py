@@ -8,11 +8,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.domain.kernel.principal import Principal
+from app.domain.kernel.runtime import Runtime
 
 __all__ = ["ToolContext", "ToolImage", "ToolResult"]
 
@@ -20,10 +20,13 @@ __all__ = ["ToolContext", "ToolImage", "ToolResult"]
 @dataclass(frozen=True)
 class ToolContext:
     db: AsyncSession  # the transaction the tool runs in (the caller owns commit/rollback)
-    settings: Settings
-    state: State  # state.llm is the LLMGateway, state.session_factory
+    runtime: Runtime  # what the tool's services are built from (`Service.of(db, runtime)`)
     principal: Principal
     session_id: uuid.UUID | None  # the current session (ownership checked by the caller), or None
+
+    @property
+    def settings(self) -> Settings:
+        return self.runtime.settings
 
 
 @dataclass(frozen=True)

@@ -9,17 +9,16 @@ from typing import Any
 
 import ollama
 import structlog
-from litestar.datastructures import State
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
 from app.domain.agents.stream import ToolCall, ToolResult, TurnEvent
 from app.domain.agents.tool_types import ToolResult as ToolOutput
 from app.domain.agents.tools import BUILTIN_TOOLS, ToolContext, ollama_tool_defs, run_tool
 from app.domain.kernel.messages import MessageIn
 from app.domain.kernel.principal import Principal
 from app.domain.kernel.profiles import Profile
+from app.domain.kernel.runtime import Runtime
 from app.lib.errors import Unprocessable
 
 log = structlog.get_logger("app.agents.turns")
@@ -43,12 +42,11 @@ def client_tool_names(defs: Sequence[dict[str, Any]]) -> list[str]:
 class Toolbox:
     def __init__(
         self,
-        state: State,
-        settings: Settings,
+        runtime: Runtime,
         profile_tools: Sequence[str] | None,
         client_tools: Sequence[dict[str, Any]],
     ) -> None:
-        self.state, self.settings = state, settings
+        self.runtime, self.settings = runtime, runtime.settings
         known = set(BUILTIN_TOOLS)
         wanted = list(known) if profile_tools is None else list(profile_tools)
         unknown = [n for n in wanted if n not in known]
@@ -65,9 +63,9 @@ class Toolbox:
 
     @classmethod
     def for_profile(
-        cls, state: State, settings: Settings, profile: Profile, client: Sequence[dict[str, Any]]
+        cls, runtime: Runtime, profile: Profile, client: Sequence[dict[str, Any]]
     ) -> Toolbox:
-        return cls(state, settings, profile.tools, client)
+        return cls(runtime, profile.tools, client)
 
     def definitions(self) -> list[dict[str, Any]]:
         return [*ollama_tool_defs(self.builtin), *self.client_tools]
@@ -82,7 +80,7 @@ class Toolbox:
     ) -> list[MessageIn]:
         """Run the built-in calls (each in a savepoint: a failing one cannot spoil the
         round's transaction); the results as tool messages."""
-        ctx = ToolContext(db, self.settings, self.state, principal, session_id)
+        ctx = ToolContext(db, self.runtime, principal, session_id)
         out = []
         self.viewed = []
         for cid, name, args in calls:

@@ -33,8 +33,8 @@ from app.domain.history.services import HistorySearch
 from app.domain.history.tool import run_chat_history_tool
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
-from app.domain.search.deps import unified_search
 from app.domain.search.schemas import ToolMemorySearchIn
+from app.domain.search.services import UnifiedSearch
 from app.domain.search.tool import run_memory_search_tool
 from app.domain.sketches.services import SketchService
 from app.domain.sketches.tool import read_scratchpad, sketch_out, write_scratchpad
@@ -84,14 +84,14 @@ def _session(ctx: ToolContext) -> uuid.UUID:
 
 async def _memory(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
     call = _args(arguments, MemoryToolCall)
-    facts = FactService(ctx.db, ctx.state.llm)
-    forget = ForgetService(ctx.db, ctx.state.llm, ctx.settings)
+    facts = FactService.of(ctx.db, ctx.runtime)
+    forget = ForgetService.of(ctx.db, ctx.runtime)
     return _result(await run_memory_tool_with_forget(facts, forget, ctx.principal.id, call))
 
 
 async def _memory_search(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
     call = _args(arguments, ToolMemorySearchIn)
-    search = unified_search(ctx.db, ctx.state.llm, ctx.settings, ctx.state.session_factory)
+    search = UnifiedSearch.of(ctx.db, ctx.runtime)
     access = SessionAccess(ctx.db)
     return _result(
         await run_memory_search_tool(search, access, ctx.principal, call, ctx.session_id)
@@ -100,7 +100,7 @@ async def _memory_search(ctx: ToolContext, arguments: dict[str, Any]) -> ToolRes
 
 async def _chat_history(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
     call = _args(arguments, ChatHistoryIn)
-    history = HistorySearch(ctx.db, ctx.state.llm, ctx.settings)
+    history = HistorySearch.of(ctx.db, ctx.runtime)
     out = await run_chat_history_tool(
         history, SessionAccess(ctx.db), ctx.principal, call, _session(ctx)
     )
@@ -108,20 +108,25 @@ async def _chat_history(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResu
 
 
 async def _write_error(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
-    errors = ErrorMemoryService(ctx.db, ctx.state.llm, ctx.settings)
+    errors = ErrorMemoryService.of(ctx.db, ctx.runtime)
     call = _args(arguments, WriteErrorIn)
     return _result(await run_write_error(errors, ctx.settings, ctx.principal.id, call))
 
 
 async def _error_history(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
-    errors = ErrorMemoryService(ctx.db, ctx.state.llm, ctx.settings)
+    errors = ErrorMemoryService.of(ctx.db, ctx.runtime)
     call = _args(arguments, ErrorHistoryIn)
     return _result(await run_error_history(errors, ctx.principal.id, call))
 
 
 def _pad(ctx: ToolContext) -> tuple[SketchService, SessionAccess, Principal, uuid.UUID]:
     """What both scratchpad tools take: the service, the ownership check, who, which session."""
-    return SketchService(ctx.db), SessionAccess(ctx.db), ctx.principal, _session(ctx)
+    return (
+        SketchService.of(ctx.db, ctx.runtime),
+        SessionAccess(ctx.db),
+        ctx.principal,
+        _session(ctx),
+    )
 
 
 async def _scratchpad_read(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:

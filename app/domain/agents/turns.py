@@ -24,10 +24,8 @@ from typing import Any
 
 import ollama
 import structlog
-from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
 from app.db.engine import transaction
 from app.domain.agents.prompt import (
     INTERRUPTED_KEY,
@@ -49,7 +47,7 @@ from app.domain.agents.stream import (
 from app.domain.agents.toolbox import Toolbox
 from app.domain.compression import ContextTooLargeError
 from app.domain.context.schemas import IncomingMessage, PrepareOut
-from app.domain.context.services import ContextService, context_service
+from app.domain.context.services import ContextService
 from app.domain.forget.tool import redact_round
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.events import UsageIn
@@ -57,7 +55,8 @@ from app.domain.kernel.jobs import LIVE_INDEX_JOB, wake
 from app.domain.kernel.messages import MessageIn
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
-from app.domain.kernel.profiles import Profile, load_profiles
+from app.domain.kernel.profiles import Profile
+from app.domain.kernel.runtime import Runtime
 from app.domain.sessions.naming import start_naming
 from app.domain.sessions.services import SessionService
 from app.lib.errors import Conflict, Unprocessable
@@ -85,13 +84,12 @@ class Reply:
 class TurnLoop:
     def __init__(
         self,
-        state: State,
-        settings: Settings,
+        runtime: Runtime,
         principal: Principal,
         session_id: uuid.UUID,
         client_tools: list[dict[str, Any]],
     ) -> None:
-        self.state, self.settings, self.session_id = state, settings, session_id
+        self.runtime, self.settings, self.session_id = runtime, runtime.settings, session_id
         self.principal = principal
         self.viewer = Viewer.editor(principal)  # a turn writes
         self.client_tools = client_tools
@@ -101,7 +99,7 @@ class TurnLoop:
         self.rounds = self.tool_call_count = 0
         self.started = time.monotonic()
         # One budget for every model call of the turn, the pre-turn prepare included.
-        self.deadline = self.started + settings.turn_deadline_seconds
+        self.deadline = self.started + self.settings.turn_deadline_seconds
         self.content = ""
         self.thinking = ""
         self.interrupted = False
@@ -112,9 +110,9 @@ class TurnLoop:
     async def _step(self) -> AsyncIterator[tuple[AsyncSession, ContextService]]:
         """One step's transaction, committed when the step ends; what it appended is then
         taken by the live raw index at once (`kernel.jobs.wake`)."""
-        async with transaction(self.state.session_factory) as db:
-            yield db, context_service(db, self.settings, self.state)
-        wake(self.state, LIVE_INDEX_JOB)
+        async with transaction(self.runtime.session_factory) as db:
+            yield db, ContextService.of(db, self.runtime)
+        wake(self.runtime.jobs, LIVE_INDEX_JOB)
 
     def _budget(self) -> AbstractContextManager[None]:
         """The turn's deadline (`TURN_DEADLINE_SECONDS` from its start) in place of the
@@ -140,12 +138,9 @@ class TurnLoop:
         with self._budget():  # the prepare spends the turn's budget too
             async with self._step() as (db, ctx):
                 session = await SessionAccess(db).get(self.session_id, self.viewer)
-                profiles = getattr(self.state, "profiles", None) or load_profiles(self.settings)
-                self.profile = profiles.get(session.profile_id)
+                self.profile = self.runtime.profiles.get(session.profile_id)
                 self.unnamed = (session.user_id, session.name is None)  # named after its answer
-                self.toolbox = Toolbox.for_profile(
-                    self.state, self.settings, self.profile, self.client_tools
-                )
+                self.toolbox = Toolbox.for_profile(self.runtime, self.profile, self.client_tools)
                 try:
                     if req.message is not None:
                         out = await self._begin_turn(db, ctx, session, req)
@@ -170,7 +165,7 @@ class TurnLoop:
         incoming = IncomingMessage(role="user", content=msg.content, images=msg.images)
         out = await ctx.prepare(session, self.viewer, incoming, model=self.model)
         user = MessageIn(role="user", content=msg.content, images=msg.images)
-        await SessionService(db, self.settings).append(self.session_id, self.viewer, [user])
+        await SessionService.of(db, self.runtime).append(self.session_id, self.viewer, [user])
         self.prompt = Prompt.of(out.context)
         self.prompt.stored.append({"role": "user", "content": msg.content})
         if msg.images:  # the client's Image type (a bare base64 string is refused)
@@ -181,7 +176,7 @@ class TurnLoop:
         self, db: AsyncSession, ctx: ContextService, session: Any, req: TurnRequest
     ) -> PrepareOut:
         assert req.tool_results is not None
-        sessions = SessionService(db, self.settings)
+        sessions = SessionService.of(db, self.runtime)
         _, context = await sessions.context(self.session_id, self.viewer)
         pending = pending_calls(context)
         if not pending:
@@ -256,7 +251,7 @@ class TurnLoop:
         """One streamed model call; cut by an interrupt, what came so far is saved."""
         assert self.profile is not None
         reply = Reply(model=self.model)
-        stream = self.state.llm.chat_stream(
+        stream = self.runtime.llm.chat_stream(
             self.tools.with_viewed_images(self.prompt.messages()),
             model=self.model,
             think=self.profile.think,
@@ -306,7 +301,9 @@ class TurnLoop:
             elapsed_seconds=round(time.monotonic() - self.started, 3),
         )
         async with self._step() as (db, _):
-            await SessionService(db, self.settings).append(self.session_id, self.viewer, [message])
+            await SessionService.of(db, self.runtime).append(
+                self.session_id, self.viewer, [message]
+            )
         log.info("turn.interrupted", session_id=str(self.session_id), chars=len(reply.content))
 
     async def _tools_round(self, reply: Reply, emit: Emit) -> list[dict[str, Any]]:
@@ -319,7 +316,7 @@ class TurnLoop:
             results = await self.tools.run_calls(db, self.principal, self.session_id, calls, emit)
             message = self._assistant(reply, tool_calls=stored_calls(calls))
             message = redact_round(message, calls, results)  # a `memory` forget by text
-            await SessionService(db, self.settings).append(
+            await SessionService.of(db, self.runtime).append(
                 self.session_id, self.viewer, [message, *results]
             )
         done = {m.tool_call_id for m in results}
@@ -359,7 +356,7 @@ class TurnLoop:
         a turn that ends after a tool round (``max_rounds``) has no answer to store."""
         async with self._step() as (db, ctx):
             if answer is not None:
-                await SessionService(db, self.settings).append(
+                await SessionService.of(db, self.runtime).append(
                     self.session_id, self.viewer, [answer]
                 )
             events: list[Any] = []
@@ -367,6 +364,6 @@ class TurnLoop:
                 usage = UsageIn(model=reply.model, prompt_eval_count=reply.prompt_eval_count)
                 events = await ctx.after_append(self.session_id, self.viewer, usage)
         if answer is not None and self.unnamed[1]:  # committed: the first exchange names it
-            start_naming(self.state, self.unnamed[0], self.session_id)
+            start_naming(self.runtime, self.unnamed[0], self.session_id)
         for ev in compression_events(events, "postturn"):
             emit(ev)

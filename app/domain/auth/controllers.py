@@ -3,7 +3,6 @@ from __future__ import annotations
 import uuid
 
 from litestar import Controller, delete, get, post
-from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
@@ -11,8 +10,9 @@ from app.db.models import ApiToken, User
 from app.domain.auth.deps import DEPENDENCIES
 from app.domain.auth.schemas import MeOut, TokenCreate, TokenIssued, TokenOut, UserCreate, UserOut
 from app.domain.auth.services import UserService
-from app.domain.kernel.deps import after_commit
+from app.domain.kernel.commits import after_commit
 from app.domain.kernel.principal import PERM_USERS_ADMIN, Principal
+from app.domain.kernel.runtime import Runtime
 from app.domain.kernel.session_files import remove_session_dirs
 from app.lib.errors import Forbidden, Unprocessable
 from app.lib.inputs import reject_nul
@@ -47,10 +47,10 @@ def require_admin(principal: Principal) -> None:
         raise Forbidden("this needs an admin")
 
 
-def forget_tokens_after_commit(db: AsyncSession, state: State, user_id: str) -> None:
+def forget_tokens_after_commit(db: AsyncSession, runtime: Runtime, user_id: str) -> None:
     """This process stops accepting the user's cached tokens once the change is committed
-    (other processes: within AUTH_CACHE_TTL_SECONDS; app/domain/auth/cache.py)."""
-    after_commit(db, lambda: state.principal_cache.drop_user(user_id))
+    (other processes: within AUTH_CACHE_TTL_SECONDS; app/domain/kernel/principal_cache.py)."""
+    after_commit(db, lambda: runtime.principal_cache.drop_user(user_id))
 
 
 def _check_token_name(name: str) -> str:
@@ -104,12 +104,12 @@ class AdminUserController(Controller):
         principal: Principal,
         users: UserService,
         db: AsyncSession,
-        state: State,
+        runtime: Runtime,
         settings: Settings,
     ) -> None:
         require_admin(principal)
         sessions = await users.delete_user(user_id, principal)
-        forget_tokens_after_commit(db, state, user_id)
+        forget_tokens_after_commit(db, runtime, user_id)
         after_commit(db, lambda: remove_session_dirs(settings, sessions))
 
 
@@ -153,7 +153,7 @@ class MeController(Controller):
         principal: Principal,
         users: UserService,
         db: AsyncSession,
-        state: State,
+        runtime: Runtime,
     ) -> None:
         await users.revoke_token(principal.id, token_id)
-        forget_tokens_after_commit(db, state, principal.id)
+        forget_tokens_after_commit(db, runtime, principal.id)

@@ -10,7 +10,6 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.models import ApiToken, User
-from app.domain.auth.cache import PrincipalCache
 from app.domain.auth.repositories import TokenRepository, UserRepository
 from app.domain.auth.tokens import display_prefix, hash_token, new_token
 from app.domain.kernel.principal import (
@@ -20,6 +19,8 @@ from app.domain.kernel.principal import (
     BUILT_IN_USERS,
     Principal,
 )
+from app.domain.kernel.principal_cache import PrincipalCache
+from app.domain.kernel.runtime import Runtime
 from app.lib.errors import Conflict, NotFound, Unauthorized, Unprocessable
 
 log = structlog.get_logger()
@@ -69,22 +70,15 @@ async def principal_for_hash(session: AsyncSession, token_hash: str) -> Principa
     return principal_of(found[0])
 
 
-async def resolve_principal(
-    session: AsyncSession, settings: Settings, authorization: str | None
-) -> Principal:
-    if not settings.auth_enabled:
-        return ANONYMOUS
-    return await principal_for_hash(session, bearer_hash(authorization))
-
-
 async def resolve_cached(
     factory: async_sessionmaker[AsyncSession],
     settings: Settings,
     cache: PrincipalCache,
     authorization: str | None,
 ) -> Principal:
-    """`resolve_principal` through the process's cache: a hit costs no database session
-    (see app/domain/auth/cache.py for what is cached and when it is dropped)."""
+    """The caller's principal (anonymous when auth is off), through the process's cache:
+    a hit costs no database session (see app/domain/kernel/principal_cache.py for what is cached and
+    when it is dropped)."""
     if not settings.auth_enabled:
         return ANONYMOUS
     token_hash = bearer_hash(authorization)
@@ -114,6 +108,11 @@ class UserService:
     def __init__(self, session: AsyncSession) -> None:
         self.users = UserRepository(session)
         self.tokens = TokenRepository(session)
+
+    @classmethod
+    def of(cls, db: AsyncSession, runtime: Runtime) -> UserService:
+        """The service on `db` (it needs nothing else of the runtime)."""
+        return cls(db)
 
     async def create_user(self, name: str, *, is_admin: bool, permissions: list[str]) -> User:
         if not _NAME_RE.match(name):

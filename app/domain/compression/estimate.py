@@ -166,6 +166,15 @@ class ContextTooLargeError(Exception):
         self.limit = limit
         self.message = message
 
+    def body(self) -> dict[str, str | int]:
+        """The HTTP answer's body (422 `context_too_large`, the house error shape)."""
+        return {
+            "error": "context_too_large",
+            "detail": self.message,
+            "tokens": self.tokens,
+            "limit": self.limit,
+        }
+
 
 def context_limit(window: int, output_reserve_tokens: int) -> int:
     """Largest admissible prompt: the window minus a reserve capped at window // 4."""

@@ -47,6 +47,7 @@ from app.domain.context.writer import CompressionWriter, Draft, Reason, Stored
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.hooks import DemotionHooks, demotion_hooks
 from app.domain.kernel.profiles import Profile
+from app.domain.sessions.services import SessionService
 from app.llm.gateway import LLMError
 
 __all__ = ["CompressionResult", "Reason", "compress_and_save_session"]
@@ -66,8 +67,6 @@ class CompressionResult:
     tokens_before: int
     tokens_after: int
     demoted: list[Msg]
-    summary_sequence_number: int | None
-    marker_sequence_number: int
     archived: int = 0
 
 
@@ -87,6 +86,7 @@ async def compress_and_save_session(
     loaded: LoadedContext,
     tokens_before: int | None = None,
     hooks: DemotionHooks = demotion_hooks,
+    sessions: SessionService,
 ) -> CompressionResult | None:
     """Compress the session's context and persist the outcome (see module docstring).
 
@@ -119,7 +119,7 @@ async def compress_and_save_session(
         estimate=estimate,
         session_id=session_id,
     )
-    run = CompressionWriter(db, settings, session_id, viewer, reason)
+    run = CompressionWriter(db, settings, sessions, session_id, viewer, reason)
     session = await run.lock(draft)
     if session is None:
         return None
@@ -144,8 +144,6 @@ def _result(
         tokens_before=tokens,
         tokens_after=stored.tokens,
         demoted=list(draft.demoted),
-        summary_sequence_number=stored.summary_seq,
-        marker_sequence_number=stored.marker_seq,
         archived=stored.archived,
     )
 

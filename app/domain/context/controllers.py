@@ -28,19 +28,6 @@ from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
 
 
-def too_large(exc: ContextTooLargeError) -> Response[dict[str, Any]]:
-    """422 that does not roll back: a compression that already ran stays committed."""
-    return Response(
-        {
-            "error": "context_too_large",
-            "detail": exc.message,
-            "tokens": exc.tokens,
-            "limit": exc.limit,
-        },
-        status_code=422,
-    )
-
-
 class ContextController(Controller):
     path = "/sessions"
     tags = ["context"]
@@ -62,7 +49,8 @@ class ContextController(Controller):
                 session, viewer, data.message, mid_turn=data.mid_turn, model=data.model
             )
         except ContextTooLargeError as exc:
-            return too_large(exc)
+            # 422 that does not roll back: a compression that already ran stays committed
+            return Response(exc.body(), status_code=422)
         return Response(out, status_code=200)
 
     @post("/{session_id:uuid}/compact", status_code=200)

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from litestar.datastructures import State
 from litestar.di import Provide
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
-from app.domain.context.services import ContextService, context_service
+from app.domain.context.services import ContextService
+from app.domain.kernel.runtime import Runtime
 
 __all__ = ["DEPENDENCIES", "provide_context_service"]
 
 
-def provide_context_service(db: AsyncSession, settings: Settings, state: State) -> ContextService:
-    return context_service(db, settings, state)
+def provide_context_service(db: AsyncSession, runtime: Runtime) -> ContextService:
+    return ContextService.of(db, runtime)
 
 
 DEPENDENCIES = {"context": Provide(provide_context_service, sync_to_thread=False)}

@@ -15,9 +15,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.db.models import Session
 from app.domain.compression import Msg, calibration_for, estimate_tokens
+from app.domain.facts.memory_hits import search_fact_hits
 from app.domain.facts.prompt_notes import memory_notes
+from app.domain.facts.services import FactService
 from app.domain.kernel.messages import MessageOut
-from app.domain.search.deps import fact_search
 from app.domain.search.recall import INJECTED_KEY, recall_for_turn, remembered_ids
 from app.llm.gateway import LLMGateway
 
@@ -73,6 +74,7 @@ async def build_injection(
     db: AsyncSession,
     llm: LLMGateway | None,
     settings: Settings,
+    facts: FactService,
     *,
     session: Session,
     context: Sequence[Msg],
@@ -83,11 +85,11 @@ async def build_injection(
     out = Injection()
     user_id = session.user_id or "anonymous"
     query = incoming.content if incoming else ""
-    summary, facts = await memory_notes(db, llm, user_id, query)
+    summary, listed = await memory_notes(facts, user_id, query)
     if summary:
         out.before.append(system_note(summary, "memory_summary"))
-    if facts:
-        out.before.append(system_note(f"## Facts about the user\n{facts}", "memory_facts"))
+    if listed:
+        out.before.append(system_note(f"## Facts about the user\n{listed}", "memory_facts"))
     recall = await recall_for_turn(
         db,
         llm,
@@ -97,7 +99,7 @@ async def build_injection(
         metadata=session.session_metadata,
         context=context,
         incoming=query,
-        facts=fact_search(),
+        facts=search_fact_hits,
     )
     if recall is not None:
         out.after.append(system_note(recall.text, "memory_recall", chunk_ids=recall.chunk_ids))

@@ -7,41 +7,33 @@ from __future__ import annotations
 
 import uuid
 
-from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
-from app.domain.context.services import context_service
+from app.domain.context.services import ContextService
 from app.domain.facts.extraction import extract_stale_sessions
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.events import ContextEvent, UsageIn
 from app.domain.kernel.jobs import spawn
-from app.domain.sessions.hooks import SessionHooks
+from app.domain.kernel.runtime import Runtime, SessionHooks
 
 
 class ContextSessionHooks(SessionHooks):
-    def created(self, state: State, settings: Settings) -> None:
-        if settings.extraction_enabled:
+    def created(self, runtime: Runtime) -> None:
+        if runtime.settings.extraction_enabled:
             # A new session is when older ones went quiet: learn from them.
-            spawn(state, extract_stale_sessions(state), "memory.extraction")
+            spawn(runtime.jobs, extract_stale_sessions(runtime), "memory.extraction")
 
     async def appended(
         self,
         db: AsyncSession,
-        settings: Settings,
-        state: State,
+        runtime: Runtime,
         session_id: uuid.UUID,
         viewer: Viewer,
         usage: UsageIn,
     ) -> list[ContextEvent]:
-        return await context_service(db, settings, state).after_append(session_id, viewer, usage)
+        return await ContextService.of(db, runtime).after_append(session_id, viewer, usage)
 
     async def profile_changed(
-        self,
-        db: AsyncSession,
-        settings: Settings,
-        state: State,
-        session_id: uuid.UUID,
-        viewer: Viewer,
+        self, db: AsyncSession, runtime: Runtime, session_id: uuid.UUID, viewer: Viewer
     ) -> list[ContextEvent]:
-        return await context_service(db, settings, state).profile_changed(session_id, viewer)
+        return await ContextService.of(db, runtime).profile_changed(session_id, viewer)

@@ -24,7 +24,6 @@ import binascii
 import uuid
 from collections.abc import Sequence
 
-from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
@@ -44,16 +43,17 @@ from app.domain.context.schemas import CompactOut, IncomingMessage, PrepareOut
 from app.domain.context.summarizer import LLMSummarizer, Summarizer
 from app.domain.context.system_prompt import prompt_note
 from app.domain.context.writer import BASELINE_KEY
+from app.domain.facts.services import FactService
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.events import CompressionStarted, ContextCompressed, ContextEvent, UsageIn
-from app.domain.kernel.hooks import DemotionHooks, demotion_hooks
 from app.domain.kernel.messages import MessageOut
 from app.domain.kernel.ownership import SessionAccess
-from app.domain.kernel.profiles import Profile, Profiles, load_profiles
+from app.domain.kernel.profiles import Profile
+from app.domain.kernel.runtime import Runtime
+from app.domain.sessions.services import SessionService
 from app.lib.errors import Conflict, PayloadTooLarge, Unprocessable
-from app.llm.gateway import LLMGateway
 
-__all__ = ["ContextService", "context_service"]
+__all__ = ["ContextService"]
 
 
 def incoming_msg(message: IncomingMessage | None, settings: Settings) -> Msg | None:
@@ -92,22 +92,21 @@ def _compressed_event(result: CompressionResult, window: int) -> ContextCompress
 
 
 class ContextService:
-    def __init__(
-        self,
-        db: AsyncSession,
-        settings: Settings,
-        profiles: Profiles,
-        summarize: Summarizer,
-        hooks: DemotionHooks = demotion_hooks,
-        llm: LLMGateway | None = None,
-    ) -> None:
+    def __init__(self, db: AsyncSession, runtime: Runtime) -> None:
         self.db = db
-        self.llm = llm
-        self.settings = settings
-        self.profiles = profiles
-        self.summarize = summarize
-        self.hooks = hooks
+        self.runtime = runtime
+        self.llm = runtime.llm
+        self.settings = settings = runtime.settings
+        self.profiles = runtime.profiles
+        self.summarize: Summarizer = runtime.summarizer or LLMSummarizer(runtime.llm, settings)
+        self.hooks = runtime.demotion_hooks
         self.price = Pricing(settings)
+
+    @classmethod
+    def of(cls, db: AsyncSession, runtime: Runtime) -> ContextService:
+        """The service wired to the runtime's LLM gateway, profiles and demotion hooks
+        (`runtime.summarizer` stands in for the summary model call when set)."""
+        return cls(db, runtime)
 
     async def _compress(
         self,
@@ -135,6 +134,7 @@ class ContextService:
             loaded=loaded,
             tokens_before=tokens,
             hooks=self.hooks,
+            sessions=SessionService.of(self.db, self.runtime),
         )
 
     # ------------------------------------------------------------------ pre/mid-turn
@@ -294,6 +294,7 @@ class ContextService:
             self.db,
             self.llm,
             self.settings,
+            FactService.of(self.db, self.runtime),
             session=session,
             context=context,
             incoming=incoming,
@@ -436,13 +437,3 @@ class ContextService:
             context_token_count=result.tokens_after,
             window=window,
         )
-
-
-def context_service(db: AsyncSession, settings: Settings, state: State) -> ContextService:
-    """The service wired to the app's LLM gateway and profiles."""
-    profiles = getattr(state, "profiles", None) or load_profiles(settings)
-    summarize = getattr(state, "summarizer", None) or LLMSummarizer(state.llm, settings)
-    hooks = getattr(state, "demotion_hooks", None)
-    return ContextService(
-        db, settings, profiles, summarize, demotion_hooks if hooks is None else hooks, state.llm
-    )

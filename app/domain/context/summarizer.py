@@ -53,7 +53,6 @@ class Summary:
     keys: list[str] = field(default_factory=list)
     images_sent: int = 0
     images_omitted: int = 0
-    input_chars: int = 0
 
 
 class Summarizer(Protocol):
@@ -161,5 +160,4 @@ class LLMSummarizer:
             keys=keys,
             images_sent=len(prepared.images),
             images_omitted=prepared.omitted_images,
-            input_chars=len(text),
         )

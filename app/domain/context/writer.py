@@ -79,6 +79,7 @@ class CompressionWriter:
 
     db: AsyncSession
     settings: Settings
+    sessions: SessionService  # appends the summary and the marker
     session_id: uuid.UUID
     viewer: Viewer
     reason: Reason
@@ -135,9 +136,7 @@ class CompressionWriter:
         }
         text = _marker_text(len(loaded.msgs), len(new_context), draft.method, draft.summary)
         to_append.append(_marker_row(text, marker_meta))
-        refs = await SessionService(self.db, self.settings).append(
-            self.session_id, self.viewer, to_append
-        )
+        refs = await self.sessions.append(self.session_id, self.viewer, to_append)
         summary_seq = refs[0].sequence_number if draft.method == "summary" else None
         return Stored(new_context, after, summary_seq, refs[-1].sequence_number)
 

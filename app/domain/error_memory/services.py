@@ -15,6 +15,7 @@ from app.config import Settings
 from app.db.engine import transaction
 from app.domain.error_memory.repositories import ErrorMemoryRepository
 from app.domain.kernel.hits import MemoryHit
+from app.domain.kernel.runtime import Runtime
 from app.domain.kernel.terms import query_terms
 from app.llm.gateway import LLMError, LLMGateway
 
@@ -78,6 +79,11 @@ class ErrorMemoryService:
         self.llm = llm
         self.settings = settings
 
+    @classmethod
+    def of(cls, db: AsyncSession, runtime: Runtime) -> ErrorMemoryService:
+        """The service on `db`, embedding through the runtime's gateway."""
+        return cls(db, runtime.llm, runtime.settings)
+
     @property
     def ttl_days(self) -> int:
         return self.settings.error_memory_ttl_days
@@ -131,13 +137,13 @@ class ErrorMemoryService:
         return await self.repo.purge_expired(PURGE_BATCH)
 
 
-async def purge_expired_errors(state: Any) -> int:
+async def purge_expired_errors(runtime: Runtime) -> int:
     """The periodic job: delete expired entries in batches, one transaction each. Safe
     with several replicas (SKIP LOCKED: they share the work)."""
     total = 0
     while True:
-        async with transaction(state.session_factory) as db:
-            n = await ErrorMemoryService(db, None, state.settings).purge_expired()
+        async with transaction(runtime.session_factory) as db:
+            n = await ErrorMemoryService.of(db, runtime).purge_expired()
         total += n
         if n < PURGE_BATCH:
             if total:

@@ -37,12 +37,13 @@ async def _run(
 
 def cmd_extract(settings: Settings, args: argparse.Namespace) -> None:
     from app.domain.facts.extraction import run_extraction_pass
+    from app.domain.kernel.runtime import Runtime
 
     result = asyncio.run(
         _run(
             settings,
             lambda factory, llm: run_extraction_pass(
-                factory, llm, settings, max_sessions=args.max_sessions
+                Runtime.of(settings, factory, llm), max_sessions=args.max_sessions
             ),
         )
     )

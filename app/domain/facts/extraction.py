@@ -31,11 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from app.config import Settings
 from app.db.engine import transaction
 from app.domain.facts.extraction_repository import ExtractionRepository
 from app.domain.facts.render import fact_lines, fallback_summary
@@ -50,6 +48,7 @@ from app.domain.facts.transcript import (
     strip_think,
 )
 from app.domain.kernel.jobs import unless_running
+from app.domain.kernel.runtime import Runtime
 from app.lib.errors import Unprocessable
 from app.llm.gateway import LLMError, LLMGateway, LLMUnavailableError
 
@@ -135,10 +134,10 @@ async def regenerate_summary(db: AsyncSession, llm: LLMGateway | None, user_id: 
     return text
 
 
-async def extract_session(
-    db: AsyncSession, llm: LLMGateway, session_id: Any, user_id: str
-) -> SessionOutcome:
-    """Extract one claimed session inside the claiming transaction."""
+async def extract_session(service: FactService, session_id: Any, user_id: str) -> SessionOutcome:
+    """Extract one claimed session inside the claiming transaction (`service.db`)."""
+    db, llm = service.db, service.llm
+    assert llm is not None  # the runtime's gateway
     repo = ExtractionRepository(db)
     transcript = clip_middle(render_transcript(await repo.transcript_messages(user_id, session_id)))
     try:
@@ -155,7 +154,6 @@ async def extract_session(
     for problem in problems:
         log.warning("memory.extraction_item_skipped", session_id=str(session_id), problem=problem)
 
-    service = FactService(db, llm)
     texts = [
         embedding_text(normalise_name(f.category), normalise_name(f.key), f.value) for f in items
     ]
@@ -187,15 +185,14 @@ async def extract_session(
 
 
 async def run_extraction_pass(
-    factory: async_sessionmaker[AsyncSession],
-    llm: LLMGateway,
-    settings: Settings,
+    runtime: Runtime,
     *,
     max_sessions: int = MAX_SESSIONS_PER_PASS,
     now: datetime | None = None,
 ) -> PassResult:
     now = now or datetime.now(UTC)
-    stale_before = now - timedelta(minutes=settings.extraction_stale_minutes)
+    factory = runtime.session_factory
+    stale_before = now - timedelta(minutes=runtime.settings.extraction_stale_minutes)
     result = PassResult()
     async with transaction(factory) as db:
         await ExtractionRepository(db).ensure_state_rows(stale_before)
@@ -206,7 +203,8 @@ async def run_extraction_pass(
             if claim is None:
                 break
             tried.append(claim.session_id)
-            outcome = await extract_session(db, llm, claim.session_id, claim.user_id)
+            facts = FactService.of(db, runtime)
+            outcome = await extract_session(facts, claim.session_id, claim.user_id)
         if outcome.ok:
             result.extracted += 1
             result.facts_saved += outcome.facts_saved
@@ -230,10 +228,8 @@ async def get_extraction_state(
         return await ExtractionRepository(db).state(session_id, user_id, all_users=False)
 
 
-async def extract_stale_sessions(state: State) -> PassResult | None:
+async def extract_stale_sessions(runtime: Runtime) -> PassResult | None:
     """The job: one pass, unless this process is already running one (then None)."""
     return await unless_running(
-        state,
-        "facts_extraction_lock",
-        lambda: run_extraction_pass(state.session_factory, state.llm, state.settings),
+        runtime.jobs, "facts_extraction_lock", lambda: run_extraction_pass(runtime)
     )

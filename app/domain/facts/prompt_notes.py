@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from app.domain.facts.render import fact_lines, memory_message
 from app.domain.facts.services import FactService
-from app.llm.gateway import LLMGateway
 
 # Facts listed in every prompt: the most relevant to the turn when a query is given,
 # else the most confident. A cap of ours (the seed names none): the list rides in every
@@ -17,10 +14,9 @@ PROMPT_FACTS = 20
 
 
 async def memory_notes(
-    db: AsyncSession, llm: LLMGateway | None, user_id: str, query: str
+    service: FactService, user_id: str, query: str
 ) -> tuple[str | None, str | None]:
     """(the summary system message text, the facts list text) for a prompt."""
-    service = FactService(db, llm)
     summary_row = await service.get_summary(user_id)
     summary = memory_message(summary_row.content if summary_row else None)
     facts = []

@@ -34,6 +34,7 @@ from app.domain.facts.schemas import (
     FactOut,
 )
 from app.domain.facts.search_repository import FactSearchRepository
+from app.domain.kernel.runtime import Runtime
 from app.domain.kernel.stopwords import STOPWORDS
 from app.lib.errors import Forbidden, NotFound, Unprocessable
 from app.lib.inputs import reject_nul, scrub_text
@@ -131,6 +132,11 @@ class FactService:
         self.facts = FactRepository(db)
         self.search = FactSearchRepository(db)
         self.summaries = SummaryRepository(db)
+
+    @classmethod
+    def of(cls, db: AsyncSession, runtime: Runtime) -> FactService:
+        """The service on `db`, embedding through the runtime's gateway."""
+        return cls(db, runtime.llm)
 
     # ------------------------------------------------------------------ embeddings
     async def embed(self, texts: Sequence[str]) -> list[list[float]] | None:

@@ -18,7 +18,6 @@ their images one at a time, on every replica.
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import json
 import os
@@ -43,7 +42,7 @@ from app.domain.files.notice import admitted_images, image_budget, image_notice
 from app.domain.files.storage import link_unique, relative_path, session_dir
 from app.domain.kernel.access import Viewer, reaches_llm
 from app.domain.kernel.messages import MessageIn, MessageOut
-from app.domain.kernel.profiles import Profiles, ProfilesError, load_profiles
+from app.domain.kernel.profiles import Profiles, ProfilesError
 from app.lib.errors import UnsupportedMedia
 
 log = structlog.get_logger()
@@ -200,16 +199,12 @@ def _as_msg(m: Any, with_note: bool) -> Msg:
     )
 
 
-@functools.lru_cache(maxsize=8)
-def _profiles(settings: Settings) -> Profiles:
-    # Validated at start-up by create_app; cached here so an append does not re-read it.
-    return load_profiles(settings)
-
-
-def window_and_model(settings: Settings, profile_id: str | None) -> tuple[int, str]:
+def window_and_model(
+    settings: Settings, profiles: Profiles, profile_id: str | None
+) -> tuple[int, str]:
     """The profile's context window and model (OLLAMA_NUM_CTX / OLLAMA_MODEL without)."""
     try:
-        profile = _profiles(settings).get(profile_id)
+        profile = profiles.get(profile_id)
     except ProfilesError:
         return settings.ollama_num_ctx, settings.ollama_model
     return profile.context_window, profile.model
@@ -232,6 +227,7 @@ async def attach_pasted_images(
     sessions: _Sessions,
     messages_repo: _Messages,
     settings: Settings,
+    profiles: Profiles,
     user_id: str,
     session_id: uuid.UUID,
     viewer: Viewer,
@@ -246,7 +242,7 @@ async def attach_pasted_images(
     if not targets:
         return
     session = await sessions.get(session_id, viewer)
-    window, model = window_and_model(settings, session.profile_id if session else None)
+    window, model = window_and_model(settings, profiles, session.profile_id if session else None)
     calib = calibration_for(model)
     rows = await messages_repo.context_messages(user_id, session_id)
     context = [

@@ -20,7 +20,6 @@ from urllib.parse import quote
 
 import anyio.to_thread
 import structlog
-from litestar.datastructures import State
 
 from app.config import Settings
 from app.db.engine import transaction
@@ -40,6 +39,7 @@ from app.domain.files.storage import (
 from app.domain.files.uploads import StoredUpload, UploadLimits, receive
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.ownership import SessionAccess
+from app.domain.kernel.runtime import Runtime, SessionMaker
 from app.lib.errors import Forbidden, NotFound, PayloadTooLarge, Unprocessable
 
 log = structlog.get_logger()
@@ -78,14 +78,19 @@ class FileService:
     connection is held while bytes move; the other handlers check it through the
     request's `SessionAccess` first."""
 
-    def __init__(self, settings: Settings, state: State) -> None:
+    def __init__(self, settings: Settings, sessions: SessionMaker) -> None:
         self.settings = settings
-        self.state = state
+        self.sessions = sessions
+
+    @classmethod
+    def of(cls, runtime: Runtime) -> FileService:
+        """The service of the runtime's files folder and database (no request session)."""
+        return cls(runtime.settings, runtime.session_factory)
 
     async def check_session(self, session_id: uuid.UUID, viewer: Viewer) -> None:
         """404 unless the session is in the viewer's scope (403 for an editor who may only
         read it); a transaction of its own."""
-        async with transaction(self.state.session_factory) as db:
+        async with transaction(self.sessions) as db:
             await SessionAccess(db).get(session_id, viewer)
 
     async def upload(
@@ -232,17 +237,17 @@ def _session_dir_ids(root: Path) -> dict[uuid.UUID, Path]:
     return out
 
 
-async def cleanup_orphan_dirs(state: State) -> int:
+async def cleanup_orphan_dirs(runtime: Runtime) -> int:
     """Delete session directories whose session no longer exists; returns how many.
 
     One query for the whole set of directory names. Safe with several replicas: deleting
     an already deleted directory is a no-op.
     """
-    settings: Settings = state.settings
+    settings = runtime.settings
     dirs = await anyio.to_thread.run_sync(_session_dir_ids, session_files_root(settings))
     if not dirs:
         return 0
-    async with transaction(state.session_factory) as db:
+    async with transaction(runtime.session_factory) as db:
         existing = await FilesRepository(db).existing_session_ids(dirs.keys())
     orphans = [path for sid, path in dirs.items() if sid not in existing]
     for path in orphans:

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from litestar.datastructures import State
 from litestar.di import Provide
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
 from app.domain.facts.deps import provide_fact_service
 from app.domain.forget.services import ForgetService
+from app.domain.kernel.runtime import Runtime
 
 
-def provide_forget_service(db: AsyncSession, state: State, settings: Settings) -> ForgetService:
-    """Embeddings (of redacted error-memory entries) through the app's LLM gateway."""
-    return ForgetService(db, state.llm, settings)
+def provide_forget_service(db: AsyncSession, runtime: Runtime) -> ForgetService:
+    """Embeddings (of redacted error-memory entries) through the runtime's LLM gateway."""
+    return ForgetService.of(db, runtime)
 
 
 DEPENDENCIES = {

@@ -23,6 +23,7 @@ from app.domain.forget.redact import Needle, check_text, text_hash
 from app.domain.forget.repositories import ForgetSessionRepository
 from app.domain.forget.scan import files_holding
 from app.domain.forget.schemas import STORES, ForgetOut, ForgottenFile
+from app.domain.kernel.runtime import Runtime
 from app.domain.raw_history.indexer import embed_chunks
 from app.lib.errors import NotFound
 from app.lib.metrics import FORGETS, FORGOTTEN_ROWS
@@ -38,6 +39,11 @@ class ForgetService:
         self.settings = settings
         self.sessions = ForgetSessionRepository(db)
         self.memory = ForgetMemoryRepository(db)
+
+    @classmethod
+    def of(cls, db: AsyncSession, runtime: Runtime) -> ForgetService:
+        """The service on `db`, embedding (redacted error entries) through the runtime's gateway."""
+        return cls(db, runtime.llm, runtime.settings)
 
     async def forget_for_admin(
         self, user_id: str, raw: str, *, dry_run: bool, actor: str

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from litestar.datastructures import State
 from litestar.di import Provide
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
 from app.domain.history.services import HistorySearch
+from app.domain.kernel.runtime import Runtime
 
 
 def provide_history_search(
-    db: AsyncSession, read_db: AsyncSession, state: State, settings: Settings
+    db: AsyncSession, read_db: AsyncSession, runtime: Runtime
 ) -> HistorySearch:
     """Keyword and recent modes read `read_db` (the replica when usable); the semantic
     mode embeds messages lazily, a write: it runs on the primary (`db`)."""
-    return HistorySearch(read_db, state.llm, settings, primary=db)
+    return HistorySearch.of(read_db, runtime, primary=db)
 
 
 DEPENDENCIES = {"history": Provide(provide_history_search, sync_to_thread=False)}

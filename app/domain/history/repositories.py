@@ -18,7 +18,6 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import MessageEmbedding
-from app.db.models.memory import EMBEDDING_DIM
 from app.domain.history.search import HistoryRow
 from app.lib.sql import contains_pattern
 
@@ -249,7 +248,7 @@ class HistoryRepository:
             ORDER BY distance, sequence_number DESC
             LIMIT :limit
             """
-        ).bindparams(bindparam("vec", type_=Vector(EMBEDDING_DIM)))
+        ).bindparams(bindparam("vec", type_=Vector()))
         rows = await self.session.execute(
             stmt, {"uid": user_id, "sid": session_id, "floor": floor, "vec": vector, "limit": limit}
         )

@@ -25,7 +25,6 @@ NEIGHBOUR_SPAN_AFTER = 4
 HIT_CHARS = 1200  # hit text in the rendered output
 NEIGHBOUR_CHARS = 400
 JSON_CHARS = 8000  # content in the JSON result
-SEARCHABLE_ROLES = ("user", "assistant", "tool")
 
 
 @dataclass(frozen=True)

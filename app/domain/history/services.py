@@ -20,6 +20,7 @@ from app.domain.history.search import (
     merge_keyword,
     pick_neighbours,
 )
+from app.domain.kernel.runtime import Runtime
 from app.domain.kernel.terms import query_terms
 from app.llm.gateway import LLMError, LLMGateway
 
@@ -46,6 +47,14 @@ class HistorySearch:
         self.write_repo = HistoryRepository(primary) if primary is not None else self.repo
         self.llm = llm
         self.settings = settings
+
+    @classmethod
+    def of(
+        cls, db: AsyncSession, runtime: Runtime, primary: AsyncSession | None = None
+    ) -> HistorySearch:
+        """The search reading `db`; `primary` (default `db`) takes the semantic mode's
+        writes when `db` is a read replica's."""
+        return cls(db, runtime.llm, runtime.settings, primary)
 
     async def run(self, user_id: str, session_id: uuid.UUID, call: ToolCall) -> HistoryResult:
         """The tool call on a session the caller may see (checked by the caller)."""

@@ -1,9 +1,9 @@
-"""Shared dependencies: the request's database session (one transaction per request)."""
+"""Shared dependencies: the runtime, and the request's database session (one transaction
+per request)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable
-from typing import Any
+from collections.abc import AsyncGenerator
 
 from litestar import Request
 from litestar.datastructures import State
@@ -11,12 +11,14 @@ from litestar.di import Provide
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from app.db.replica import MIN_LSN_HEADER, ReplicaRouter, parse_lsn
+from app.db.replica import MIN_LSN_HEADER, parse_lsn
+from app.domain.kernel.commits import run_after_commit
 from app.domain.kernel.ownership import SessionAccess
+from app.domain.kernel.runtime import Runtime
 from app.lib.errors import Unprocessable
 
 
-async def provide_db(state: State, request: Request) -> AsyncGenerator[AsyncSession, None]:
+async def provide_db(runtime: Runtime, request: Request) -> AsyncGenerator[AsyncSession, None]:
     """Committed after the handler returns; rolled back when it raises.
 
     Services and repositories only flush(); this is the one place a request commits.
@@ -24,7 +26,7 @@ async def provide_db(state: State, request: Request) -> AsyncGenerator[AsyncSess
     2xx for data that was not stored. (With a read replica the session is a
     `WriteTrackingSession`: a commit that wrote is remembered for read-your-writes.)
     """
-    async with state.session_factory() as session:
+    async with runtime.session_factory() as session:
         try:
             yield session
         except BaseException:
@@ -32,14 +34,15 @@ async def provide_db(state: State, request: Request) -> AsyncGenerator[AsyncSess
             raise
         else:
             await session.commit()
-            for callback in session.info.pop(_AFTER_COMMIT, ()):
-                callback()
+            run_after_commit(session)
 
 
-async def provide_primary_db(state: State, request: Request) -> AsyncGenerator[AsyncSession, None]:
+async def provide_primary_db(
+    runtime: Runtime, request: Request
+) -> AsyncGenerator[AsyncSession, None]:
     """`provide_db` under a second name: the primary's session of a READ_ONLY route that
     also writes a little (memory search renewing error-memory hits)."""
-    async for session in provide_db(state, request):
+    async for session in provide_db(runtime, request):
         yield session
 
 
@@ -48,24 +51,24 @@ def _user_of(request: Request) -> str | None:
     return getattr(principal, "id", None)
 
 
-async def provide_read_db(state: State, request: Request) -> AsyncGenerator[AsyncSession, None]:
+async def provide_read_db(runtime: Runtime, request: Request) -> AsyncGenerator[AsyncSession, None]:
     """The session of a read-only endpoint: on the replica when one is configured, usable
     and has replayed the caller's last write (app/db/replica.py decides), else on the
     primary. Never committed (nothing to commit); rolled back on close."""
-    async with await _read_session(state, request) as session:
+    async with await _read_session(runtime, request) as session:
         yield session
 
 
 async def provide_route_read_db(
-    state: State, request: Request
+    runtime: Runtime, request: Request
 ) -> AsyncGenerator[AsyncSession, None]:
     """`provide_read_db` as a read-only route's `db` (Litestar wants one provider per key)."""
-    async with await _read_session(state, request) as session:
+    async with await _read_session(runtime, request) as session:
         yield session
 
 
 async def provide_route_standalone_read_db(
-    state: State, request: Request
+    runtime: Runtime, request: Request
 ) -> AsyncGenerator[AsyncSession, None]:
     """`provide_route_read_db` for a read-only route whose statements each stand alone
     (`READ_ONLY_STANDALONE`). Without a replica its session is on the primary in
@@ -76,12 +79,12 @@ async def provide_route_standalone_read_db(
     restores its isolation level when it is returned (as for `in_own_session`). With a
     replica configured, `provide_route_read_db`'s session as it is (the replica's first
     statement has begun its transaction)."""
-    if state.get("replica") is not None:
-        async with await _read_session(state, request) as session:
+    if runtime.replica is not None:
+        async with await _read_session(runtime, request) as session:
             yield session
         return
     echoed_lsn(request)  # refused without a replica too, as in _read_session
-    async with state.autocommit_sessions() as session:
+    async with (runtime.autocommit_sessions or runtime.session_factory)() as session:
         yield session
 
 
@@ -97,18 +100,12 @@ def echoed_lsn(request: Request) -> int | None:
     return echoed
 
 
-async def _read_session(state: State, request: Request) -> AsyncSession:
+async def _read_session(runtime: Runtime, request: Request) -> AsyncSession:
     echoed = echoed_lsn(request)
-    router: ReplicaRouter | None = state.get("replica")
+    router = runtime.replica
     if router is None:
-        return state.session_factory()
+        return runtime.session_factory()
     return await router.read_session(router.min_lsn(_user_of(request), echoed))
-
-
-def side_sessions_of(db: AsyncSession, state: State) -> Any:
-    """The factory of extra read connections beside `db`: the replica's when `db` reads
-    from the replica, else the service's."""
-    return db.info.get("navi.side_sessions") or state.session_factory
 
 
 #: `dependencies=READ_ONLY` on a read-only route: its `db` is `provide_read_db`'s.
@@ -118,17 +115,15 @@ READ_ONLY = {"db": Provide(provide_route_read_db)}
 READ_ONLY_STANDALONE = {"db": Provide(provide_route_standalone_read_db)}
 
 
-_AFTER_COMMIT = "navi.after_commit"
+def provide_runtime(state: State) -> Runtime:
+    """The runtime built at start-up (`app/asgi.py`): the one way from the web framework's
+    application state into the domain."""
+    runtime: Runtime = state.runtime
+    return runtime
 
 
-def after_commit(session: AsyncSession, callback: Callable[[], None]) -> None:
-    """Run `callback` once the request's transaction has committed (e.g. dropping cached
-    state the transaction made stale); never when it rolls back."""
-    session.info.setdefault(_AFTER_COMMIT, []).append(callback)
-
-
-def provide_settings(state: State) -> Settings:
-    return state.settings
+def provide_settings(runtime: Runtime) -> Settings:
+    return runtime.settings
 
 
 def provide_session_access(db: AsyncSession) -> SessionAccess:

@@ -1,4 +1,5 @@
-"""Periodic background jobs and fire-and-forget tasks, tied to the app's lifespan."""
+"""Periodic background jobs and fire-and-forget tasks, tied to the app's lifespan: this
+process's tasks, wake-up events and run locks live in one `Jobs` (the runtime's)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import structlog
-from litestar.datastructures import State
 
 from app.db.faults import job_budget
 from app.lib.metrics import JOB_FAILURES, JOB_LAG_SECONDS, JOB_RUNS, JOB_SECONDS
@@ -17,7 +17,20 @@ from app.llm.deadline import no_deadline
 log = structlog.get_logger()
 
 
-def spawn(state: State, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
+class Jobs:
+    """This process's background tasks (cancelled at shutdown), the events that wake a
+    periodic job early, and the locks that keep one pass of a job at a time."""
+
+    def __init__(self) -> None:
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.wake_events: dict[str, asyncio.Event] = {}
+        self.locks: dict[str, asyncio.Lock] = {}
+        self.again: set[str] = set()
+        #: when a job's optional step is next due (`time.monotonic()`), by key
+        self.due: dict[str, float] = {}
+
+
+def spawn(jobs: Jobs, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
     """Run `coro` in the background; it is cancelled at shutdown and its errors logged.
     It runs with the job limits, not those of a request that started it (the task
     copies the request's context)."""
@@ -33,8 +46,8 @@ def spawn(state: State, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
             log.exception("job.failed", job=name)
 
     task = asyncio.create_task(guarded(), name=name)
-    state.tasks.add(task)
-    task.add_done_callback(state.tasks.discard)
+    jobs.tasks.add(task)
+    task.add_done_callback(jobs.tasks.discard)
     return task
 
 
@@ -45,31 +58,23 @@ LIVE_INDEX_JOB = "memory.live_index"
 WAKE_MIN_GAP_SECONDS = 0.2
 
 
-def _wake_event(state: State, name: str) -> asyncio.Event:
-    key = f"wake:{name}"
-    event = state.get(key)
-    if event is None:
-        event = state[key] = asyncio.Event()
-    return event
-
-
-def wake(state: State, name: str) -> None:
+def wake(jobs: Jobs, name: str) -> None:
     """Have the periodic job `name` run now instead of at its next tick (no-op when it
     does not run in this process)."""
-    event = state.get(f"wake:{name}")
+    event = jobs.wake_events.get(name)
     if event is not None:
         event.set()
 
 
 async def periodic(
-    state: State, name: str, interval: float, fn: Callable[[State], Awaitable[Any]]
+    jobs: Jobs, name: str, interval: float, fn: Callable[[], Awaitable[Any]]
 ) -> None:
-    """Call `fn(state)` every `interval` seconds until cancelled, or sooner when `wake`d
+    """Call `fn()` every `interval` seconds until cancelled, or sooner when `wake`d
     (at most every `WAKE_MIN_GAP_SECONDS`); a failure is logged and the loop goes on.
     Each run is counted and timed, with its lag: how late it started against the
     previous start plus `interval` (app/lib/metrics.py)."""
     due = time.monotonic() + interval
-    woken = _wake_event(state, name)
+    woken = jobs.wake_events.setdefault(name, asyncio.Event())
     while True:
         try:
             async with asyncio.timeout(interval):
@@ -83,7 +88,7 @@ async def periodic(
         JOB_RUNS.labels(name).inc()
         due = started + interval
         try:
-            await fn(state)
+            await fn()
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -96,22 +101,19 @@ async def periodic(
 T = TypeVar("T")
 
 
-async def unless_running(state: State, key: str, fn: Callable[[], Awaitable[T]]) -> T | None:
+async def unless_running(jobs: Jobs, key: str, fn: Callable[[], Awaitable[T]]) -> T | None:
     """`await fn()`, unless this process is already running it under `key`: a periodic
     pass and one a request spawned never overlap in one process. A call that finds the
     pass running returns None at once and has the running one go round once more when it
     ends, so work that arrived during a pass (a session that just went stale) is not left
     to the next periodic tick."""
-    lock = state.get(key)
-    if lock is None:
-        lock = state[key] = asyncio.Lock()
-    again = f"{key}:again"
+    lock = jobs.locks.setdefault(key, asyncio.Lock())
     if lock.locked():
-        state[again] = True
+        jobs.again.add(key)
         return None
     async with lock:
         while True:
-            state[again] = False
+            jobs.again.discard(key)
             result = await fn()
-            if not state.get(again):
+            if key not in jobs.again:
                 return result

@@ -34,13 +34,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
-from litestar.datastructures import State
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.engine import transaction
 from app.domain.kernel.jobs import unless_running
+from app.domain.kernel.runtime import Runtime
 from app.domain.raw_history.chunk_writer_repository import ChunkWriter
 from app.domain.raw_history.indexer import (
     Segments,
@@ -266,13 +266,13 @@ async def index_idle_sessions(
     return result
 
 
-async def index_idle_job(state: State) -> IndexPassResult | None:
+async def index_idle_job(runtime: Runtime) -> IndexPassResult | None:
     """The periodic job: one pass, unless this process is already running one (None)."""
-    settings: Settings = state.settings
+    settings = runtime.settings
     if not (settings.memory_search_enabled and settings.raw_index_idle_enabled):
         return None
     return await unless_running(
-        state,
+        runtime.jobs,
         "raw_index_idle_lock",
-        lambda: index_idle_sessions(state.session_factory, state.llm, settings),
+        lambda: index_idle_sessions(runtime.session_factory, runtime.llm, settings),
     )

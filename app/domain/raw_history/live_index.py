@@ -36,13 +36,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
-from litestar.datastructures import State
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.engine import transaction
 from app.domain.kernel.jobs import unless_running
+from app.domain.kernel.runtime import Runtime
 from app.domain.raw_history.breadcrumbs import extract_breadcrumbs, merge_breadcrumbs
 from app.domain.raw_history.chunk_writer_repository import ChunkWriter
 from app.domain.raw_history.chunks import RawChunk, append_chunks
@@ -64,6 +64,7 @@ WINDOW_MARGIN_MINUTES = 5  # the live window overlaps the idle job's by this muc
 # append has its last segment embedded once per period, not once per append.
 EMBED_PERIOD_SECONDS = 1.0
 EMBED_RETRY_SECONDS = 30.0  # after the embedder failed: the words are found meanwhile
+EMBED_DUE_KEY = "raw_index_live_embed"  # in `Jobs.due`: when the next embedding round is
 
 
 @dataclass
@@ -256,20 +257,22 @@ async def embed_stale_chunks(
     return EmbedRound(listed=len(stale), embedded=embedded, segments=len(texts))
 
 
-async def live_index_job(state: State) -> LivePassResult | None:
+async def live_index_job(runtime: Runtime) -> LivePassResult | None:
     """The periodic (and woken) job: one pass, unless this process is running one."""
-    settings: Settings = state.settings
+    settings, due = runtime.settings, runtime.jobs.due
     if not settings.memory_search_enabled:
         return None
 
     async def run() -> LivePassResult:
         now = time.monotonic()
-        embed = now >= state.get("raw_index_live_embed_due", 0.0)
+        embed = now >= due.get(EMBED_DUE_KEY, 0.0)
         if embed:
-            state["raw_index_live_embed_due"] = now + EMBED_PERIOD_SECONDS
-        result = await index_live_sessions(state.session_factory, state.llm, settings, embed=embed)
+            due[EMBED_DUE_KEY] = now + EMBED_PERIOD_SECONDS
+        result = await index_live_sessions(
+            runtime.session_factory, runtime.llm, settings, embed=embed
+        )
         if result.embed_failed:
-            state["raw_index_live_embed_due"] = now + EMBED_RETRY_SECONDS
+            due[EMBED_DUE_KEY] = now + EMBED_RETRY_SECONDS
         return result
 
-    return await unless_running(state, "raw_index_live_lock", run)
+    return await unless_running(runtime.jobs, "raw_index_live_lock", run)

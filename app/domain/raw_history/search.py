@@ -1,7 +1,8 @@
 """The raw history search: `search_raw` over a user's chunks (text index + segment
-vectors, ranked by their best lines). The unified search over every store is
-`unified_search.py`; the merge, freshness labels and rendering are the pure functions of
-`unified.py`.
+vectors, ranked by their best lines; the ranking's pure functions are `ranking.py`). The
+unified search over every store is `search/services.py` (`UnifiedSearch`); its merge,
+freshness labels and rendering are the pure functions of `search/merge.py` and
+`search/render.py`.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 A maintenance path over every user's rows (like migrations), so unlike the request-path
 repositories its methods take no user scope.
 
-* Every `vector` column of the schema follows the configured dimension (the models
-  import one `EMBEDDING_DIM`), so :meth:`EmbeddingRepository.align_dimensions` changes
+* Every `vector` column of the schema follows the configured dimension (the migrations
+  create them with it; the models name no dimension), so :meth:`EmbeddingRepository.align_dimensions` changes
   all of them, not only the two it can refill: a column's values become NULL (the rows of
   a NOT NULL column, derived data such as `message_embeddings` and
   `memory_chunk_vectors`, are deleted), and the indexes on it are dropped and re-created
@@ -50,7 +50,6 @@ class ColumnChange:
     table: str
     column: str
     old_dim: int | None
-    new_dim: int
     indexes: list[str] = field(default_factory=list)
     deleted_rows: int = 0
     cleared_rows: int = 0
@@ -182,7 +181,7 @@ class EmbeddingRepository:
         changes: list[ColumnChange] = []
         for col in await self.mismatched_columns(dim):  # re-read under the lock
             table, column = _ident(col.table), _ident(col.column)
-            change = ColumnChange(col.table, col.column, col.dim, dim)
+            change = ColumnChange(col.table, col.column, col.dim)
             indexes = (
                 await self.session.execute(
                     _COLUMN_INDEXES, {"table": col.table, "column": col.column}

@@ -37,7 +37,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.db.engine import transaction
 from app.domain.kernel.hooks import DemotionHooks
-from app.domain.kernel.profiles import Profiles, load_profiles
+from app.domain.kernel.profiles import Profiles
+from app.domain.kernel.runtime import Runtime
 from app.domain.rolling.repositories import RollingRepository
 from app.domain.rolling.summary import (
     EMPTY_SUMMARY,
@@ -298,30 +299,29 @@ def rolling_profiles(
     return include, [], by_id
 
 
-async def run_rolling_summaries(state: Any) -> TickReport:
+async def run_rolling_summaries(runtime: Runtime) -> TickReport:
     """The periodic job (BACKGROUND_JOBS)."""
-    settings: Settings = state.settings
-    profiles = getattr(state, "profiles", None) or load_profiles(settings)
+    settings, profiles = runtime.settings, runtime.profiles
     include, exclude, by_id = rolling_profiles(profiles)
     report = TickReport()
     if include is not None and not include:
         return report
-    async with transaction(state.session_factory) as db:
+    async with transaction(runtime.session_factory) as db:
         todo = await RollingRepository(db).candidates(
             include=include, exclude=exclude, limit=SESSIONS_PER_TICK
         )
-    summarizer = RollingSummarizer(state.llm, settings)
+    summarizer = RollingSummarizer(runtime.llm, settings)
     default = by_id.get(profiles.get(None).id)
     for session_id, user_id, profile_id in todo:
         profile = by_id.get(profile_id) or default or RollingProfile(id=profile_id)
         run = await summarise_session(
-            state.session_factory,
+            runtime.session_factory,
             summarizer,
             settings,
             user_id,
             session_id,
             profile,
-            getattr(state, "demotion_hooks", None),
+            runtime.demotion_hooks,
         )
         report.sessions += 1
         report.chunks += run.chunks

@@ -21,7 +21,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.engine import in_own_session
+from app.domain.error_memory.services import unified_error_search
+from app.domain.facts.memory_hits import search_fact_hits
 from app.domain.kernel.hits import MemoryHit
+from app.domain.kernel.runtime import Runtime
 from app.domain.kernel.terms import clamp_k, normalize_scope, query_terms
 from app.domain.raw_history.repositories import ChunkRepository, SummaryMark
 from app.domain.raw_history.search import search_raw
@@ -138,6 +141,23 @@ class UnifiedSearch:
         self.facts = facts
         self.errors = errors
         self.side_sessions = side_sessions
+
+    @classmethod
+    def of(
+        cls, db: AsyncSession, runtime: Runtime, primary: AsyncSession | None = None
+    ) -> UnifiedSearch:
+        """Every store the service has: the facts and sketches read on a second
+        connection (the replica's when `db` is), the errors scope's renewals written
+        through `primary` (default `db`) when `db` is a read replica's."""
+        return cls(
+            db,
+            runtime.llm,
+            runtime.settings,
+            facts=search_fact_hits,
+            errors=unified_error_search(runtime.settings),
+            side_sessions=runtime.side_sessions(db),
+            errors_db=primary,
+        )
 
     async def search(
         self,

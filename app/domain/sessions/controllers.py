@@ -5,7 +5,6 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Controller, delete, get, patch, post
-from litestar.datastructures import State
 from litestar.params import Parameter
 from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -13,13 +12,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.db.models import Session
 from app.domain.kernel.access import Viewer
-from app.domain.kernel.deps import READ_ONLY, READ_ONLY_STANDALONE, after_commit
+from app.domain.kernel.commits import after_commit
+from app.domain.kernel.deps import READ_ONLY, READ_ONLY_STANDALONE
 from app.domain.kernel.events import ContextEvent
 from app.domain.kernel.jobs import LIVE_INDEX_JOB, wake
 from app.domain.kernel.principal import Principal
+from app.domain.kernel.runtime import Runtime
 from app.domain.kernel.session_files import remove_session_dirs
 from app.domain.sessions.deps import DEPENDENCIES
-from app.domain.sessions.hooks import SessionHooks
 from app.domain.sessions.naming import name_after_commit
 from app.domain.sessions.schemas import (
     AppendRequest,
@@ -96,14 +96,12 @@ class SessionController(Controller):
         data: SessionCreate,
         principal: Principal,
         sessions: SessionService,
-        settings: Settings,
-        state: State,
-        session_hooks: SessionHooks,
+        runtime: Runtime,
     ) -> SessionOut:
         row = await sessions.create(
-            data.profile_id, principal.id, data.name, known=state.profiles.ids()
+            data.profile_id, principal.id, data.name, known=runtime.profiles.ids()
         )
-        session_hooks.created(state, settings)
+        runtime.session_hooks.created(runtime)
         return session_out(row)
 
     @get("/", dependencies=READ_ONLY_STANDALONE)
@@ -176,21 +174,19 @@ class SessionController(Controller):
         principal: Principal,
         sessions: SessionService,
         db: AsyncSession,
-        settings: Settings,
-        state: State,
-        session_hooks: SessionHooks,
+        runtime: Runtime,
     ) -> SessionOut:
         fields = ("name", "pinned", "profile_id")
         values = {k: getattr(data, k) for k in fields if getattr(data, k) is not msgspec.UNSET}
         viewer = Viewer.editor(principal)
         switched = False
         if "profile_id" in values:
-            values["profile_id"] = check_profile_id(values["profile_id"], state.profiles.ids())
+            values["profile_id"] = check_profile_id(values["profile_id"], runtime.profiles.ids())
             before = await sessions.get(session_id, viewer)
             switched = before.profile_id != values["profile_id"]
         row = await sessions.patch(session_id, viewer, values)
         if switched:  # the new window applies now: compressed at once when it must
-            await session_hooks.profile_changed(db, settings, state, session_id, viewer)
+            await runtime.session_hooks.profile_changed(db, runtime, session_id, viewer)
             row = await sessions.reload(session_id, viewer)
         return session_out(row)
 
@@ -214,18 +210,17 @@ class SessionController(Controller):
         sessions: SessionService,
         db: AsyncSession,
         settings: Settings,
-        state: State,
-        session_hooks: SessionHooks,
+        runtime: Runtime,
     ) -> AppendResult:
         viewer = Viewer.editor(principal)
         refs = await sessions.append(session_id, viewer, data.messages)
-        after_commit(db, lambda: wake(state, LIVE_INDEX_JOB))  # findable by memory_search
+        after_commit(db, lambda: wake(runtime.jobs, LIVE_INDEX_JOB))  # findable by memory_search
         if settings.session_auto_name_enabled and any(m.role == "assistant" for m in data.messages):
-            name_after_commit(db, state, await sessions.get(session_id, viewer))  # 1st exchange
+            name_after_commit(db, runtime, await sessions.get(session_id, viewer))  # 1st exchange
         events: list[ContextEvent] = []
         if data.usage is not None:  # the post-turn check (app/domain/context)
-            events = await session_hooks.appended(
-                db, settings, state, session_id, viewer, data.usage
+            events = await runtime.session_hooks.appended(
+                db, runtime, session_id, viewer, data.usage
             )
         return AppendResult(session_id=session_id, messages=refs, events=events)
 

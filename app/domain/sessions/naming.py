@@ -17,12 +17,12 @@ import uuid
 from typing import Any
 
 import structlog
-from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.engine import transaction
-from app.domain.kernel.deps import after_commit
+from app.domain.kernel.commits import after_commit
 from app.domain.kernel.jobs import spawn
+from app.domain.kernel.runtime import Runtime
 from app.domain.sessions.repositories import SessionRepository
 from app.llm.deadline import llm_deadline
 from app.llm.errors import LLMError
@@ -79,14 +79,14 @@ def clean_title(reply: str) -> str | None:
     return _cap(line) or None
 
 
-async def _ask_model(state: State, model: str, user_text: str, reply: str) -> str | None:
-    settings = state.settings
+async def _ask_model(runtime: Runtime, model: str, user_text: str, reply: str) -> str | None:
+    settings = runtime.settings
     exchange = f"User: {user_text[:EXCERPT_CHARS]}\n\nAssistant: {reply[:EXCERPT_CHARS]}"
     try:
         with llm_deadline(
             settings.session_auto_name_timeout_seconds, "SESSION_AUTO_NAME_TIMEOUT_SECONDS"
         ):
-            result = await state.llm.chat(
+            result = await runtime.llm.chat(
                 [{"role": "system", "content": _PROMPT}, {"role": "user", "content": exchange}],
                 model=model,
                 max_tokens=32,
@@ -98,33 +98,33 @@ async def _ask_model(state: State, model: str, user_text: str, reply: str) -> st
     return clean_title(result.content)
 
 
-async def name_session(state: State, user_id: str, session_id: uuid.UUID) -> str | None:
+async def name_session(runtime: Runtime, user_id: str, session_id: uuid.UUID) -> str | None:
     """Name the session after its first exchange unless it has a name; the name set."""
-    async with transaction(state.session_factory) as db:
+    async with transaction(runtime.session_factory) as db:
         found = await SessionRepository(db).unnamed_first_exchange(user_id, session_id)
     if found is None:
         return None
     profile_id, user_text, reply = found
-    model = state.profiles.get(profile_id).model
-    title = await _ask_model(state, model, user_text, reply)
+    model = runtime.profiles.get(profile_id).model
+    title = await _ask_model(runtime, model, user_text, reply)
     source = "model" if title else "fallback"
     title = title or fallback_title(user_text)
-    async with transaction(state.session_factory) as db:
+    async with transaction(runtime.session_factory) as db:
         named = await SessionRepository(db).name_if_unnamed(user_id, session_id, title)
     log.info("session.auto_named", session_id=str(session_id), source=source, named=named)
     return title if named else None
 
 
-def start_naming(state: State, user_id: str, session_id: uuid.UUID) -> None:
+def start_naming(runtime: Runtime, user_id: str, session_id: uuid.UUID) -> None:
     """Spawn :func:`name_session` (call it once the exchange is committed)."""
-    if state.settings.session_auto_name_enabled:
-        spawn(state, name_session(state, user_id, session_id), "session.auto_name")
+    if runtime.settings.session_auto_name_enabled:
+        spawn(runtime.jobs, name_session(runtime, user_id, session_id), "session.auto_name")
 
 
-def name_after_commit(db: AsyncSession, state: State, session: Any) -> None:
+def name_after_commit(db: AsyncSession, runtime: Runtime, session: Any) -> None:
     """After the request commits, name `session` in the background when it has no name
     (the caller appended an assistant reply: maybe its first exchange)."""
     if session.name is not None:
         return
     user_id, session_id = session.user_id, session.id
-    after_commit(db, lambda: start_naming(state, user_id, session_id))
+    after_commit(db, lambda: start_naming(runtime, user_id, session_id))

@@ -21,6 +21,8 @@ from app.domain.kernel.access import Viewer, reaches_llm
 from app.domain.kernel.layout import order_context
 from app.domain.kernel.messages import MessageIn, MessageOut
 from app.domain.kernel.ownership import SessionAccess
+from app.domain.kernel.profiles import Profiles
+from app.domain.kernel.runtime import Runtime
 from app.domain.sessions.compaction import after_append
 from app.domain.sessions.message_repository import MessageRepository
 from app.domain.sessions.repositories import SessionRepository
@@ -182,11 +184,17 @@ def check_profile_id(profile_id: str, known: Collection[str]) -> str:
 
 
 class SessionService:
-    def __init__(self, db: AsyncSession, settings: Settings) -> None:
+    def __init__(self, db: AsyncSession, settings: Settings, profiles: Profiles) -> None:
         self.repo = SessionRepository(db)
         self.messages = MessageRepository(db)
         self.access = SessionAccess(db)
         self.settings = settings
+        self.profiles = profiles  # a pasted image is priced in its session's window
+
+    @classmethod
+    def of(cls, db: AsyncSession, runtime: Runtime) -> SessionService:
+        """The service on `db`."""
+        return cls(db, runtime.settings, runtime.profiles)
 
     async def create(
         self, profile_id: str, user_id: str, name: str | None, known: Collection[str]
@@ -244,7 +252,14 @@ class SessionService:
         seq, disp, user_id = reserved
         # Pasted images → session files + the notice of the LLM copy (metadata).
         await attach_pasted_images(
-            self.repo, self.messages, self.settings, user_id, session_id, viewer, messages
+            self.repo,
+            self.messages,
+            self.settings,
+            self.profiles,
+            user_id,
+            session_id,
+            viewer,
+            messages,
         )
         at = datetime.now(UTC)
         rows, refs = [], []

@@ -5,12 +5,12 @@ from __future__ import annotations
 from litestar.di import Provide
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
+from app.domain.kernel.runtime import Runtime
 from app.domain.shares.services import ShareService
 
 
-def provide_share_service(db: AsyncSession, settings: Settings) -> ShareService:
-    return ShareService(db, settings)
+def provide_share_service(db: AsyncSession, runtime: Runtime) -> ShareService:
+    return ShareService.of(db, runtime)
 
 
 DEPENDENCIES = {"shares": Provide(provide_share_service, sync_to_thread=False)}

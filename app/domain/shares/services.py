@@ -24,6 +24,7 @@ from app.db.models import Message, MessageArchive, Session
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import ANONYMOUS_ID, Principal
+from app.domain.kernel.runtime import Runtime
 from app.domain.sessions.message_repository import MessageRepository
 from app.domain.shares.repositories import ShareRepository
 from app.domain.shares.schemas import SharedMessage, SharedMessages, SharedSession
@@ -122,6 +123,11 @@ class ShareService:
         self.db = db
         self.settings = settings
         self.repo = ShareRepository(db)
+
+    @classmethod
+    def of(cls, db: AsyncSession, runtime: Runtime) -> ShareService:
+        """The service on `db`."""
+        return cls(db, runtime.settings)
 
     async def issue(self, session_id: uuid.UUID, principal: Principal) -> str:
         """The session's link token, created on the first call (idempotent)."""

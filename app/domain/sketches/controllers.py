@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
 
 from litestar import Controller, delete, get, put
-from litestar.params import Parameter
 
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.ownership import SessionAccess
@@ -14,10 +12,8 @@ from app.domain.kernel.principal import Principal
 from app.domain.sketches.deps import DEPENDENCIES
 from app.domain.sketches.schemas import SketchIn, SketchOut
 from app.domain.sketches.services import SketchService, owner
-from app.domain.sketches.tool import MAX_SECTION, sketch_out, write_scratchpad
+from app.domain.sketches.tool import sketch_out, write_scratchpad
 from app.lib.pagination import Limit, Offset, Page, page
-
-Section = Annotated[str, Parameter(min_length=1, max_length=MAX_SECTION)]
 
 
 class ScratchpadController(Controller):

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Session, Sketch
 from app.domain.kernel.principal import Principal
+from app.domain.kernel.runtime import Runtime
 from app.domain.sketches.repositories import SCRATCHPAD, SketchRepository
 from app.lib.errors import NotFound
 from app.lib.inputs import scrub_text
@@ -24,6 +25,11 @@ def owner(session: Session, principal: Principal) -> str:
 class SketchService:
     def __init__(self, db: AsyncSession) -> None:
         self.repo = SketchRepository(db)
+
+    @classmethod
+    def of(cls, db: AsyncSession, runtime: Runtime) -> SketchService:
+        """The service on `db` (it needs nothing else of the runtime)."""
+        return cls(db)
 
     async def list_page(
         self, user_id: str, session_id: uuid.UUID, limit: int, offset: int

@@ -1,18 +1,33 @@
-"""GET /health: database, migration revision, extensions, Ollama — answered within ~1 s."""
+"""GET /health: database, migration revision, extensions, Ollama — answered within ~1 s.
+
+GET /metrics: the Prometheus text exposition (Litestar's PrometheusController),
+protected by a bearer token on the service's own port (docs/operations.md, "Metrics"):
+`METRICS_TOKEN`, a token that grants nothing but this page, or an admin's token. Without
+a token 401, with another valid token 403. In local mode (`NAVI_AUTH_ENABLED=false`)
+anyone may read it, like every other route.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 
 import msgspec
 from litestar import Controller, get
-from litestar.datastructures import State
+from litestar.connection import ASGIConnection
+from litestar.handlers.base import BaseRouteHandler
 from litestar.openapi import ResponseSpec
+from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 from litestar.response import Response
 
+from app.config import Settings
 from app.db import migrate
 from app.db.extensions import extension_state
 from app.db.faults import statement_budget
+from app.domain.auth.services import bearer_token, resolve_cached
+from app.domain.kernel.principal import PERM_USERS_ADMIN
+from app.domain.kernel.runtime import Runtime
+from app.lib.errors import Forbidden
 from app.llm.fallback import fallback_reason
 
 #: How long /health waits for the database before answering 503 `down`.
@@ -43,8 +58,9 @@ class HealthOut(msgspec.Struct):
     embedding_fallback: str | None = None
 
 
-async def _db_state(state: State) -> tuple[str | None, ExtensionsOut]:
-    async with state.engine.connect() as conn:
+async def _db_state(runtime: Runtime) -> tuple[str | None, ExtensionsOut]:
+    assert runtime.engine is not None  # the app's runtime has its engine
+    async with runtime.engine.connect() as conn:
 
         def read(sync_conn):  # type: ignore[no-untyped-def]
             return migrate.current_revision(sync_conn), extension_state(sync_conn)
@@ -55,13 +71,13 @@ async def _db_state(state: State) -> tuple[str | None, ExtensionsOut]:
     )
 
 
-async def _bounded_db_state(state: State) -> tuple[str | None, ExtensionsOut]:
+async def _bounded_db_state(runtime: Runtime) -> tuple[str | None, ExtensionsOut]:
     """`_db_state` within DB_HEALTH_SECONDS. Its statements get a short limit of their
     own, and a check still waiting then (a frozen server being connected to) is left to
     finish in the background, bounded by the connect timeout: cancelling it would make
     psycopg wait up to 10 s more asking the silent server to cancel."""
     with statement_budget(DB_HEALTH_SECONDS / 2):
-        task = asyncio.create_task(_db_state(state))
+        task = asyncio.create_task(_db_state(runtime))
     done, _ = await asyncio.wait({task}, timeout=DB_HEALTH_SECONDS)
     if task in done:
         return task.result()
@@ -79,13 +95,13 @@ class HealthController(Controller):
         cache=False,
         responses={503: ResponseSpec(data_container=HealthOut, description="The database is down")},
     )
-    async def health(self, state: State) -> Response[HealthOut]:
+    async def health(self, runtime: Runtime) -> Response[HealthOut]:
         head = migrate.head_revision()
-        ping = asyncio.create_task(state.llm.ping(timeout=1.0))
-        embed = asyncio.create_task(state.llm.check_embedding(timeout=1.0))
+        ping = asyncio.create_task(runtime.llm.ping(timeout=1.0))
+        embed = asyncio.create_task(runtime.llm.check_embedding(timeout=1.0))
         error = None
         try:
-            revision, ext = await _bounded_db_state(state)
+            revision, ext = await _bounded_db_state(runtime)
             db_ok = True
         except Exception as exc:  # reported, never raised: health must answer
             revision, ext, db_ok = None, ExtensionsOut(False, None, False), False
@@ -110,10 +126,49 @@ class HealthController(Controller):
             extensions=ext,
             ollama=ollama_ok,
             embedding=embedding,
-            auth_enabled=state.settings.auth_enabled,
+            auth_enabled=runtime.settings.auth_enabled,
             error=error,
-            llm_breakers=state.llm.breaker_states(),
-            embedding_provider=state.llm.embed_provider,
+            llm_breakers=runtime.llm.breaker_states(),
+            embedding_provider=runtime.llm.embed_provider,
             embedding_fallback=fallback_reason(),
         )
         return Response(body, status_code=200 if status != "down" else 503)
+
+
+async def metrics_access(connection: ASGIConnection, _: BaseRouteHandler) -> None:
+    """The scraper's token (compared in constant time), else an admin's. `OPTIONS` is
+    Litestar's generated handler (it names the allowed methods): open, as everywhere."""
+    if connection.scope.get("method") == "OPTIONS":
+        return
+    runtime: Runtime = connection.app.state.runtime
+    settings: Settings = runtime.settings
+    authorization = connection.headers.get("authorization")
+    token = bearer_token(authorization)
+    if settings.metrics_token and token and hmac.compare_digest(token, settings.metrics_token):
+        return
+    principal = await resolve_cached(
+        runtime.session_factory, settings, runtime.principal_cache, authorization
+    )
+    if principal.auth_disabled:
+        return
+    if not principal.has(PERM_USERS_ADMIN):
+        raise Forbidden("/metrics needs METRICS_TOKEN or an admin's token")
+
+
+class MetricsController(PrometheusController):
+    """The request metrics of the Prometheus plugin (app/asgi.py) and ours
+    (app/lib/metrics.py), in the Prometheus text format."""
+
+    path = "/metrics"
+    opt = {"own_auth": True}  # `metrics_access`, not the app-wide guard (app/asgi.py)
+    guards = [metrics_access]
+    tags = ["system"]
+
+
+#: Request latency per route *template* (`/sessions/{session_id}`, not the raw path:
+#: bounded series) and status: `navi_http_request_duration_seconds`, `…_requests_total`,
+#: `…_requests_in_progress`, `…_requests_error_total`. Unrouted paths (404s of the router)
+#: are left out for the same reason.
+PROMETHEUS = PrometheusConfig(
+    app_name="navi", prefix="navi_http", group_path=True, exclude_unhandled_paths=True
+)

@@ -36,15 +36,18 @@ async def _chunks(f: IO[bytes]) -> AsyncIterator[bytes]:
 
 async def _import(settings: Settings, url: str, user_id: str, f: IO[bytes]) -> Any:
     from app.db.engine import create_engine, session_factory, transaction
+    from app.domain.kernel.runtime import Runtime
     from app.domain.transfer.ndjson import ndjson_lines
     from app.domain.transfer.services import ImportService
 
     engine = create_engine(url, settings)
+    runtime = Runtime.of(settings, session_factory(engine))
     try:
-        async with transaction(session_factory(engine)) as db:
+        async with transaction(runtime.session_factory) as db:
             lines = ndjson_lines(_chunks(f), sys.maxsize, "no limit")
-            return await ImportService(db, settings).run(user_id, lines)
+            return await ImportService.of(db, runtime).run(user_id, lines)
     finally:
+        await runtime.llm.aclose()
         await engine.dispose()
 
 

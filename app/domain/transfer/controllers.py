@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from litestar import Controller, Request, get, post
-from litestar.datastructures import State
 from litestar.response import Stream
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -13,6 +12,7 @@ from app.config import Settings
 from app.db.engine import read_snapshot
 from app.domain.auth.controllers import require_admin
 from app.domain.kernel.principal import Principal
+from app.domain.kernel.runtime import Runtime
 from app.domain.transfer.deps import DEPENDENCIES
 from app.domain.transfer.ndjson import ndjson_lines
 from app.domain.transfer.services import (
@@ -26,13 +26,13 @@ from app.lib.errors import PayloadTooLarge
 NDJSON = "application/x-ndjson"
 
 
-def _export(state: State, settings: Settings, user_id: str) -> Stream:
+def _export(runtime: Runtime, user_id: str) -> Stream:
     """The export streamed from a snapshot session of its own, opened when the first
     line is asked for and closed when the last is sent (or the client goes away)."""
 
     async def body() -> AsyncIterator[bytes]:
-        async with read_snapshot(state.session_factory) as db:
-            async for chunk in export_lines(db, settings, user_id):
+        async with read_snapshot(runtime.session_factory) as db:
+            async for chunk in export_lines(db, runtime.settings, user_id):
                 yield chunk
 
     filename = f"navi-export-{user_id}.ndjson".replace('"', "")
@@ -49,8 +49,8 @@ class TransferController(Controller):
     dependencies = DEPENDENCIES
 
     @get("/export", media_type=NDJSON)
-    async def export_mine(self, principal: Principal, state: State, settings: Settings) -> Stream:
-        return _export(state, settings, principal.id)
+    async def export_mine(self, principal: Principal, runtime: Runtime) -> Stream:
+        return _export(runtime, principal.id)
 
     # The app-wide body limit (MAX_REQUEST_BODY_MB) is for JSON; an export file is read
     # line by line and limited by IMPORT_MAX_MB.
@@ -70,8 +70,8 @@ class AdminExportController(Controller):
 
     @get("/{user_id:str}/export", media_type=NDJSON)
     async def export_user(
-        self, user_id: str, principal: Principal, db: AsyncSession, state: State, settings: Settings
+        self, user_id: str, principal: Principal, db: AsyncSession, runtime: Runtime
     ) -> Stream:
         require_admin(principal)
         await require_user(db, user_id)
-        return _export(state, settings, user_id)
+        return _export(runtime, user_id)

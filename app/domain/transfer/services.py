@@ -25,6 +25,7 @@ from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
+from app.domain.kernel.runtime import Runtime
 from app.domain.transfer.export_repository import ExportRepository
 from app.domain.transfer.files_io import FileWriter, file_records
 from app.domain.transfer.import_repository import ImportRepository
@@ -102,6 +103,11 @@ class ImportService:
         self.db = db
         self.settings = settings
         self.repo = ImportRepository(db)
+
+    @classmethod
+    def of(cls, db: AsyncSession, runtime: Runtime) -> ImportService:
+        """The import on `db`: committed whole or not at all by its caller."""
+        return cls(db, runtime.settings)
 
     async def run(self, user_id: str, lines: AsyncIterable[bytes]) -> ImportReport:
         await require_user(self.db, user_id)

@@ -37,15 +37,9 @@ NAMES = (
 async def _tool(
     client: AsyncTestClient, who: Principal, sid: str | None, name: str, args: dict[str, Any]
 ) -> ToolResult:
-    state = client.app.state
-    async with transaction(state.session_factory) as db:
-        ctx = ToolContext(
-            db=db,
-            settings=state.settings,
-            state=state,
-            principal=who,
-            session_id=uuid.UUID(sid) if sid else None,
-        )
+    runtime = client.app.state.runtime
+    async with transaction(runtime.session_factory) as db:
+        ctx = ToolContext(db, runtime, who, uuid.UUID(sid) if sid else None)
         return await run_tool(name, ctx, args)
 
 

@@ -116,12 +116,11 @@ async def test_idle_minutes_setting_and_switch(
     assert (await _pass(engine, five, minutes_later=4)).chunks == 0
     assert (await _pass(engine, five, minutes_later=6)).chunks == 1
     # the job does nothing when switched off (the pass itself is what the CLI runs)
-    from litestar.datastructures import State
-
+    from app.domain.kernel.runtime import Runtime
     from app.domain.raw_history.idle_index import index_idle_job
 
-    off = State({"settings": dataclasses.replace(settings, raw_index_idle_enabled=False)})
-    assert await index_idle_job(off) is None
+    off = dataclasses.replace(settings, raw_index_idle_enabled=False)
+    assert await index_idle_job(Runtime.of(off, session_factory(engine))) is None
 
 
 async def test_one_users_sessions_only(

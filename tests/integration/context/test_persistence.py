@@ -143,7 +143,7 @@ async def test_hooks_get_the_demoted_messages_and_keys(
     async def broken(db: AsyncSession, *args: object) -> None:
         await db.execute(text("SELECT * FROM no_such_table"))
 
-    hooks = cclient.app.state.demotion_hooks  # the app's registry
+    hooks = cclient.app.state.runtime.demotion_hooks  # the app's registry
     hooks.register(broken)  # type: ignore[arg-type]
     hooks.register(record)
     try:

@@ -15,6 +15,7 @@ from structlog.testing import capture_logs
 from app.config import Settings
 from app.db.engine import create_engine, session_factory
 from app.domain.facts.extraction import get_extraction_state, prompt, run_extraction_pass
+from app.domain.kernel.runtime import Runtime
 from app.llm.gateway import LLMGateway
 from tests.conftest import new_user
 from tests.fakes.ollama_server import FakeOllama
@@ -111,7 +112,7 @@ async def test_extraction_end_to_end(
     )
     ollama.chat_replies.extend([reply] * 3)
 
-    result = await run_extraction_pass(factory, llm, settings)
+    result = await run_extraction_pass(Runtime.of(settings, factory, llm))
     assert (result.extracted, result.failed, result.facts_saved) == (1, 0, 3)
 
     chats = ollama.requests_for("/api/chat")
@@ -141,7 +142,7 @@ async def test_extraction_end_to_end(
 
     # nothing new: a second pass asks nothing
     before = ollama.count("/api/chat")
-    assert (await run_extraction_pass(factory, llm, settings)).extracted == 0
+    assert (await run_extraction_pass(Runtime.of(settings, factory, llm))).extracted == 0
     assert ollama.count("/api/chat") == before
 
     # new activity, then quiet again: extracted again
@@ -151,7 +152,9 @@ async def test_extraction_end_to_end(
         headers=alice,
     )
     assert r.status_code == 201
-    assert (await run_extraction_pass(factory, llm, settings)).extracted == 0  # not stale yet
+    assert (
+        await run_extraction_pass(Runtime.of(settings, factory, llm))
+    ).extracted == 0  # not stale yet
     # (time travel: the extraction was 3 hours ago, the new message 1 hour ago)
     sql(db_url, "UPDATE session_memory_state SET extracted_at = now() - interval '3 hours'")
     sql(db_url, "UPDATE sessions SET last_active = now() - interval '1 hour' WHERE id = %s", sid)
@@ -159,7 +162,7 @@ async def test_extraction_end_to_end(
         scripted([facts_json(("preferences", "editor", "helix", "user_explicit"))])
     )
     ollama.chat_replies.append(scripted([]))
-    assert (await run_extraction_pass(factory, llm, settings)).extracted == 1
+    assert (await run_extraction_pass(Runtime.of(settings, factory, llm))).extracted == 1
     assert (await _facts(client, alice))["editor"]["value"] == "helix"
 
 
@@ -176,7 +179,7 @@ async def test_malformed_replies_leave_the_session_pending(
     ollama.chat_replies.extend([scripted(["no JSON here", "- editor: neovim"])] * 2)
 
     with capture_logs() as logs:
-        result = await run_extraction_pass(factory, llm, settings)
+        result = await run_extraction_pass(Runtime.of(settings, factory, llm))
     assert (result.extracted, result.failed) == (0, 1)
     assert ollama.count("/api/chat") == 2  # two attempts, no summary
     malformed = [e for e in logs if e["event"] == "memory.extraction_malformed_reply"]
@@ -193,7 +196,7 @@ async def test_malformed_replies_leave_the_session_pending(
         return facts_json(("preferences", "editor", "neovim", "user_explicit"))
 
     ollama.chat_replies.extend([scripted([good_then_break])] * 3)
-    result = await run_extraction_pass(factory, llm, settings)
+    result = await run_extraction_pass(Runtime.of(settings, factory, llm))
     assert (result.extracted, result.failed, result.facts_saved) == (1, 0, 1)
     state = await get_extraction_state(factory, sid, alice_id)
     assert state.extracted_at is not None and state.attempts == 0 and state.last_error is None
@@ -213,7 +216,7 @@ async def test_llm_down_stops_the_pass(
     first = await stale_session(client, db_url, alice, CONVERSATION)
     await stale_session(client, db_url, alice, CONVERSATION)
     ollama.fail("refuse")
-    result = await run_extraction_pass(factory, llm, settings)
+    result = await run_extraction_pass(Runtime.of(settings, factory, llm))
     assert (result.extracted, result.failed, result.stopped_early) == (0, 1, True)
     states = sql(
         db_url, "SELECT attempts, extracted_at FROM session_memory_state ORDER BY attempts"
@@ -240,7 +243,7 @@ async def test_only_stale_sessions_with_a_user_message(
         json={"messages": [{"role": "user", "content": "hi"}]},
         headers=alice,
     )
-    result = await run_extraction_pass(factory, llm, settings)
+    result = await run_extraction_pass(Runtime.of(settings, factory, llm))
     assert (result.extracted, result.failed) == (0, 0)
     assert ollama.count("/api/chat") == 0
 
@@ -270,7 +273,7 @@ async def test_two_workers_never_process_one_session_twice(
     engines = [create_engine(db_url), create_engine(db_url)]
     try:
         results = await asyncio.gather(
-            *(run_extraction_pass(session_factory(e), llm, settings) for e in engines)
+            *(run_extraction_pass(Runtime.of(settings, session_factory(e), llm)) for e in engines)
         )
     finally:
         for e in engines:
@@ -325,11 +328,13 @@ async def test_pass_purges_long_expired_facts(
         "UPDATE memory_facts SET expires_at = now() - interval '3 days' WHERE id = %s",
         trip["id"],
     )
-    assert (await run_extraction_pass(factory, llm, settings)).purged == 0  # within the grace
+    assert (
+        await run_extraction_pass(Runtime.of(settings, factory, llm))
+    ).purged == 0  # within the grace
     sql(
         db_url,
         "UPDATE memory_facts SET expires_at = now() - interval '8 days' WHERE id = %s",
         trip["id"],
     )
-    assert (await run_extraction_pass(factory, llm, settings)).purged == 1
+    assert (await run_extraction_pass(Runtime.of(settings, factory, llm))).purged == 1
     assert sql(db_url, "SELECT count(*) FROM memory_facts") == [(0,)]  # hidden row went too

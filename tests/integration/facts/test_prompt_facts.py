@@ -7,6 +7,7 @@ from pathlib import Path
 from app.asgi import build_gateway
 from app.db.engine import session_factory, transaction
 from app.domain.facts.prompt_notes import PROMPT_FACTS, memory_notes
+from app.domain.facts.services import FactService
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -28,7 +29,7 @@ async def test_the_prompt_lists_at_most_the_capped_number_of_facts(
     llm = build_gateway(settings)
     try:
         async with transaction(session_factory(engine)) as db:
-            _, listed = await memory_notes(db, llm, "admin", "")
+            _, listed = await memory_notes(FactService(db, llm), "admin", "")
     finally:
         await llm.aclose()
     assert listed is not None

@@ -5,13 +5,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from litestar.datastructures import State
 from litestar.testing import AsyncTestClient
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
 from app.db.engine import session_factory
 from app.domain.files.services import cleanup_orphan_dirs
+from app.domain.kernel.runtime import Runtime
 from app.routes import BACKGROUND_JOBS
 from tests.conftest import ADMIN_TOKEN
 
@@ -46,17 +46,16 @@ async def test_cleanup_job_deletes_only_orphan_directories(
     for name in (live, *orphans, "not-a-session"):
         (root / name).mkdir(parents=True)
         (root / name / "f.txt").write_text("x")
-    state = State({"settings": settings, "session_factory": session_factory(engine)})
-    assert await cleanup_orphan_dirs(state) == 3
+    runtime = Runtime.of(settings, session_factory(engine))
+    assert await cleanup_orphan_dirs(runtime) == 3
     assert sorted(os.listdir(root)) == sorted([live, "not-a-session"])
-    assert await cleanup_orphan_dirs(state) == 0  # idempotent (several replicas)
+    assert await cleanup_orphan_dirs(runtime) == 0  # idempotent (several replicas)
     job = next(j for j in BACKGROUND_JOBS if j.name == "session_files.cleanup")
     assert job.interval(settings) == 3600 and job.run is cleanup_orphan_dirs
 
 
 async def test_cleanup_without_a_directory(settings: Settings, engine: AsyncEngine) -> None:
-    state = State({"settings": settings, "session_factory": session_factory(engine)})
-    assert await cleanup_orphan_dirs(state) == 0
+    assert await cleanup_orphan_dirs(Runtime.of(settings, session_factory(engine))) == 0
 
 
 @pytest.fixture

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import psycopg
 
 from app.db.engine import session_factory
 from app.domain.error_memory.services import purge_expired_errors
+from app.domain.kernel.runtime import Runtime
 from tests.conftest import new_user
 
 PERM = {
@@ -108,10 +107,10 @@ async def test_ttl_renewed_on_hit_expired_hidden_and_purged(
     r = await client.post("/memory/search", json={"query": "permission denied", "scope": "errors"})
     assert r.json()["hits"] == []
     # the job deletes expired rows only
-    state = SimpleNamespace(session_factory=session_factory(engine), settings=settings)
-    assert await purge_expired_errors(state) == 1
+    runtime = Runtime.of(settings, session_factory(engine))
+    assert await purge_expired_errors(runtime) == 1
     assert _sql(db_url, "select tool from error_memory") == [("pip",)]
-    assert await purge_expired_errors(state) == 0
+    assert await purge_expired_errors(runtime) == 0
 
 
 async def test_unified_search_scope_errors_and_isolation(client, db_url) -> None:  # type: ignore[no-untyped-def]

@@ -68,7 +68,7 @@ def _replica_reads() -> float:
 
 
 def _router(client: Any) -> ReplicaRouter:
-    router = client.app.state.replica
+    router = client.app.state.runtime.replica
     assert isinstance(router, ReplicaRouter)
     return router
 

@@ -11,7 +11,6 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import psycopg
@@ -20,7 +19,7 @@ import pytest
 from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import create_engine, session_factory
-from app.domain.kernel.profiles import load_profiles
+from app.domain.kernel.runtime import Runtime
 from app.domain.rolling.services import run_rolling_summaries
 from tests.conftest import ADMIN_TOKEN
 
@@ -43,17 +42,12 @@ def rolling_settings(settings: Settings, tmp_path: Path) -> Settings:
 
 
 @asynccontextmanager
-async def replica(db_url: str, settings: Settings) -> AsyncIterator[SimpleNamespace]:
-    """One app replica's job state: its own engine and LLM gateway."""
+async def replica(db_url: str, settings: Settings) -> AsyncIterator[Runtime]:
+    """One app replica's runtime: its own engine and LLM gateway."""
     engine = create_engine(db_url)
     llm = build_gateway(settings)
     try:
-        yield SimpleNamespace(
-            settings=settings,
-            session_factory=session_factory(engine),
-            llm=llm,
-            profiles=load_profiles(settings),
-        )
+        yield Runtime.of(settings, session_factory(engine), llm)
     finally:
         await llm.aclose()
         await engine.dispose()

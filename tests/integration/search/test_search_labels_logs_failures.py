@@ -12,8 +12,10 @@ from sqlalchemy import text
 from structlog.testing import capture_logs
 
 from app.db.engine import session_factory, transaction
+from app.domain.error_memory.services import unified_error_search
+from app.domain.facts.memory_hits import search_fact_hits
 from app.domain.kernel.principal import Principal
-from app.domain.search.deps import unified_search
+from app.domain.search.services import UnifiedSearch
 from tests.conftest import ADMIN_TOKEN, run_sql
 from tests.integration.agents.test_tools import _tool
 from tests.integration.raw_history.test_raw_and_search import _index, _session
@@ -146,7 +148,14 @@ async def _failing_stores(client, engine, settings, db_url) -> None:  # type: ig
         factory = session_factory(engine)
         async with transaction(factory) as db:
             for side in (factory, None):  # with and without the side connection
-                search = unified_search(db, None, settings, side)
+                search = UnifiedSearch(
+                    db,
+                    None,
+                    settings,
+                    facts=search_fact_hits,
+                    errors=unified_error_search(settings),
+                    side_sessions=side,
+                )
                 with capture_logs() as logs:
                     res = await search.search("which server port", user_id="admin")
                 assert [h.source_type for h in res.hits] == ["fact", "sketch"]

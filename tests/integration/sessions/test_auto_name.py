@@ -38,7 +38,7 @@ def in_app(c: AsyncTestClient[Any], fn: Callable[..., Awaitable[Any]], *args: An
 def naming_tasks(app: Any) -> list[asyncio.Task[Any]]:
     """The naming tasks the requests spawned (not the app's long-lived ones, such as the
     replica watch when a replica is configured: those never end)."""
-    return [t for t in app.state.tasks if t.get_name() == "session.auto_name"]
+    return [t for t in app.state.runtime.jobs.tasks if t.get_name() == "session.auto_name"]
 
 
 async def settle(c: AsyncTestClient[Any]) -> None:
@@ -125,7 +125,9 @@ async def test_a_name_set_while_the_title_is_on_its_way_is_kept(
     assert len(ollama.requests_for("/api/chat")) == 1  # the title was asked for …
     assert await name_of(naming, sid) == "Mine"  # … and did not replace the user's name
     owner = (await naming.get(f"/sessions/{sid}")).json()["user_id"]
-    assert await in_app(naming, name_session, naming.app.state, owner, uuid.UUID(sid)) is None
+    assert (
+        await in_app(naming, name_session, naming.app.state.runtime, owner, uuid.UUID(sid)) is None
+    )
 
 
 async def test_switched_off_by_the_setting(

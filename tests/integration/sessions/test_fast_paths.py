@@ -175,7 +175,7 @@ async def test_revoked_token_and_deleted_user_stop_at_once(
 ) -> None:
     uid, headers = await new_user(client, "cached")
     assert (await client.get("/me", headers=headers)).status_code == 200
-    cache = client.app.state.principal_cache
+    cache = client.app.state.runtime.principal_cache
     assert len(cache) >= 1  # the token was resolved once and is now cached
     assert (await client.get("/me", headers=headers)).status_code == 200
     r = await client.delete(f"/admin/users/{uid}")

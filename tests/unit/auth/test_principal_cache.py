@@ -1,5 +1,5 @@
-from app.domain.auth.cache import PrincipalCache
 from app.domain.kernel.principal import Principal
+from app.domain.kernel.principal_cache import PrincipalCache
 
 ALICE = Principal(id="alice", name="alice")
 BOB = Principal(id="bob", name="bob")

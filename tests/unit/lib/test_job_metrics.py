@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from litestar.datastructures import State
 from prometheus_client import REGISTRY
 
-from app.domain.kernel.jobs import periodic
+from app.domain.kernel.jobs import Jobs, periodic
 
 JOB = "test.metrics_job"
 
@@ -26,7 +25,7 @@ async def test_periodic_counts_runs_failures_and_lag() -> None:
     seen: list[float] = []
     third = asyncio.Event()
 
-    async def job(_: State) -> None:
+    async def job() -> None:
         seen.append(value("navi_job_lag_seconds"))  # set before the run starts
         if len(seen) == 1:
             raise RuntimeError("boom")  # logged, counted, the loop goes on
@@ -36,7 +35,7 @@ async def test_periodic_counts_runs_failures_and_lag() -> None:
             third.set()
             await asyncio.sleep(3600)
 
-    task = asyncio.create_task(periodic(State(), JOB, 0.01, job))
+    task = asyncio.create_task(periodic(Jobs(), JOB, 0.01, job))
     await asyncio.wait_for(third.wait(), 5)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
