@@ -109,7 +109,10 @@ bench-scale: install ## memory_search + session list p50/p95 and the HNSW build:
 bench-search-ab: install ## A/B of memory_search between two checkouts, taking turns (ARGS="/tmp/base . --queries 300")
 	$(BIN)/python bench/ab_search.py $(ARGS)
 
-bench-load: install ## Mixed load: N clients × S s, each its own user (append/list/search/history/memory_search): req/s, p50/p95/p99, errors, CPU per request app/PostgreSQL (ARGS="--clients 16 --seconds 60 --workers 2 --py-spy /tmp/load.txt")
+bench-load: install ## The hot paths under wrk (append 1/8, session list, history, memory_search, mixed): req/s, p50/p90/p99, CPU per request app/PostgreSQL/wrk; installs wrk when missing (ARGS="--seconds 20 --paths list,history --py-spy /tmp/wrk")
+	$(BIN)/python bench/bench_wrk.py $(ARGS)
+
+bench-load-py: install ## The mixed load from Python clients (per-operation latencies, py-spy of the window): N clients × S s, each its own user (ARGS="--clients 16 --seconds 60 --workers 2 --py-spy /tmp/load.txt")
 	$(BIN)/python bench/bench_load.py $(ARGS)
 
 bench-freshness: install ## Append → findable by memory_search under the mixed load, p50/p95/max; append and memory_search with the live indexer on vs off (ARGS="--clients 8 --seconds 20")
@@ -124,4 +127,4 @@ bench-export: install ## Peak RSS of GET /me/export streaming 100k messages vs l
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-freshness
+.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness

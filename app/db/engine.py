@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import msgspec
 import structlog
 from sqlalchemy import event
 from sqlalchemy.exc import DisconnectionError
@@ -92,7 +93,13 @@ def create_engine(url: str, settings: Settings | None = None, **kwargs: Any) -> 
         "async_creator_fn": guarded_connection_class(timeouts).connect,
         **kwargs.pop("connect_args", {}),
     }
-    common: dict[str, Any] = {"pool_timeout": timeouts.pool, "connect_args": connect_args}
+    common: dict[str, Any] = {
+        "pool_timeout": timeouts.pool,
+        "connect_args": connect_args,
+        # jsonb values decoded by msgspec, not the json module (a history page decodes
+        # every message's metadata: docs/performance.md, "Hot paths under wrk")
+        "json_deserializer": msgspec.json.decode,
+    }
     if ping_idle <= 0:
         engine = create_async_engine(url, pool_pre_ping=True, **pool, **common, **kwargs)
     else:

@@ -32,6 +32,14 @@ class SessionAccess:
             await self.refuse(session_id, viewer)
         return row
 
+    async def owner(self, session_id: uuid.UUID, viewer: Viewer) -> str:
+        """`get`'s check for a caller that needs only the session's user (its tenant
+        key): one column instead of the row with its JSON documents."""
+        user_id = await self.repo.owner(session_id, viewer)
+        if user_id is None:
+            await self.refuse(session_id, viewer)
+        return user_id
+
     async def refuse(self, session_id: uuid.UUID, viewer: Viewer) -> NoReturn:
         """The answer when a session query found nothing in the viewer's scope."""
         if viewer.modifies and await self.repo.get(session_id, viewer.reader()) is not None:

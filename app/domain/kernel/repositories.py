@@ -35,6 +35,14 @@ class SessionLookupRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
+    async def owner(self, session_id: uuid.UUID, viewer: Viewer) -> str | None:
+        """The session's user when the viewer may see it (one column, not the row)."""
+        return (
+            await self.session.execute(
+                select(Session.user_id).where(Session.id == session_id, visible(viewer))
+            )
+        ).scalar_one_or_none()
+
     async def get(self, session_id: uuid.UUID, viewer: Viewer) -> Session | None:
         return (
             await self.session.execute(

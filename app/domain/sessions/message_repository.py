@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, func, insert, select, text, update
+from sqlalchemy import Row, Table, bindparam, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Message, MessageArchive, Session
@@ -41,6 +41,35 @@ _RESERVE = (
         _SESSIONS.c.user_id,
     )
 )
+
+
+#: The columns of a message a history page shows (`sessions.services.message_out`).
+PAGE_FIELDS = (
+    "sequence_number", "display_index", "role", "content", "created_at", "thinking",
+    "is_context", "is_display", "is_plan", "is_compression", "is_summary",
+    "is_compression_critical", "is_recall", "message_metadata", "elapsed_seconds",
+    "tool_call_count", "token_count", "tool_calls", "tool_call_id", "name", "files", "images",
+)  # fmt: skip
+
+
+def _page(table: Table) -> Any:
+    """A history page's statement on `table`, built once (Core, bound parameters)."""
+    names = {"message_metadata": "metadata"}  # the ORM's attribute → the column
+    return (
+        select(*(table.c[names.get(f, f)].label(f) for f in PAGE_FIELDS))
+        .where(
+            table.c.user_id == bindparam("uid"),
+            table.c.session_id == bindparam("sid"),
+            table.c.display_index.is_not(None),
+            table.c.sequence_number < bindparam("bound"),
+        )
+        .order_by(table.c.sequence_number.desc())
+        .limit(bindparam("lim"))
+    )
+
+
+_PAGE_HOT = _page(_MESSAGES)
+_PAGE_ARCHIVED = _page(cast(Table, MessageArchive.__table__))
 
 
 class MessageRepository:
@@ -82,28 +111,16 @@ class MessageRepository:
     # `user_id`) next to the session id: on Citus each then routes to one shard.
     async def history_page(
         self, user_id: str, session_id: uuid.UUID, before_seq: int | None, limit: int
-    ) -> list[tuple[Message | MessageArchive, bool]]:
+    ) -> list[tuple[Row[Any], bool]]:
         """Display messages with sequence_number < before_seq, newest first, hot and
-        archived alike. Returns (row, archived) pairs."""
+        archived alike. Returns (row, archived) pairs: plain rows of the columns a page
+        shows (`PAGE_FIELDS`), not ORM objects (nothing on a page is changed)."""
         bound = before_seq if before_seq is not None else 2**62
-        out: list[tuple[Message | MessageArchive, bool]] = []
-        models: tuple[tuple[type[Message] | type[MessageArchive], bool], ...] = (
-            (Message, False),
-            (MessageArchive, True),
-        )
-        for model, archived in models:
-            rows = await self.session.execute(
-                select(model)
-                .where(
-                    model.user_id == user_id,
-                    model.session_id == session_id,
-                    model.display_index.is_not(None),
-                    model.sequence_number < bound,
-                )
-                .order_by(model.sequence_number.desc())
-                .limit(limit)
-            )
-            out.extend((r, archived) for r in rows.scalars())  # type: ignore[misc]
+        out: list[tuple[Row[Any], bool]] = []
+        params = {"uid": user_id, "sid": session_id, "bound": bound, "lim": limit}
+        for stmt, archived in ((_PAGE_HOT, False), (_PAGE_ARCHIVED, True)):
+            rows = await self.session.execute(stmt, params)
+            out.extend((r, archived) for r in rows)
             if not archived and len(out) >= limit:
                 break  # the archive holds only older rows: nothing there can be newer
         out.sort(key=lambda p: p[0].sequence_number, reverse=True)

@@ -42,7 +42,7 @@ SANITIZED_KEY = "sanitized"
 _FREE_TEXT = ("content", "thinking", "metadata", "tool_calls", "tool_call_id", "name", "files")
 
 
-def message_out(row: Message | MessageArchive, archived: bool = False) -> MessageOut:
+def message_out(row: Message | MessageArchive | Row[Any], archived: bool = False) -> MessageOut:
     return MessageOut(
         sequence_number=row.sequence_number,
         display_index=row.display_index,
@@ -285,8 +285,16 @@ class SessionService:
     async def history(
         self, session_id: uuid.UUID, viewer: Viewer, before_seq: int | None, limit: int
     ) -> HistoryPage:
-        session = await self.get(session_id, viewer)
-        rows = await self.messages.history_page(session.user_id, session_id, before_seq, limit + 1)
+        # One statement for the caller's own session: its rows name the caller as their
+        # user, so a row found proves the session theirs; only an empty page asks whether
+        # the session is there at all (404 or an empty page). An all-users viewer names
+        # the session's owner first (the tenant key of the page's statement).
+        user_id = await self.access.owner(session_id, viewer) if viewer.all_users else None
+        rows = await self.messages.history_page(
+            user_id or viewer.user_id, session_id, before_seq, limit + 1
+        )
+        if not rows and user_id is None:
+            await self.access.owner(session_id, viewer)
         has_more = len(rows) > limit
         rows = rows[:limit]
         msgs = [message_out(r, archived) for r, archived in reversed(rows)]
