@@ -35,6 +35,9 @@ from app.lib.pagination import MAX_LIMIT, Limit, Offset, Page, page, page_of
 SearchLimit = Annotated[int, Parameter(ge=1, le=MAX_SEARCH_LIMIT)]
 QueryText = Annotated[str, Parameter(max_length=MAX_QUERY)]
 ListSearch = Annotated[str | None, Parameter(max_length=200)]
+#: An exact category or key of `GET /memory/facts` (matched as a save stores it:
+#: trimmed, lower-cased, inner whitespace as `_`).
+ExactName = Annotated[str | None, Parameter(min_length=1, max_length=200)]
 
 
 class FactSaved(FactOut):
@@ -65,7 +68,10 @@ class MemoryController(Controller):
         search: ListSearch = None,
         sort_by: FactSortBy = "category",
         sort_order: SortOrder = "asc",
+        category: ExactName = None,
+        key: ExactName = None,
     ) -> Page[FactOut]:
+        exact_category, exact_key = _term(category), _term(key)
         rows = await facts.get_all_facts(
             principal.id,
             limit=limit,
@@ -73,8 +79,12 @@ class MemoryController(Controller):
             search=_term(search),
             sort_by=sort_by,
             sort_order=sort_order,
+            category=exact_category,
+            key=exact_key,
         )
-        total = await facts.fact_count(principal.id, search=_term(search))
+        total = await facts.fact_count(
+            principal.id, search=_term(search), category=exact_category, key=exact_key
+        )
         return page([fact_out(r) for r in rows], total, limit, offset)
 
     @post("/facts")

@@ -16,6 +16,7 @@ The search queries (vector, text, the benchmark's naive scan) are in
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -78,6 +79,17 @@ def require_scope(user_id: str | None, all_users: bool) -> None:
 def user_scope(user_id: str | None, all_users: bool) -> ColumnElement[bool]:
     require_scope(user_id, all_users)
     return MemoryFact.user_id == user_id if user_id is not None else literal(True)
+
+
+@dataclass(frozen=True)
+class FactKeyFilter:
+    """Exact category and/or key (as stored: normalised) of a fact list."""
+
+    category: str | None = None
+    key: str | None = None
+
+
+NO_KEY_FILTER = FactKeyFilter()
 
 
 class FactRepository:
@@ -225,10 +237,16 @@ class FactRepository:
             )
         ).one_or_none()
 
-    def _list_filter(self, stmt: Any, search: str | None, include_merged: bool) -> Any:
+    def _list_filter(
+        self, stmt: Any, search: str | None, include_merged: bool, exact: FactKeyFilter
+    ) -> Any:
         stmt = stmt.where(_not_expired())
         if not include_merged:
             stmt = stmt.where(MemoryFact.merged_into.is_(None))
+        if exact.category is not None:
+            stmt = stmt.where(MemoryFact.category == exact.category)
+        if exact.key is not None:
+            stmt = stmt.where(MemoryFact.key == exact.key)
         if search:
             pattern = like_pattern(search)
             stmt = stmt.where(or_(*(h.ilike(pattern, escape="\\") for h in HAYSTACKS)))
@@ -245,11 +263,12 @@ class FactRepository:
         sort_by: str = "category",
         sort_order: str = "asc",
         include_merged: bool = False,
+        exact: FactKeyFilter = NO_KEY_FILTER,
     ) -> list[FactRow]:
         col = SORT_COLUMNS[sort_by]
         order = col.asc() if sort_order == "asc" else col.desc()
         stmt = select(*FACT_COLUMNS).where(user_scope(user_id, all_users))
-        stmt = self._list_filter(stmt, search, include_merged)
+        stmt = self._list_filter(stmt, search, include_merged, exact)
         stmt = stmt.order_by(order, MemoryFact.category, MemoryFact.key, MemoryFact.id)
         stmt = stmt.offset(offset)
         if limit is not None:
@@ -263,9 +282,10 @@ class FactRepository:
         all_users: bool = False,
         search: str | None = None,
         include_merged: bool = False,
+        exact: FactKeyFilter = NO_KEY_FILTER,
     ) -> int:
         stmt = select(func.count()).select_from(MemoryFact).where(user_scope(user_id, all_users))
-        stmt = self._list_filter(stmt, search, include_merged)
+        stmt = self._list_filter(stmt, search, include_merged, exact)
         return int((await self.session.execute(stmt)).scalar_one())
 
     async def categories(self, user_id: str) -> list[tuple[str, int]]:

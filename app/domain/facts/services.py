@@ -19,7 +19,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import MemorySummary
 from app.domain.facts.dedupe import merge_targets
-from app.domain.facts.repositories import FactRepository, FactRow, SummaryRepository
+from app.domain.facts.repositories import (
+    FactKeyFilter,
+    FactRepository,
+    FactRow,
+    SummaryRepository,
+)
 from app.domain.facts.schemas import (
     DEFAULT_SEARCH_LIMIT,
     MAX_CATEGORY,
@@ -309,7 +314,10 @@ class FactService:
         sort_by: str = "category",
         sort_order: str = "asc",
         include_merged: bool = False,
+        category: str | None = None,
+        key: str | None = None,
     ) -> list[FactRow]:
+        """`category` / `key`: exact matches, normalised as a save normalises them."""
         return await self.facts.list_facts(
             user_id,
             all_users=all_users,
@@ -319,6 +327,7 @@ class FactService:
             sort_by=sort_by,
             sort_order=sort_order,
             include_merged=include_merged,
+            exact=_exact(category, key),
         )
 
     async def fact_count(
@@ -328,9 +337,15 @@ class FactService:
         all_users: bool = False,
         search: str | None = None,
         include_merged: bool = False,
+        category: str | None = None,
+        key: str | None = None,
     ) -> int:
         return await self.facts.count_facts(
-            user_id, all_users=all_users, search=search, include_merged=include_merged
+            user_id,
+            all_users=all_users,
+            search=search,
+            include_merged=include_merged,
+            exact=_exact(category, key),
         )
 
     async def categories(self, user_id: str) -> list[tuple[str, int]]:
@@ -344,6 +359,13 @@ class FactService:
         if len(content) > MAX_SUMMARY:
             raise Unprocessable(f"content: at most {MAX_SUMMARY} characters")
         return await self.summaries.put(user_id, scrub_text(content).strip())
+
+
+def _exact(category: str | None, key: str | None) -> FactKeyFilter:
+    return FactKeyFilter(
+        normalise_name(category) if category is not None else None,
+        normalise_name(key) if key is not None else None,
+    )
 
 
 def summary_fields(row: MemorySummary | None) -> dict[str, Any]:

@@ -57,6 +57,25 @@ async def test_list_paging_sorting_search(client: AsyncTestClient) -> None:
     assert bad.status_code == 422 and "sort_by" in bad.json()["detail"]
 
 
+async def test_list_by_exact_category_and_key(client: AsyncTestClient) -> None:
+    """`category` / `key` match exactly, normalised as a save stores them (a key-value
+    store over facts — the LangGraph adapter — reads one item this way)."""
+    for cat, key in [("users/1/prefs", "Editor"), ("users/1/prefs", "shell"), ("users/12", "x")]:
+        await _save(client, category=cat, key=key, value=f"{cat} {key}")
+    by_cat = (await client.get("/memory/facts", params={"category": "users/1/prefs"})).json()
+    assert by_cat["total"] == 2 and {f["key"] for f in by_cat["items"]} == {"editor", "shell"}
+    one = (
+        await client.get("/memory/facts", params={"category": " USERS/1/prefs", "key": "editor "})
+    ).json()
+    assert [(f["category"], f["key"]) for f in one["items"]] == [("users/1/prefs", "editor")]
+    assert one["total"] == 1
+    assert (await client.get("/memory/facts", params={"key": "x"})).json()["total"] == 1
+    none = await client.get("/memory/facts", params={"category": "users/1", "key": "shell"})
+    assert none.json()["total"] == 0  # not a prefix match
+    bad = await client.get("/memory/facts", params={"key": ""})
+    assert bad.status_code == 422 and "key" in bad.json()["detail"]
+
+
 async def test_input_limits_name_the_field(client: AsyncTestClient) -> None:
     cases = [
         ({"category": "c", "key": "k" * 201, "value": "v"}, "key"),
