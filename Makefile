@@ -39,6 +39,11 @@ migrate: install ## Apply migrations to head
 test: install ## Run the test suite (embedded PostgreSQL, or TEST_DATABASE_URL)
 	$(BIN)/python -m pytest
 
+test-clients: install ## The Python and TypeScript clients against a live service (clients/): their tests, the framework adapters with openai-agents and langgraph, the TS types regenerated from the spec (a diff fails)
+	$(BIN)/python -m pip install -q -e './clients/python[test,openai-agents,langgraph]'
+	cd clients/python && ../../$(BIN)/python -m pytest -q
+	cd clients/typescript && npm ci --no-audit --no-fund && npm run check-gen && npm test && npm run test:live:service
+
 test-unit: install ## Only the tests that need no database
 	$(BIN)/python -m pytest tests/unit
 
@@ -127,4 +132,4 @@ bench-export: install ## Peak RSS of GET /me/export streaming 100k messages vs l
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness
+.PHONY: help install run migrate test test-clients test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness
