@@ -125,9 +125,13 @@ class PgCluster:
 
     def freeze(self) -> None:
         """SIGSTOP to the postmaster and every backend: connections stay open, nothing
-        answers (the kernel still accepts new TCP connections into the backlog)."""
+        answers (the kernel still accepts new TCP connections into the backlog). A
+        backend that exits between the listing and its signal is skipped."""
         for proc in self._processes():
-            proc.send_signal(signal.SIGSTOP)
+            try:
+                proc.send_signal(signal.SIGSTOP)
+            except psutil.NoSuchProcess:
+                pass
 
     def thaw(self) -> None:
         for proc in self._processes():
