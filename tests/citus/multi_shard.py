@@ -19,6 +19,10 @@ ALLOWED: dict[str, str] = {
         f"{_ADMIN} names a session by id alone: its owner is looked up across shards once,"
         " every statement after it names the owner"
     ),
+    "app/domain/kernel/repositories.py:SessionLookupRepository.owner": (
+        f"{_ADMIN} names a session by id alone: its owner (the history page's tenant key)"
+        " is looked up across shards once; a user's own session is not looked up"
+    ),
     "app/domain/kernel/repositories.py:SessionLookupRepository.get": (
         f"{_ADMIN} reads a session by id alone (its owner is not known before)"
     ),
