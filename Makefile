@@ -81,6 +81,9 @@ bench-compression: install ## Plan/compress a 2,000-message session; compression
 bench-sessions: install ## Session store at production scale: list/search/matches/history/append vs naive (DATABASE_URL=… or embedded; ARGS="--scale 0.05")
 	$(BIN)/python bench/bench_sessions.py $(ARGS)
 
+bench-console: install ## Console pages at production scale (the bench-sessions dataset): server p50/p95 vs the JSON API (ARGS="--scale 0.05")
+	$(BIN)/python bench/bench_console.py $(ARGS)
+
 index-sessions: install ## Index every idle session's messages the raw index lacks, with a progress bar (ARGS="--older-than 0 --user ID")
 	$(BIN)/python -m app.cli index-sessions $(ARGS)
 
@@ -132,4 +135,4 @@ bench-export: install ## Peak RSS of GET /me/export streaming 100k messages vs l
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-clients test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness
+.PHONY: help install run migrate test test-clients test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions bench-console backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness

@@ -16,15 +16,18 @@ import structlog
 from litestar import Litestar, Request, Response
 from litestar.config.cors import CORSConfig
 from litestar.connection import ASGIConnection
+from litestar.contrib.jinja import JinjaTemplateEngine
 from litestar.datastructures import MutableScopeHeaders
 from litestar.di import Provide
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.handlers.base import BaseRouteHandler
 from litestar.middleware import ASGIMiddleware
+from litestar.template.config import TemplateConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings, get_settings
+from app.console.web import TEMPLATES as CONSOLE_TEMPLATES
 from app.db.embedded import EmbeddedWatchdog
 from app.db.engine import (
     create_engine,
@@ -43,6 +46,7 @@ from app.db.faults import (
     unavailable_reason,
 )
 from app.db.replica import CURRENT_WRITER, WRITE_LSN_HEADER, ReplicaRouter, format_lsn, writing_for
+from app.db.write_positions import WritePositions
 from app.domain.agents.mcp import NaviMCP
 from app.domain.auth.services import bootstrap, resolve_cached
 from app.domain.context.lifecycle import ContextSessionHooks
@@ -310,7 +314,12 @@ async def build_runtime(settings: Settings, profiles: Profiles, eng: AsyncEngine
             dataclasses.replace(settings, db_connect_timeout_seconds=2),
         )
         router = ReplicaRouter(
-            eng, replica_engine, settings.replica_max_lag_seconds, settings.replica_check_seconds
+            eng,
+            replica_engine,
+            settings.replica_max_lag_seconds,
+            settings.replica_check_seconds,
+            # the supervisor's table under `navi serve` with workers, else this process's
+            WritePositions.from_env(),
         )
         runtime.replica = router
         # every commit on the primary is noted for read-your-writes from here on
@@ -385,6 +394,7 @@ def create_app(
         cors_config=cors_config(settings),
         lifespan=[_lifespan(settings, profiles, database_url, engine, background_jobs)],
         request_class=NaviRequest,
+        template_config=TemplateConfig(directory=CONSOLE_TEMPLATES, engine=JinjaTemplateEngine),
         openapi_config=openapi_config(title="Navi", version="0.1.0"),
         request_max_body_size=settings.max_request_body_mb * 1024 * 1024,
         debug=False,

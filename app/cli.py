@@ -96,6 +96,11 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
             metrics_dir = fresh_multiprocess_dir(settings.data_path / "prometheus")
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+        if settings.database_replica_url:
+            # read-your-writes whichever worker serves the read (app/db/write_positions.py)
+            from app.db.write_positions import create_shared
+
+            create_shared(settings.data_path)
         uvicorn.run("app.asgi:create_app_from_env", factory=True, workers=workers, **options)
     else:
         uvicorn.run(create_app(settings, database_url=url), **options)

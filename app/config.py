@@ -212,6 +212,30 @@ class Settings:
             "in the other worker processes."
         ),
     )
+    console_enabled: bool = setting(
+        "NAVI_CONSOLE_ENABLED",
+        True,
+        doc="Serve the web console at `/console` (docs/console.md); `false` = 404 there.",
+    )
+    console_session_hours: float = setting(
+        "NAVI_CONSOLE_SESSION_HOURS",
+        12.0,
+        ge=0.1,
+        le=720,
+        doc=(
+            "How long a console sign-in lasts: its cookie's token expires then (sign-out "
+            "revokes it earlier)."
+        ),
+    )
+    console_secure_cookie: bool = setting(
+        "NAVI_CONSOLE_SECURE_COOKIE",
+        False,
+        doc=(
+            "Mark the console's cookie `Secure` (browsers then send it over HTTPS only). Set "
+            "it when the service is reached through TLS; a request that arrives as https sets "
+            "it anyway."
+        ),
+    )
     cors_allow_origins: str = setting(
         "CORS_ALLOW_ORIGINS",
         "",

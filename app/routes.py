@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.config import Settings
+from app.console.routes import console_router
 from app.domain.agents.controllers import TurnController, mcp_endpoint
 from app.domain.auth.controllers import AdminUserController, MeController
 from app.domain.context.controllers import ContextController
@@ -64,6 +65,7 @@ ROUTE_HANDLERS: list[Any] = [
     ChatHistoryController,
     ErrorMemoryController,
     mcp_endpoint,
+    console_router(),
 ]
 
 

@@ -274,6 +274,8 @@ async def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
     print(server_line(target))
     fake, fake_url = fake_ollama_process(get_settings().vector_dim)
     settings = agent_settings(fake_url, {}, args.embedder)
+    if args.replica:
+        settings = with_replica(settings, args.replica, target.url)
     configure_logging(settings.log_level, settings.log_json)
     server = None
     rows = []
@@ -306,6 +308,27 @@ async def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def with_replica(settings: Any, replica: str, primary_url: str) -> Any:
+    """Reads on the streaming replica `replica` (a server URL; the bench database's name
+    is put in it), as `navi serve` runs with one: the workers share the users' write
+    positions (issue 36) when this checkout has the table."""
+    import dataclasses
+
+    from sqlalchemy.engine import make_url
+
+    database = make_url(primary_url).database
+    url = make_url(replica).set(database=database).render_as_string(hide_password=False)
+    try:
+        from app.db.write_positions import create_shared
+    except ImportError:  # a checkout from before issue 36: positions are per process
+        step("replica: write positions per process (no shared table in this checkout)")
+    else:
+        step(
+            f"replica: write positions shared by the workers ({create_shared(Path(tempfile.gettempdir()))})"
+        )
+    return dataclasses.replace(settings, database_replica_url=url, replica_max_lag_seconds=30.0)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--paths", default=",".join(PATHS), help=f"of {','.join(PATHS)}")
@@ -322,6 +345,11 @@ def main() -> None:
     )
     parser.add_argument("--embedder", choices=("local", "fake"), default="local")
     parser.add_argument("--seed", type=int, default=33)
+    parser.add_argument(
+        "--replica",
+        help="a streaming replica of DATABASE_URL's server (postgresql+psycopg://…:5433/x): "
+        "read-only paths read there",
+    )
     parser.add_argument("--py-spy", type=Path, help="py-spy raw profiles, PATH.<path>.<pid>")
     parser.add_argument("--json", type=Path, help="also write the figures there")
     args = parser.parse_args()

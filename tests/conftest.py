@@ -34,6 +34,9 @@ from tests.citus import cluster as citus
 from tests.citus.statement_log import StatementLog
 from tests.fakes.ollama_server import FakeOllama
 
+# The `server` and `browser` fixtures of the page tests (Chromium, uvicorn).
+pytest_plugins = ["tests.browser"]
+
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN_TOKEN = "navi_test_admin_token_0123456789abcdefghijklmnop"
 _counter = itertools.count()

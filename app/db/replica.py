@@ -5,7 +5,9 @@ REPLICA_CHECK_SECONDS by `watch()`, its health: reachable, in recovery, and its 
 lag — measured against samples of the primary's WAL position (the replica has replayed
 the primary's position of time t ⇒ it is at most now − t behind). Reads go to the
 primary when the replica is unreachable, lagging past REPLICA_MAX_LAG_SECONDS, or has
-not replayed the caller's last write (read-your-writes: `min_lsn`, docs/scaling.md);
+not replayed the caller's last write (read-your-writes: `min_lsn`, docs/scaling.md; the
+users' last write positions are shared by the worker processes of one host,
+app/db/write_positions.py);
 each such read is counted in `navi_replica_fallbacks_total{reason}`, and a change of the
 replica's state is logged once.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import ClassVar
@@ -24,12 +26,11 @@ import structlog
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.db.write_positions import WritePositions
 from app.lib.metrics import REPLICA_FALLBACKS, REPLICA_LAG_SECONDS, REPLICA_READS
 
 log = structlog.get_logger()
 
-#: Users whose last write LSN a process remembers (the oldest are forgotten first).
-MAX_REMEMBERED_WRITERS = 100_000
 #: The header a response to a write carries, and the one a client echoes on a read.
 WRITE_LSN_HEADER = "Navi-Write-LSN"
 MIN_LSN_HEADER = "navi-min-lsn"
@@ -107,6 +108,7 @@ class ReplicaRouter:
         replica: AsyncEngine,
         max_lag_seconds: float,
         check_seconds: float,
+        positions: WritePositions | None = None,
     ) -> None:
         self.primary = primary
         self.replica = replica
@@ -121,7 +123,8 @@ class ReplicaRouter:
         self.health = _NOT_MEASURED
         keep = int(2 * max(max_lag_seconds, 1.0) / check_seconds) + 2
         self._samples: deque[tuple[float, int]] = deque(maxlen=min(keep, 10_000))
-        self._writes: OrderedDict[str, int] = OrderedDict()
+        #: every user's last write position, shared with this host's other workers
+        self.positions = positions or WritePositions()
         self._logged_state: str | None = None
 
     # ------------------------------------------------------------------ health
@@ -160,7 +163,6 @@ class ReplicaRouter:
             self._set(ReplicaHealth(False, "lag", replay, lag))
         else:
             self._set(ReplicaHealth(True, None, replay, lag))
-        self._forget_replayed(replay)
         return self.health
 
     def _lag(self, replay: int, primary_lsn: int | None, now: float) -> float:
@@ -203,7 +205,7 @@ class ReplicaRouter:
     # ------------------------------------------------------- read-your-writes
     async def note_write(self, user_id: str | None) -> int | None:
         """After a request's write committed: the primary's WAL position now (at or past
-        the commit record), remembered for `user_id` until the replica replays it."""
+        the commit record), noted for `user_id` in the host's table."""
         try:
             async with self.primary.connect() as conn:
                 conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
@@ -213,20 +215,14 @@ class ReplicaRouter:
             log.warning("db.write_lsn_unknown", user_id=user_id, error=type(exc).__name__)
             return None
         if lsn is not None and user_id is not None:
-            self._writes[user_id] = max(lsn, self._writes.pop(user_id, 0))
-            while len(self._writes) > MAX_REMEMBERED_WRITERS:
-                self._writes.popitem(last=False)
+            self.positions.note(user_id, lsn)
         return lsn
 
     def min_lsn(self, user_id: str | None, echoed: int | None) -> int:
-        """What a read must see: the client's echoed `Navi-Min-LSN`, and this process's
-        memory of the user's last write."""
-        remembered = self._writes.get(user_id, 0) if user_id is not None else 0
+        """What a read must see: the client's echoed `Navi-Min-LSN`, and the user's last
+        write through any worker of this host (its slot of the shared table)."""
+        remembered = self.positions.get(user_id) if user_id is not None else 0
         return max(remembered, echoed or 0)
-
-    def _forget_replayed(self, replay: int) -> None:
-        for user in [u for u, lsn in self._writes.items() if lsn <= replay]:
-            del self._writes[user]
 
     # ------------------------------------------------------------- the choice
     async def read_session(self, min_lsn: int) -> AsyncSession:

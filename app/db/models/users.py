@@ -36,3 +36,5 @@ class ApiToken(Base):
     created_at: Mapped[datetime] = created_at_column()
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # NULL: never (API tokens); a console sign-in's token ends here (app/console/auth.py).
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

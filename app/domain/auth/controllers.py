@@ -37,6 +37,7 @@ def _token_out(t: ApiToken) -> TokenOut:
         created_at=t.created_at,
         last_used_at=t.last_used_at,
         revoked_at=t.revoked_at,
+        expires_at=t.expires_at,
     )
 
 

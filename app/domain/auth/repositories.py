@@ -3,7 +3,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -67,13 +67,30 @@ class TokenRepository:
             await self.session.execute(
                 select(User, ApiToken)
                 .join(ApiToken, ApiToken.user_id == User.id)
-                .where(ApiToken.token_hash == token_hash, ApiToken.revoked_at.is_(None))
+                .where(
+                    ApiToken.token_hash == token_hash,
+                    ApiToken.revoked_at.is_(None),
+                    or_(ApiToken.expires_at.is_(None), ApiToken.expires_at > func.now()),
+                )
             )
         ).first()
         return (row[0], row[1]) if row else None
 
-    async def add(self, user_id: str, name: str, token_hash: str, prefix: str) -> ApiToken:
-        token = ApiToken(user_id=user_id, name=name, token_hash=token_hash, prefix=prefix)
+    async def add(
+        self,
+        user_id: str,
+        name: str,
+        token_hash: str,
+        prefix: str,
+        expires_at: datetime | None = None,
+    ) -> ApiToken:
+        token = ApiToken(
+            user_id=user_id,
+            name=name,
+            token_hash=token_hash,
+            prefix=prefix,
+            expires_at=expires_at,
+        )
         self.session.add(token)
         await self.session.flush()
         await self.session.refresh(token)
@@ -107,6 +124,19 @@ class TokenRepository:
             update(ApiToken)
             .where(
                 ApiToken.id == token_id, ApiToken.user_id == user_id, ApiToken.revoked_at.is_(None)
+            )
+            .values(revoked_at=datetime.now(UTC))
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def revoke_hash(self, user_id: str, token_hash: str) -> bool:
+        """Revoke the user's active token of this hash (a console sign-out)."""
+        result = await self.session.execute(
+            update(ApiToken)
+            .where(
+                ApiToken.token_hash == token_hash,
+                ApiToken.user_id == user_id,
+                ApiToken.revoked_at.is_(None),
             )
             .values(revoked_at=datetime.now(UTC))
         )

@@ -31,6 +31,7 @@ class TokenOut(msgspec.Struct):
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None
+    expires_at: datetime | None = None
 
 
 class TokenIssued(msgspec.Struct):

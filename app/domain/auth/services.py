@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from datetime import datetime
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -167,9 +168,13 @@ class UserService:
         log.info("auth.user_deleted", user_id=user_id, by=by.id, sessions=len(sessions))
         return sessions
 
-    async def issue_token(self, user_id: str, name: str) -> tuple[ApiToken, str]:
+    async def issue_token(
+        self, user_id: str, name: str, expires_at: datetime | None = None
+    ) -> tuple[ApiToken, str]:
         token = new_token()
-        row = await self.tokens.add(user_id, name, hash_token(token), display_prefix(token))
+        row = await self.tokens.add(
+            user_id, name, hash_token(token), display_prefix(token), expires_at
+        )
         log.info("auth.token_issued", user_id=user_id, token_id=str(row.id))
         return row, token
 
@@ -182,3 +187,8 @@ class UserService:
         """Revoke one of the user's active tokens, or 404."""
         if not await self.tokens.revoke(user_id, token_id):
             raise NotFound("no such active token")
+
+    async def revoke_own_token(self, user_id: str, token: str) -> bool:
+        """Revoke the user's token given in full (a console sign-out); False if it was
+        not theirs or not active."""
+        return await self.tokens.revoke_hash(user_id, hash_token(token))

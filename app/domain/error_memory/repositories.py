@@ -183,6 +183,25 @@ class ErrorMemoryRepository:
         )
         return [int(r) for r in rows.scalars()]
 
+    async def list_live(self, user_id: str, limit: int, offset: int) -> tuple[list[Row[Any]], int]:
+        """A page of the user's live entries, most recently used first, and how many
+        there are. A read only: unlike a search it renews nothing."""
+        params = {"uid": user_id, "tool": None, "limit": limit, "offset": offset}
+        total = (
+            await self.session.execute(
+                text(f"SELECT count(*) FROM error_memory WHERE {_LIVE}"), params
+            )
+        ).scalar_one()
+        rows = await self.session.execute(
+            text(
+                f"SELECT {_COLS} FROM error_memory WHERE {_LIVE} "
+                "ORDER BY coalesce(last_hit_at, created_at) DESC, id DESC "
+                "LIMIT :limit OFFSET :offset"
+            ),
+            params,
+        )
+        return list(rows.all()), int(total)
+
     async def renew(self, user_id: str, ids: Sequence[int], ttl_days: int) -> list[Row[Any]]:
         """A hit: expires_at = now() + TTL, hit_count + 1, last_hit_at = now(). Returns
         the renewed rows (live ones only)."""

@@ -133,6 +133,12 @@ class ErrorMemoryService:
         rows = {int(r.id): r for r in await self.repo.renew(user_id, ids, self.ttl_days)}
         return [ErrorEntry.of(rows[i], similarity.get(i)) for i in ids if i in rows]
 
+    async def browse(self, user_id: str, limit: int, offset: int) -> tuple[list[ErrorEntry], int]:
+        """A page of the user's live entries (most recently used first) and their count,
+        without renewing them: looking is not a hit."""
+        rows, total = await self.repo.list_live(user_id, limit, offset)
+        return [ErrorEntry.of(r) for r in rows], total
+
     async def purge_expired(self) -> int:
         return await self.repo.purge_expired(PURGE_BATCH)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -294,6 +294,34 @@ class FactRepository:
             .where(MemoryFact.user_id == user_id, live())
             .group_by(MemoryFact.category)
             .order_by(func.count().desc(), MemoryFact.category)
+        )
+        return [(r[0], int(r[1])) for r in rows]
+
+    async def hidden_behind(self, user_id: str, ids: Sequence[int]) -> list[FactRow]:
+        """The user's hidden rows whose `merged_into` is one of `ids` (never expired ones),
+        by survivor and key: what a merge put behind those facts."""
+        if not ids:
+            return []
+        stmt = (
+            select(*FACT_COLUMNS)
+            .where(
+                MemoryFact.user_id == user_id,
+                MemoryFact.merged_into.in_(list(ids)),
+                _not_expired(),
+            )
+            .order_by(MemoryFact.merged_into, MemoryFact.key, MemoryFact.id)
+        )
+        return list((await self.session.execute(stmt)).all())
+
+    async def created_per_day(self, user_id: str, since: datetime) -> list[tuple[date, int]]:
+        """How many of the user's facts (hidden ones too, never expired ones) were created
+        on each day (UTC) from `since` on; days without any are absent."""
+        day = func.date(func.timezone("UTC", MemoryFact.created_at)).label("day")
+        rows = await self.session.execute(
+            select(day, func.count())
+            .where(MemoryFact.user_id == user_id, MemoryFact.created_at >= since, _not_expired())
+            .group_by(day)
+            .order_by(day)
         )
         return [(r[0], int(r[1])) for r in rows]
 

@@ -10,7 +10,7 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 import msgspec
@@ -350,6 +350,21 @@ class FactService:
 
     async def categories(self, user_id: str) -> list[tuple[str, int]]:
         return await self.facts.categories(user_id)
+
+    async def merged_under(self, user_id: str, fact_ids: Sequence[int]) -> list[FactRow]:
+        """The user's facts hidden behind any of `fact_ids` (a merge's undo list)."""
+        return await self.facts.hidden_behind(user_id, fact_ids)
+
+    async def learned_per_day(self, user_id: str, days: int = 30) -> list[tuple[date, int]]:
+        """Facts the user gained per day (UTC), the last `days` days to today, oldest
+        first, every day present (0 when none)."""
+        today = datetime.now(UTC).date()
+        start = today - timedelta(days=days - 1)
+        since = datetime.combine(start, time.min, tzinfo=UTC)
+        counts = dict(await self.facts.created_per_day(user_id, since))
+        return [
+            (day, counts.get(day, 0)) for day in (start + timedelta(days=i) for i in range(days))
+        ]
 
     # ------------------------------------------------------------------ summary
     async def get_summary(self, user_id: str) -> MemorySummary | None:

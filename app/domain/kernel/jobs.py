@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import structlog
@@ -15,6 +17,33 @@ from app.lib.metrics import JOB_FAILURES, JOB_LAG_SECONDS, JOB_RUNS, JOB_SECONDS
 from app.llm.deadline import no_deadline
 
 log = structlog.get_logger()
+
+#: How much of a failed run's exception text a `JobStatus` keeps.
+MAX_ERROR_CHARS = 500
+
+
+@dataclass
+class JobStatus:
+    """What this process has seen of one periodic job since it started (`periodic` keeps
+    it; the console's admin page shows it). Each worker process has its own."""
+
+    interval: float
+    runs: int = 0
+    failures: int = 0
+    running: bool = False
+    last_started: datetime | None = None
+    last_finished: datetime | None = None
+    last_seconds: float | None = None
+    #: whether the last finished run raised
+    last_failed: bool = False
+    #: the last failed run's exception (type and message, cut at MAX_ERROR_CHARS) and when
+    last_error: str | None = None
+    last_error_at: datetime | None = None
+
+
+def error_text(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return text[:MAX_ERROR_CHARS]
 
 
 class Jobs:
@@ -28,6 +57,8 @@ class Jobs:
         self.again: set[str] = set()
         #: when a job's optional step is next due (`time.monotonic()`), by key
         self.due: dict[str, float] = {}
+        #: the periodic jobs this process runs, by name: runs, last run, last error
+        self.status: dict[str, JobStatus] = {}
 
 
 def spawn(jobs: Jobs, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
@@ -72,9 +103,12 @@ async def periodic(
     """Call `fn()` every `interval` seconds until cancelled, or sooner when `wake`d
     (at most every `WAKE_MIN_GAP_SECONDS`); a failure is logged and the loop goes on.
     Each run is counted and timed, with its lag: how late it started against the
-    previous start plus `interval` (app/lib/metrics.py)."""
+    previous start plus `interval` (app/lib/metrics.py) — and noted in `jobs.status[name]`
+    (this process's runs, last start and end, last error)."""
     due = time.monotonic() + interval
     woken = jobs.wake_events.setdefault(name, asyncio.Event())
+    status = jobs.status.setdefault(name, JobStatus(interval))
+    status.interval = interval
     while True:
         try:
             async with asyncio.timeout(interval):
@@ -86,16 +120,28 @@ async def periodic(
         started = time.monotonic()
         JOB_LAG_SECONDS.labels(name).set(max(0.0, started - due))
         JOB_RUNS.labels(name).inc()
+        status.runs += 1
+        status.running = True
+        status.last_started = datetime.now(UTC)
         due = started + interval
         try:
             await fn()
+            status.last_failed = False
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as exc:
             JOB_FAILURES.labels(name).inc()
+            status.failures += 1
+            status.last_failed = True
+            status.last_error = error_text(exc)
+            status.last_error_at = datetime.now(UTC)
             log.exception("job.failed", job=name)
         finally:
-            JOB_SECONDS.labels(name).observe(time.monotonic() - started)
+            elapsed = time.monotonic() - started
+            JOB_SECONDS.labels(name).observe(elapsed)
+            status.running = False
+            status.last_finished = datetime.now(UTC)
+            status.last_seconds = elapsed
 
 
 T = TypeVar("T")

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Row, Table, bindparam, func, insert, select, text, update
+from sqlalchemy import Row, Table, Text, bindparam, func, insert, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Message, MessageArchive, Session
@@ -72,6 +72,84 @@ _PAGE_HOT = _page(_MESSAGES)
 _PAGE_ARCHIVED = _page(cast(Table, MessageArchive.__table__))
 
 
+def _sizes(table: Table) -> Any:
+    """The size of each displayed message, newest first, not its text: the characters it
+    gives a prompt (role, content, tool calls, name, call id; `estimate.message_chars`),
+    its stored `token_count`, the `source` of a system record."""
+    chars = (
+        func.length(table.c.role)
+        + func.length(table.c.content)
+        + func.coalesce(func.length(table.c.tool_calls.cast(Text)), 0)
+        + func.coalesce(func.length(table.c.name), 0)
+        + func.coalesce(func.length(table.c.tool_call_id), 0)
+    )
+    return (
+        select(
+            table.c.sequence_number,
+            table.c.display_index,
+            table.c.role,
+            table.c.is_compression,
+            table.c.token_count,
+            table.c.metadata["source"].astext.label("source"),
+            chars.label("chars"),
+        )
+        .where(
+            table.c.user_id == bindparam("uid"),
+            table.c.session_id == bindparam("sid"),
+            table.c.display_index.is_not(None),
+        )
+        .order_by(table.c.sequence_number.desc())
+        .limit(bindparam("lim"))
+    )
+
+
+def _compressions(table: Table) -> Any:
+    """A session's compression records, newest first: the displayed `is_compression`
+    markers and the summaries compression wrote (`metadata.summarized`)."""
+    return (
+        select(
+            table.c.sequence_number,
+            table.c.display_index,
+            table.c.content,
+            table.c.created_at,
+            table.c.is_compression,
+            table.c.is_summary,
+            table.c.metadata.label("message_metadata"),
+        )
+        .where(
+            table.c.user_id == bindparam("uid"),
+            table.c.session_id == bindparam("sid"),
+            or_(
+                table.c.is_compression.is_(True),
+                table.c.is_summary.is_(True) & table.c.metadata.has_key("summarized"),
+            ),
+        )
+        .order_by(table.c.sequence_number.desc())
+        .limit(bindparam("lim"))
+    )
+
+
+def _newer(table: Table) -> Any:
+    """Sequence numbers of displayed messages after `after`, oldest first."""
+    return (
+        select(table.c.sequence_number)
+        .where(
+            table.c.user_id == bindparam("uid"),
+            table.c.session_id == bindparam("sid"),
+            table.c.display_index.is_not(None),
+            table.c.sequence_number > bindparam("after"),
+        )
+        .order_by(table.c.sequence_number)
+        .limit(bindparam("lim"))
+    )
+
+
+_TABLES = (_MESSAGES, cast(Table, MessageArchive.__table__))
+_SIZES = [_sizes(t) for t in _TABLES]
+_COMPRESSIONS = [_compressions(t) for t in _TABLES]
+_NEWER = [_newer(t) for t in _TABLES]
+
+
 class MessageRepository:
     """A session's messages, hot (`session_messages`) and archived
     (`session_messages_archive`). Built from the same `AsyncSession` as the
@@ -125,6 +203,42 @@ class MessageRepository:
                 break  # the archive holds only older rows: nothing there can be newer
         out.sort(key=lambda p: p[0].sequence_number, reverse=True)
         return out[:limit]
+
+    async def _newest_of_both(
+        self, statements: list[Any], params: dict[str, Any], limit: int
+    ) -> list[Row[Any]]:
+        """The newest `limit` rows of a newest-first statement over the hot table and
+        the archive together, oldest first (a row still in the context stays hot however
+        old it is, so the archive may hold rows newer than some hot ones)."""
+        out: list[Row[Any]] = []
+        for stmt in statements:
+            out.extend(await self.session.execute(stmt, {**params, "lim": limit}))
+        out.sort(key=lambda r: r.sequence_number)
+        return out[-limit:]
+
+    async def display_sizes(
+        self, user_id: str, session_id: uuid.UUID, limit: int
+    ) -> list[Row[Any]]:
+        """The newest `limit` displayed messages' sizes (`_sizes`), oldest first."""
+        params = {"uid": user_id, "sid": session_id}
+        return await self._newest_of_both(_SIZES, params, limit)
+
+    async def compression_records(
+        self, user_id: str, session_id: uuid.UUID, limit: int
+    ) -> list[Row[Any]]:
+        """The newest `limit` compression markers and summaries, oldest first."""
+        params = {"uid": user_id, "sid": session_id}
+        return await self._newest_of_both(_COMPRESSIONS, params, limit)
+
+    async def newer_bound(
+        self, user_id: str, session_id: uuid.UUID, after_seq: int, limit: int
+    ) -> int | None:
+        """The `before_seq` of the history page of the `limit` displayed messages right
+        after `after_seq`: the sequence number of the next one after them, None when
+        there is none (that page is the newest)."""
+        params = {"uid": user_id, "sid": session_id, "after": after_seq, "lim": limit + 1}
+        seqs = sorted([r[0] for stmt in _NEWER for r in await self.session.execute(stmt, params)])
+        return int(seqs[limit]) if len(seqs) > limit else None
 
     async def context_messages(self, user_id: str, session_id: uuid.UUID) -> list[Message]:
         """Rows flagged is_context, in order (the LLM context is rebuilt from these)."""

@@ -304,6 +304,23 @@ class SessionService:
             next_before_seq=msgs[0].sequence_number if has_more and msgs else None,
         )
 
+    # The console's session page (app/console/session_page.py): reads of a session the
+    # caller already resolved with `get` (its `user_id` is the statements' tenant key).
+    async def newer_bound(self, session: Session, after_seq: int, limit: int) -> int | None:
+        """The `before_seq` of the `history` page of the `limit` displayed messages right
+        after `after_seq`; None when that page is the newest."""
+        return await self.messages.newer_bound(session.user_id, session.id, after_seq, limit)
+
+    async def display_sizes(self, session: Session, limit: int) -> list[Row[Any]]:
+        """The newest `limit` displayed messages' sizes (characters, stored token count),
+        oldest first: no text."""
+        return await self.messages.display_sizes(session.user_id, session.id, limit)
+
+    async def compression_records(self, session: Session, limit: int) -> list[Row[Any]]:
+        """The newest `limit` compression markers and compression summaries (with their
+        metadata: tokens before/after, breadcrumbs, the summarized range), oldest first."""
+        return await self.messages.compression_records(session.user_id, session.id, limit)
+
     async def context(
         self, session_id: uuid.UUID, viewer: Viewer
     ) -> tuple[Session, list[MessageOut]]:

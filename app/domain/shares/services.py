@@ -144,6 +144,13 @@ class ShareService:
         log.info("share.issued", session_id=str(session_id))
         return stored
 
+    async def link(self, session: Session, principal: Principal) -> str | None:
+        """The session's link token when one was issued and `principal` may publish it
+        (who may call `issue`); None otherwise. `session` is one the caller may see."""
+        if not may_publish(principal, session.user_id):
+            return None
+        return await self.repo.token_for_session(session.user_id, session.id)
+
     async def _resolve(self, token: str) -> Session:
         if not _TOKEN_RE.match(token):
             raise NotFound("this share link does not exist (or its session was deleted)")

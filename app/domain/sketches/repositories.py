@@ -94,6 +94,22 @@ class SketchRepository:
         )
         return list(rows.scalars()), total
 
+    async def list_for_user(
+        self, user_id: str, scope: str, limit: int, offset: int
+    ) -> tuple[list[Sketch], int]:
+        """A page of the user's sections in `scope` across all their sessions, most
+        recently updated first, and how many there are."""
+        where = [Sketch.user_id == user_id, Sketch.scope == scope]
+        total = (await self.session.execute(select(func.count()).where(*where))).scalar_one()
+        rows = await self.session.execute(
+            select(Sketch)
+            .where(*where)
+            .order_by(Sketch.updated_at.desc(), Sketch.key, Sketch.id)
+            .limit(limit)
+            .offset(offset)
+        )
+        return list(rows.scalars()), total
+
     async def delete(
         self, user_id: str, scope: str, session_id: uuid.UUID | None, key: str
     ) -> bool:

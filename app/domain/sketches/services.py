@@ -36,6 +36,12 @@ class SketchService:
     ) -> tuple[list[Sketch], int]:
         return await self.repo.list_page(user_id, SCRATCHPAD, session_id, limit, offset)
 
+    async def list_for_user(
+        self, user_id: str, limit: int, offset: int
+    ) -> tuple[list[Sketch], int]:
+        """The user's scratchpad sections of every session, most recently updated first."""
+        return await self.repo.list_for_user(user_id, SCRATCHPAD, limit, offset)
+
     async def put(self, user_id: str, session_id: uuid.UUID, section: str, value: str) -> Sketch:
         """Set a section (created or replaced) and return it as stored."""
         # The value is kept whatever a tool printed: a NUL becomes U+FFFD.
