@@ -15,6 +15,7 @@ same data: the API a client would call) gives the page's overhead as a ratio.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import statistics
 import sys
@@ -24,7 +25,7 @@ from typing import Any
 import httpx
 import psycopg
 from _app import create_app
-from _common import provision, serve, server_cpu_ms, server_ms
+from _common import fake_ollama_process, provision, serve, server_cpu_ms, server_ms
 from bench_sessions import (
     ADMIN_TOKEN,
     COMMON_TERM,
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     target = provision("navi_bench", suffix=suffix)
     data, _ = ensure_dataset(target, p, regenerate=False)
     print(
-        f"server: {target.label}; dataset: {data['sessions']} sessions, {data.get('messages')} messages"
+        f"server: {target.label}; dataset: {p.sessions} sessions, {data.get('messages')} messages"
     )
     facts = load_facts(target, p)
     sid = facts.largest[0]
@@ -97,7 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"signed in as {owner}: {owner_sessions} sessions; largest session {sid}, {n_msgs} messages"
     )
-    app = create_app(app_settings(), database_url=target.url, background_jobs=False)
+    # the fake Ollama (a process of its own) for the chat model and, unless the embedder
+    # is the local one, for the query embedding of /console/search
+    fake, fake_url = fake_ollama_process(app_settings().vector_dim)
+    settings = dataclasses.replace(app_settings(), ollama_host=fake_url)
+    app = create_app(settings, database_url=target.url, background_jobs=False)
     rows: list[tuple[str, str, dict[str, float], dict[str, float] | None]] = []
     with serve(app) as server:
         user = httpx.Client(base_url=server.base_url, timeout=60)
@@ -139,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
                     httpx.Client(base_url=server.base_url, timeout=60), api, n, w, headers
                 )
             rows.append((name, page, measured, naive))
+    fake.kill()
+    fake.wait()
     print(f"\nserver time per page, {args.requests} requests each (goal ≤ {GOAL_MS:.0f} ms):")
     print(
         f"{'page':<16} {'p50 ms':>8} {'p95 ms':>8} {'cpu ms':>8} {'KB':>6}   JSON API p50 / ratio"

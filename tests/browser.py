@@ -76,7 +76,15 @@ def _wait(predicate, what: str, timeout: float = TIMEOUT) -> Any:  # type: ignor
 
 
 @pytest.fixture
-def server(db_url: str, ollama: FakeOllama, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+def server_env() -> dict[str, str]:
+    """More environment for the `server` fixture's app (a test module may override it)."""
+    return {}
+
+
+@pytest.fixture
+def server(
+    db_url: str, ollama: FakeOllama, tmp_path: Path, server_env: dict[str, str]
+) -> Iterator[tuple[str, Path]]:
     """The app under uvicorn on 127.0.0.1:<free port>; yields (base url, its log file)."""
     port = _free_port()
     env = {
@@ -92,6 +100,7 @@ def server(db_url: str, ollama: FakeOllama, tmp_path: Path) -> Iterator[tuple[st
         "LOG_JSON": "true",
         "LOG_LEVEL": "info",
         "PYTHONPATH": str(ROOT),
+        **server_env,
     }
     log_path = tmp_path / "server.log"
     with open(log_path, "wb") as log:

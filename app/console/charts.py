@@ -7,6 +7,7 @@ readable by a screen reader through its `<title>` and `<desc>`, and by a test th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -34,10 +35,14 @@ def _scale(value: float, lo: float, hi: float, out_lo: float, out_hi: float) -> 
 
 
 def _ticks(hi: float, count: int = 4) -> list[float]:
+    """Round gridline values (steps of 1, 2 or 5 × 10^k) from 0 up to `hi`, about `count`."""
     if hi <= 0:
         return [0.0]
-    step = hi / count
-    return [step * i for i in range(count + 1)]
+    raw = hi / count
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    step = max(step, 1.0)  # counts: no fractional gridlines
+    return [step * i for i in range(int(hi // step) + 1)]
 
 
 def _fmt(value: float) -> str:

@@ -60,6 +60,9 @@ MAX_TEXT = 20_000  # characters of one message shown; the rest is cut, with a no
 PLANNING_SHOWN = 50  # newest planning entries shown (at most PLANNING_LOGS_KEPT are kept)
 SERIES_MAX = 10_000  # displayed messages the chart reads (the newest)
 COMPRESSIONS_MAX = 2_000  # compression rows read (markers and summaries, the newest)
+# context messages drawn unless ?context=true (with the summaries before them): a context
+# of thousands of messages would make the page megabytes for a section that opens closed
+CONTEXT_SHOWN = 60
 CHART_POINTS = 300  # message points drawn at most (compressions always are)
 PIN_VALUES = {"true": True, "false": False}
 
@@ -194,50 +197,55 @@ def history_items(msgs: Sequence[MessageOut], compressions: Sequence[Compression
     return items
 
 
-def _thin(
-    points: list[tuple[float, float]], keep: set[int], most: int
-) -> list[tuple[float, float]]:
-    """At most about `most` points: every n-th, the last, and every index in `keep`."""
-    if len(points) <= most:
-        return points
-    step = math.ceil(len(points) / most)
-    last = len(points) - 1
-    return [p for i, p in enumerate(points) if i % step == 0 or i == last or i in keep]
+def series_window(display_count: int) -> tuple[int, int]:
+    """(first display index, bucket width) of the chart's series: the newest SERIES_MAX
+    displayed messages in at most CHART_POINTS buckets."""
+    first = max(0, display_count - SERIES_MAX)
+    return first, max(1, math.ceil((display_count - first) / CHART_POINTS))
 
 
-def token_chart(sizes: Sequence[Row[Any]], compressions: Sequence[Compression]) -> str:
-    """The context's size over the displayed messages: each message that reaches the model
-    adds its stored `token_count`, else its characters at the estimator's uncalibrated
-    rate; at a compression the line drops from the recorded `tokens_before` to the
-    recorded `tokens_after` and goes on from there. When only the newest SERIES_MAX
-    messages were read, the line starts at the first compression among them (the first
-    recorded value), or at 0 when there is none."""
-    by_seq = {c.seq: c for c in compressions if c.tokens_before is not None}
+def token_chart(
+    buckets: Sequence[tuple[int, int]], compressions: Sequence[Compression], first: int
+) -> str:
+    """The context's size over the displayed messages: each bucket of messages adds the
+    tokens they gave the model (`SessionService.size_buckets`); at a compression the line
+    drops from the recorded `tokens_before` to the recorded `tokens_after` and goes on
+    from there (a bucket that holds a compression adds its tokens after it: the line is
+    an estimate at the bucket's resolution). When the series starts past the session's
+    first message, the line starts at the first compression in it (the first recorded
+    value), or at 0 when there is none."""
+    marks_at = sorted(
+        ((c.position - 1, c) for c in compressions if c.position is not None),
+        key=lambda item: item[0],
+    )
+    marks_at = [
+        (i, c)
+        for i, c in marks_at
+        if i >= first and c.tokens_before is not None and c.tokens_after is not None
+    ]
     points: list[tuple[float, float]] = []
-    keep: set[int] = set()
     marks: list[Mark] = []
     running = 0
-    first_mark = None
-    for r in sizes:
-        x = float(r.display_index + 1)
-        c = by_seq.get(r.sequence_number) if r.is_compression else None
-        if c is not None and c.tokens_before is not None and c.tokens_after is not None:
-            first_mark = len(points) if first_mark is None else first_mark
-            keep.update((len(points), len(points) + 1))
-            points += [(x, float(c.tokens_before)), (x, float(c.tokens_after))]
+    pending = iter(marks_at)
+    nxt = next(pending, None)
+    started = first == 0
+    for last, tokens in buckets:
+        while nxt is not None and nxt[0] <= last:
+            c = nxt[1]
+            x = float(nxt[0] + 1)
+            points += [(x, float(c.tokens_before or 0)), (x, float(c.tokens_after or 0))]
             marks.append(Mark(x, c.label))
-            running = c.tokens_after
-            continue
-        if r.is_compression or not reaches_llm(r.role, True, {"source": r.source}):
-            continue
-        counted = r.token_count if r.token_count is not None else r.chars / FALLBACK_CHARS_PER_TOKEN
-        running += math.ceil(counted)
-        points.append((x, float(running)))
-    if len(sizes) >= SERIES_MAX and first_mark is not None:
-        points = points[first_mark:]
-        keep = {i - first_mark for i in keep}
+            running, started = c.tokens_after or 0, True
+            nxt = next(pending, None)
+        running += tokens
+        if started:
+            point = (float(last + 1), float(running))
+            if points and points[-1][0] == point[0]:  # a bucket ending at its compression
+                points[-1] = point
+            else:
+                points.append(point)
     return line_chart(
-        _thin(points, keep, CHART_POINTS),
+        points,
         title="Context tokens over the session's messages",
         x_label="message number",
         y_label="context tokens",
@@ -279,6 +287,7 @@ class SessionPage(Controller):
         before: BeforeSeq = None,
         after: BeforeSeq = None,
         limit: Annotated[int, Parameter(ge=1, le=MAX_LIMIT)] = PAGE_SIZE,
+        context_all: Annotated[bool, Parameter(query="context")] = False,
     ) -> Template:
         if before is not None and after is not None:
             raise Unprocessable("before, after: give one of them, not both")
@@ -291,8 +300,13 @@ class SessionPage(Controller):
         compressions = compressions_of(
             await sessions.compression_records(session, COMPRESSIONS_MAX)
         )
-        sizes = await sessions.display_sizes(session, SERIES_MAX)
-        _, context = await sessions.context(session_id, viewer)
+        first, width = series_window(session.next_display_index)
+        buckets = await sessions.size_buckets(session, first, width, FALLBACK_CHARS_PER_TOKEN)
+        if context_all:
+            _, context = await sessions.context(session_id, viewer)
+            context_total = len(context)
+        else:
+            context_total, context = await sessions.context_tail(session, CONTEXT_SHOWN)
         msgs = history.messages
         return page(
             request,
@@ -310,9 +324,11 @@ class SessionPage(Controller):
             older=history.next_before_seq if history.has_more else None,
             newer=msgs[-1].sequence_number if before is not None and msgs else None,
             limit=limit,
-            chart=Markup(token_chart(sizes, compressions)),  # the chart escapes its text
-            chart_partial=len(sizes) >= SERIES_MAX,
+            chart=Markup(token_chart(buckets, compressions, first)),  # it escapes its text
+            chart_partial=first > 0,
             context=[(m, capped(m.content)) for m in context],
+            context_total=context_total,
+            context_all=context_all,
             planning=_planning(session.planning_logs or []),
             planning_total=len(session.planning_logs or []),
         )

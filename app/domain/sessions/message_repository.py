@@ -13,13 +13,30 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Row, Table, Text, bindparam, func, insert, or_, select, text, update
+from sqlalchemy import (
+    Float,
+    Integer,
+    Row,
+    Table,
+    Text,
+    and_,
+    bindparam,
+    case,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Message, MessageArchive, Session
-from app.domain.kernel.access import Viewer
+from app.domain.kernel.access import LLM_SYSTEM_SOURCES, Viewer
 from app.domain.kernel.repositories import scope_owner
 
+#: summaries `context_tail` adds before the newest rows (one leads a context, as a rule)
+MAX_TAIL_SUMMARIES = 5
 MESSAGE_COLUMNS = [c.name for c in Message.__table__.columns if c.name != "id"]
 _COLS_SQL = ", ".join(f'"{c}"' for c in MESSAGE_COLUMNS)
 
@@ -72,34 +89,47 @@ _PAGE_HOT = _page(_MESSAGES)
 _PAGE_ARCHIVED = _page(cast(Table, MessageArchive.__table__))
 
 
-def _sizes(table: Table) -> Any:
-    """The size of each displayed message, newest first, not its text: the characters it
-    gives a prompt (role, content, tool calls, name, call id; `estimate.message_chars`),
-    its stored `token_count`, the `source` of a system record."""
+def _size_buckets(table: Table) -> Any:
+    """A session's displayed messages from display index `first` on, summed in buckets of
+    `width` display positions: per bucket its last display index and the tokens its
+    messages gave the model (the stored `token_count`, else the characters they give a
+    prompt — `estimate.message_chars`, in bytes — at `cpt` characters a token; the size
+    is only read when no count is stored). Compression markers and system records the model
+    never sees count 0 (`kernel.access.reaches_llm`)."""
+    # octet_length: the stored size, read from a TOASTed value's header without
+    # decompressing it (length() would decompress every message; bytes ≥ characters)
     chars = (
         func.length(table.c.role)
-        + func.length(table.c.content)
-        + func.coalesce(func.length(table.c.tool_calls.cast(Text)), 0)
+        + func.octet_length(table.c.content)
+        + func.coalesce(func.octet_length(table.c.tool_calls.cast(Text)), 0)
         + func.coalesce(func.length(table.c.name), 0)
         + func.coalesce(func.length(table.c.tool_call_id), 0)
     )
+    seen = and_(
+        table.c.is_compression.is_(False),
+        or_(
+            table.c.role != "system",
+            table.c.metadata["source"].astext.in_(sorted(LLM_SYSTEM_SOURCES)),
+        ),
+    )
+    tokens = case(
+        (~seen, 0),
+        (table.c.token_count.is_not(None), table.c.token_count),
+        else_=func.ceil(chars / bindparam("cpt", type_=Float)),
+    )
+    bucket = (table.c.display_index // bindparam("width", type_=Integer)).label("bucket")
     return (
         select(
-            table.c.sequence_number,
-            table.c.display_index,
-            table.c.role,
-            table.c.is_compression,
-            table.c.token_count,
-            table.c.metadata["source"].astext.label("source"),
-            chars.label("chars"),
+            bucket,
+            func.max(table.c.display_index).label("last_index"),
+            func.sum(tokens).label("tokens"),
         )
         .where(
             table.c.user_id == bindparam("uid"),
             table.c.session_id == bindparam("sid"),
-            table.c.display_index.is_not(None),
+            table.c.display_index >= bindparam("first"),
         )
-        .order_by(table.c.sequence_number.desc())
-        .limit(bindparam("lim"))
+        .group_by(bucket)
     )
 
 
@@ -145,7 +175,7 @@ def _newer(table: Table) -> Any:
 
 
 _TABLES = (_MESSAGES, cast(Table, MessageArchive.__table__))
-_SIZES = [_sizes(t) for t in _TABLES]
+_SIZE_BUCKETS = [_size_buckets(t) for t in _TABLES]
 _COMPRESSIONS = [_compressions(t) for t in _TABLES]
 _NEWER = [_newer(t) for t in _TABLES]
 
@@ -216,12 +246,20 @@ class MessageRepository:
         out.sort(key=lambda r: r.sequence_number)
         return out[-limit:]
 
-    async def display_sizes(
-        self, user_id: str, session_id: uuid.UUID, limit: int
-    ) -> list[Row[Any]]:
-        """The newest `limit` displayed messages' sizes (`_sizes`), oldest first."""
-        params = {"uid": user_id, "sid": session_id}
-        return await self._newest_of_both(_SIZES, params, limit)
+    async def size_buckets(
+        self, user_id: str, session_id: uuid.UUID, first: int, width: int, cpt: float
+    ) -> list[tuple[int, int]]:
+        """(last display index, tokens) per bucket of `width` displayed messages from
+        display index `first` on (`_size_buckets`), hot and archived rows together,
+        in order."""
+        params = {"uid": user_id, "sid": session_id, "first": first, "width": width, "cpt": cpt}
+        buckets: dict[int, list[int]] = {}
+        for stmt in _SIZE_BUCKETS:
+            for r in await self.session.execute(stmt, params):
+                b = buckets.setdefault(int(r.bucket), [0, 0])
+                b[0] = max(b[0], int(r.last_index))
+                b[1] += int(r.tokens or 0)
+        return [(last, tokens) for _, (last, tokens) in sorted(buckets.items())]
 
     async def compression_records(
         self, user_id: str, session_id: uuid.UUID, limit: int
@@ -252,6 +290,32 @@ class MessageRepository:
             .order_by(Message.sequence_number)
         )
         return list(rows.scalars())
+
+    async def context_tail(
+        self, user_id: str, session_id: uuid.UUID, newest: int
+    ) -> tuple[int, list[Message]]:
+        """How many context rows reach the model, and the newest `newest` context rows
+        with the newest MAX_TAIL_SUMMARIES summaries among the older ones, in order (`context_messages`' rows for
+        a page that shows the end of a long context)."""
+        base = (
+            Message.user_id == user_id,
+            Message.session_id == session_id,
+            Message.is_context.is_(True),
+        )
+        seen = or_(
+            Message.role != "system",
+            Message.message_metadata["source"].astext.in_(sorted(LLM_SYSTEM_SOURCES)),
+        )
+        total = (await self.session.execute(select(func.count()).where(*base, seen))).scalar_one()
+        tail = select(Message).where(*base).order_by(Message.sequence_number.desc()).limit(newest)
+        summaries = (
+            select(Message)
+            .where(*base, Message.is_summary.is_(True))
+            .order_by(Message.sequence_number.desc())
+            .limit(MAX_TAIL_SUMMARIES)
+        )
+        rows = {m.id: m for stmt in (tail, summaries) for m in (await self.session.scalars(stmt))}
+        return int(total), sorted(rows.values(), key=lambda m: m.sequence_number)
 
     async def all_messages(self, user_id: str, session_id: uuid.UUID) -> list[Message]:
         rows = await self.session.execute(

@@ -311,10 +311,15 @@ class SessionService:
         after `after_seq`; None when that page is the newest."""
         return await self.messages.newer_bound(session.user_id, session.id, after_seq, limit)
 
-    async def display_sizes(self, session: Session, limit: int) -> list[Row[Any]]:
-        """The newest `limit` displayed messages' sizes (characters, stored token count),
-        oldest first: no text."""
-        return await self.messages.display_sizes(session.user_id, session.id, limit)
+    async def size_buckets(
+        self, session: Session, first: int, width: int, chars_per_token: float
+    ) -> list[tuple[int, int]]:
+        """The tokens the session's displayed messages gave the model, summed per bucket
+        of `width` display positions from `first` on: (last display index, tokens),
+        in order. No text leaves the database."""
+        return await self.messages.size_buckets(
+            session.user_id, session.id, first, width, chars_per_token
+        )
 
     async def compression_records(self, session: Session, limit: int) -> list[Row[Any]]:
         """The newest `limit` compression markers and compression summaries (with their
@@ -333,6 +338,13 @@ class SessionService:
         return session, [
             with_context_note(message_out(r)) for r in order_context(visible, _metadata)
         ]
+
+    async def context_tail(self, session: Session, newest: int) -> tuple[int, list[MessageOut]]:
+        """`context` for a long one: how many messages the model sees, and its summaries
+        with the newest `newest` messages, in the order the model sees them."""
+        total, rows = await self.messages.context_tail(session.user_id, session.id, newest)
+        visible = [r for r in rows if reaches_llm(r.role, r.is_context, r.message_metadata)]
+        return total, [with_context_note(message_out(r)) for r in order_context(visible, _metadata)]
 
     async def add_planning_log(
         self, session_id: uuid.UUID, viewer: Viewer, entry: dict[str, Any]

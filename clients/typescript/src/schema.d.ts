@@ -1593,6 +1593,7 @@ export interface components {
         TokenOut: {
             /** Format: date-time */
             created_at: string;
+            expires_at?: string | null;
             /** Format: uuid */
             id: string;
             last_used_at: string | null;

@@ -131,6 +131,7 @@ class TokenInfo(_Out, kw_only=True):
     created_at: datetime
     last_used_at: datetime | None = None
     revoked_at: datetime | None = None
+    expires_at: datetime | None = None  # a console sign-in's token; API tokens: never
 
 
 class IssuedToken(_Out, kw_only=True):
