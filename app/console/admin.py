@@ -44,7 +44,7 @@ from app.domain.kernel.principal import (
 from app.domain.kernel.runtime import Runtime
 from app.domain.kernel.session_files import remove_session_dirs
 from app.domain.sessions.services import SessionService
-from app.domain.system.controllers import HealthController
+from app.domain.system.controllers import health_report
 from app.lib.errors import Forbidden, Unprocessable
 
 PAGE_SIZE = 50
@@ -367,15 +367,14 @@ class AdminPage(Controller):
     ) -> Template:
         _require_admin_page(principal)
         _require_system(principal)
-        # The /health handler's own function: the page shows exactly what it answers.
-        response = await HealthController.health.fn(None, runtime)
+        health = await health_report(runtime)  # what GET /health answers
         tasks = Counter(t.get_name() for t in runtime.jobs.tasks if not t.done())
         return page(
             request,
             "admin_system.html",
             nav="admin",
-            health=response.content,
-            health_status=response.status_code,
+            health=health,
+            health_status=200 if health.status != "down" else 503,
             jobs=job_rows(runtime),
             tasks=sorted(tasks.items()),
             pid=os.getpid(),

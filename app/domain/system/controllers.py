@@ -96,43 +96,45 @@ class HealthController(Controller):
         responses={503: ResponseSpec(data_container=HealthOut, description="The database is down")},
     )
     async def health(self, runtime: Runtime) -> Response[HealthOut]:
-        head = migrate.head_revision()
-        ping = asyncio.create_task(runtime.llm.ping(timeout=1.0))
-        embed = asyncio.create_task(runtime.llm.check_embedding(timeout=1.0))
-        error = None
-        try:
-            revision, ext = await _bounded_db_state(runtime)
-            db_ok = True
-        except Exception as exc:  # reported, never raised: health must answer
-            revision, ext, db_ok = None, ExtensionsOut(False, None, False), False
-            error = (
-                f"database: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            )
-        ollama_ok = await ping
-        emb = await embed
-        embedding = (
-            "ok" if emb.ok else (emb.error if emb.reachable and emb.error else "unreachable")
-        )
-        at_head = db_ok and revision == head
-        status = "ok" if db_ok and at_head and ext.vector else "down"
-        if status == "ok" and (not ollama_ok or not emb.ok):
-            status = "degraded"
-        body = HealthOut(
-            status=status,
-            database=db_ok,
-            revision=revision,
-            head=head,
-            at_head=at_head,
-            extensions=ext,
-            ollama=ollama_ok,
-            embedding=embedding,
-            auth_enabled=runtime.settings.auth_enabled,
-            error=error,
-            llm_breakers=runtime.llm.breaker_states(),
-            embedding_provider=runtime.llm.embed_provider,
-            embedding_fallback=fallback_reason(),
-        )
-        return Response(body, status_code=200 if status != "down" else 503)
+        body = await health_report(runtime)
+        return Response(body, status_code=200 if body.status != "down" else 503)
+
+
+async def health_report(runtime: Runtime) -> HealthOut:
+    """What `GET /health` answers (the console's system page shows the same)."""
+    head = migrate.head_revision()
+    ping = asyncio.create_task(runtime.llm.ping(timeout=1.0))
+    embed = asyncio.create_task(runtime.llm.check_embedding(timeout=1.0))
+    error = None
+    try:
+        revision, ext = await _bounded_db_state(runtime)
+        db_ok = True
+    except Exception as exc:  # reported, never raised: health must answer
+        revision, ext, db_ok = None, ExtensionsOut(False, None, False), False
+        error = f"database: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    ollama_ok = await ping
+    emb = await embed
+    embedding = "ok" if emb.ok else (emb.error if emb.reachable and emb.error else "unreachable")
+    at_head = db_ok and revision == head
+    status = "ok" if db_ok and at_head and ext.vector else "down"
+    if status == "ok" and (not ollama_ok or not emb.ok):
+        status = "degraded"
+    body = HealthOut(
+        status=status,
+        database=db_ok,
+        revision=revision,
+        head=head,
+        at_head=at_head,
+        extensions=ext,
+        ollama=ollama_ok,
+        embedding=embedding,
+        auth_enabled=runtime.settings.auth_enabled,
+        error=error,
+        llm_breakers=runtime.llm.breaker_states(),
+        embedding_provider=runtime.llm.embed_provider,
+        embedding_fallback=fallback_reason(),
+    )
+    return body
 
 
 async def metrics_access(connection: ASGIConnection, _: BaseRouteHandler) -> None:

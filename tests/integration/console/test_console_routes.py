@@ -194,6 +194,23 @@ def forms_without_csrf(html: str, csrf: str, where: str) -> list[str]:
     return out
 
 
+CONTROL = re.compile(r"<(input|select|textarea)\b([^>]*)>")
+
+
+def unlabelled_controls(html: str, where: str) -> list[str]:
+    """Every visible form control has a <label for> or an aria-label (screen readers and
+    keyboard users find it by its name)."""
+    labels = set(re.findall(r'<label[^>]*\bfor="([^"]+)"', html))
+    out = []
+    for tag, attrs in CONTROL.findall(html):
+        if 'type="hidden"' in attrs or "aria-label=" in attrs or "aria-labelledby=" in attrs:
+            continue
+        m = re.search(r'\bid="([^"]+)"', attrs)
+        if not m or m.group(1) not in labels:
+            out.append(f"{where}: an unlabelled <{tag}{attrs[:80]}>")
+    return out
+
+
 def allowed(expected: Any, status: int, location: str) -> bool:
     if expected == OK:
         return 200 <= status < 300 or (status == 303 and location != "/console/login")
@@ -262,6 +279,7 @@ async def test_console_role_matrix(make_client, settings: Settings) -> None:  # 
                         location = r.headers.get("location", "")
                         if method == "GET" and r.status_code == 200 and path != "/console/login":
                             failures += forms_without_csrf(r.text, csrf, f"{actor} {url}")
+                            failures += unlabelled_controls(r.text, f"{actor} {url}")
                         if not allowed(expected, r.status_code, location):
                             failures.append(
                                 f"{actor} {method} {url}: {r.status_code} (expected {expected})"
