@@ -48,16 +48,26 @@ def sign_in(http: httpx.Client, token: str) -> None:
 
 
 def measure(
-    http: httpx.Client, path: str, n: int, warm: int, headers: dict[str, str] | None = None
+    http: httpx.Client,
+    path: str,
+    n: int,
+    warm: int,
+    headers: dict[str, str] | None = None,
+    body: dict[str, Any] | None = None,
 ) -> dict[str, float]:
+    def call() -> httpx.Response:
+        if body is not None:
+            return http.post(path, headers=headers, json=body)
+        return http.get(path, headers=headers)
+
     for _ in range(warm):
-        r = http.get(path, headers=headers)
+        r = call()
         assert r.status_code == 200, (path, r.status_code, r.text[:300])
     wall: list[float] = []
     cpu: list[float] = []
     started = time.perf_counter()
     for _ in range(n):
-        r = http.get(path, headers=headers)
+        r = call()
         assert r.status_code == 200, (path, r.status_code)
         wall.append(server_ms(r))
         cpu.append(server_cpu_ms(r))
@@ -128,10 +138,16 @@ def main(argv: list[str] | None = None) -> int:
                 None,
             ),
             ("memory", user, "/console/memory", "/memory/facts?limit=50", None),
-            ("search", user, f"/console/search?q={COMMON_TERM}", None, None),
+            (
+                "search",
+                user,
+                f"/console/search?q={COMMON_TERM}",
+                "/memory/search",
+                {"query": COMMON_TERM, "scope": "all", "k": 5},
+            ),
             ("admin", admin, "/console/admin", None, None),
         ]
-        for name, client, page, api, _ in pages:
+        for name, client, page, api, body in pages:
             try:
                 measured = measure(client, page, n, w)
             except AssertionError as exc:
@@ -141,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             if api:
                 headers = bearer if client is user else {"Authorization": f"Bearer {ADMIN_TOKEN}"}
                 naive = measure(
-                    httpx.Client(base_url=server.base_url, timeout=60), api, n, w, headers
+                    httpx.Client(base_url=server.base_url, timeout=60), api, n, w, headers, body
                 )
             rows.append((name, page, measured, naive))
     fake.kill()
