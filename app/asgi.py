@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -28,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings, get_settings
 from app.console.web import TEMPLATES as CONSOLE_TEMPLATES
+from app.console.web import on_http_error as console_error
 from app.db.embedded import EmbeddedWatchdog
 from app.db.engine import (
     create_engine,
@@ -67,11 +67,10 @@ from app.domain.raw_history.hooks import raw_history_hook
 from app.domain.system.controllers import PROMETHEUS
 from app.lib.docs_ui import openapi_config
 from app.lib.errors import AppError
-from app.lib.inputs import explain_pattern
 from app.lib.logging import configure_logging
 from app.lib.metrics import POOL
 from app.lib.openapi import document_errors
-from app.lib.request import NaviRequest, reject_nul_parameters
+from app.lib.request import NaviRequest, reject_nul_parameters, validation_problem
 from app.lib.runtime import freeze_startup_heap
 from app.lib.tracing import tracing_plugin
 from app.llm.deadline import llm_deadline
@@ -90,26 +89,17 @@ def handle_app_error(_: Request, exc: AppError) -> Response[dict[str, str]]:
     return _error(exc.status_code, exc.kind, exc.detail)
 
 
-_MISSING = re.compile(r"Missing required (\w+) parameter '([^']*)' for path ")
-
-
 def handle_validation(_: Request, exc: ValidationException) -> Response[dict[str, str]]:
-    # Name the offending field(s): "limit: Expected `int` <= 200".
-    parts = []
-    for item in exc.extra if isinstance(exc.extra, list) else []:
-        if isinstance(item, dict):
-            key = item.get("key") or item.get("source") or "body"
-            parts.append(f"{key}: {explain_pattern(str(item.get('message', 'invalid')))}")
-    detail = "; ".join(parts) or str(exc.detail)
-    missing = _MISSING.match(detail)
-    if missing:  # Litestar's wording echoes the whole URL: name the parameter instead
-        detail = f"{missing.group(2)}: a required {missing.group(1)} parameter is missing"
-    if "Content-Length" in detail or "too large" in detail.lower():
-        return _error(413, "payload_too_large", detail)
-    return _error(422, "unprocessable", detail)
+    status, detail = validation_problem(exc)
+    return _error(status, "payload_too_large" if status == 413 else "unprocessable", detail)
 
 
-def handle_http(_: Request, exc: HTTPException) -> Response[dict[str, str]]:
+def handle_http(request: Request, exc: HTTPException) -> Response[Any]:
+    if (
+        request.url.path.startswith("/console/")
+        and request.app.state.runtime.settings.console_enabled
+    ):
+        return console_error(request, exc)  # a mistyped console address: a page, not JSON
     kinds = {
         404: "not_found",
         405: "method_not_allowed",

@@ -5,13 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import msgspec
 from litestar import Request, Response, get
-from litestar.exceptions import HTTPException, ValidationException
+from litestar.exceptions import (
+    HTTPException,
+    MethodNotAllowedException,
+    NotFoundException,
+    ValidationException,
+)
 from litestar.response import File, Template
 
 from app.console.auth import COOKIE, CSRF_FIELD, SignInRequired, csrf_for, to_login
 from app.lib.errors import AppError, NotFound, Unprocessable
+from app.lib.request import validation_problem
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
@@ -61,6 +66,7 @@ def page(
             **context,
         },
         status_code=status_code,
+        headers=PAGE_HEADERS,  # also on an error page the app's own handlers render
     )
 
 
@@ -74,9 +80,13 @@ def on_app_error(request: Request[Any, Any, Any], exc: AppError) -> Template:
 
 def on_http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Template:
     detail = exc.detail if exc.status_code < 500 else "internal error"
-    if isinstance(exc, ValidationException) and exc.extra:
-        detail = f"{detail}: {msgspec.json.encode(exc.extra).decode()[:300]}"
     return _error_page(request, exc.status_code, detail)
+
+
+def on_validation(request: Request[Any, Any, Any], exc: ValidationException) -> Template:
+    """A parameter Litestar refused (`?limit=999`): the field named, as the API does."""
+    status, detail = validation_problem(exc)
+    return _error_page(request, status, detail)
 
 
 def on_sign_in(request: Request[Any, Any, Any], _: SignInRequired) -> Response[Any]:
@@ -89,6 +99,10 @@ def on_sign_in(request: Request[Any, Any, Any], _: SignInRequired) -> Response[A
 EXCEPTION_HANDLERS: dict[Any, Any] = {
     SignInRequired: on_sign_in,
     AppError: on_app_error,
+    # (the app's own handlers of these subclasses would answer JSON: name them here)
+    ValidationException: on_validation,
+    NotFoundException: on_http_error,
+    MethodNotAllowedException: on_http_error,
     HTTPException: on_http_error,
 }
 

@@ -132,3 +132,24 @@ async def test_local_mode_needs_no_token(anon_client: AsyncTestClient) -> None:
     assert r.status_code == 200 and "local mode" in r.text
     r = await anon_client.post("/console/logout", data={}, follow_redirects=False)
     assert r.status_code == 403  # CSRF holds in local mode too
+
+
+async def test_mistakes_in_a_console_address_answer_pages(client: AsyncTestClient) -> None:
+    """A person editing the URL gets a page naming the problem, never the API's JSON."""
+    await sign_in(client, ADMIN_TOKEN)
+    cases = {
+        "/console?limit=999": (422, "limit: "),
+        "/console?offset=-1": (422, "offset: "),
+        "/console/memory?category=" + "c" * 200: (422, "category: "),
+        "/console/sessions/not-a-uuid": (404, "Not Found"),
+        "/console/no-such-page": (404, "Not Found"),
+        "/console/static/..%2F..%2Fetc%2Fpasswd": (404, ""),
+    }
+    for path, (status, words) in cases.items():
+        r = await client.get(path, follow_redirects=False)
+        assert r.status_code == status, (path, r.text[:300])
+        assert r.headers["content-type"].startswith("text/html"), path
+        assert words in r.text and 'id="error-detail"' in r.text, (path, r.text[:300])
+        assert "default-src 'none'" in r.headers["content-security-policy"], path
+    r = await client.put("/console/memory", follow_redirects=False)
+    assert r.status_code == 405 and r.headers["content-type"].startswith("text/html")
