@@ -152,8 +152,6 @@ class MemoryPage(Controller):
     ) -> Template:
         """The page: `category` narrows the facts to one category (as stored, or as a
         save would store it); `offset`/`limit` page them."""
-        if "\x00" in category:
-            raise Unprocessable("category: NUL characters are not allowed")
         chosen = normalise_name(category) or None  # as a save stores it
         user_id = principal.id
         facts = FactService.of(db, runtime)

@@ -37,15 +37,15 @@ LOGIN_MAX_AGE = 3600
 def _login_page(
     request: Request[Any, Any, Any], nonce: str, error: str | None, status: int
 ) -> Template:
+    settings = request.app.state.runtime.settings
     response = page(
         request,
         "login.html",
         status_code=status,
         login_csrf=csrf_for(nonce),
         error=error,
-        auth_enabled=request.app.state.runtime.settings.auth_enabled,
+        auth_enabled=settings.auth_enabled,
     )
-    settings = request.app.state.runtime.settings
     response.set_cookie(LOGIN_COOKIE, nonce, **cookie_kwargs(request, settings, LOGIN_MAX_AGE))
     return response
 
