@@ -75,19 +75,10 @@ def _wait(predicate, what: str, timeout: float = TIMEOUT) -> Any:  # type: ignor
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
-@pytest.fixture
-def server_env() -> dict[str, str]:
-    """More environment for the `server` fixture's app (a test module may override it)."""
-    return {}
-
-
-@pytest.fixture
-def server(
-    db_url: str, ollama: FakeOllama, tmp_path: Path, server_env: dict[str, str]
-) -> Iterator[tuple[str, Path]]:
-    """The app under uvicorn on 127.0.0.1:<free port>; yields (base url, its log file)."""
-    port = _free_port()
-    env = {
+def app_env(db_url: str, ollama: FakeOllama, tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of the service run as a subprocess on the test database: auth on
+    with ADMIN_TOKEN, the fake Ollama, no periodic extraction, JSON logs; `extra` on top."""
+    return {
         **os.environ,
         "DATABASE_URL": db_url,
         "NAVI_DATA_DIR": str(tmp_path / "data"),
@@ -100,8 +91,23 @@ def server(
         "LOG_JSON": "true",
         "LOG_LEVEL": "info",
         "PYTHONPATH": str(ROOT),
-        **server_env,
+        **extra,
     }
+
+
+@pytest.fixture
+def server_env() -> dict[str, str]:
+    """More environment for the `server` fixture's app (a test module may override it)."""
+    return {}
+
+
+@pytest.fixture
+def server(
+    db_url: str, ollama: FakeOllama, tmp_path: Path, server_env: dict[str, str]
+) -> Iterator[tuple[str, Path]]:
+    """The app under uvicorn on 127.0.0.1:<free port>; yields (base url, its log file)."""
+    port = _free_port()
+    env = app_env(db_url, ollama, tmp_path, **server_env)
     log_path = tmp_path / "server.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser import ROOT, _free_port
+from tests.browser import _free_port, app_env
 from tests.conftest import ADMIN_TOKEN, replica_url_of
 from tests.fakes.ollama_server import FakeOllama
 from tests.integration.replica.test_replica_reads import paused_replay  # noqa: F401
@@ -89,23 +89,15 @@ def _server_socket_inode(server_port: int, client_port: int) -> str:
 @pytest.fixture
 def served(db_url: str, ollama: FakeOllama, tmp_path: Path) -> Iterator[Served]:
     port = _free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": db_url,
-        "DATABASE_REPLICA_URL": replica_url_of(db_url),
+    env = app_env(
+        db_url,
+        ollama,
+        tmp_path,
+        DATABASE_REPLICA_URL=replica_url_of(db_url),
         # a high bound: only read-your-writes may send the reads to the primary
-        "REPLICA_MAX_LAG_SECONDS": "3600",
-        "REPLICA_CHECK_SECONDS": "0.2",
-        "NAVI_DATA_DIR": str(tmp_path / "data"),
-        "NAVI_AUTH_ENABLED": "true",
-        "NAVI_ADMIN_TOKEN": ADMIN_TOKEN,
-        "OLLAMA_HOST": ollama.url,
-        "EMBEDDING_OLLAMA_HOST": ollama.url,
-        "OLLAMA_TIMEOUT": "2",
-        "MEMORY_EXTRACTION_INTERVAL_SECONDS": "0",
-        "LOG_JSON": "true",
-        "PYTHONPATH": str(ROOT),
-    }
+        REPLICA_MAX_LAG_SECONDS="3600",
+        REPLICA_CHECK_SECONDS="0.2",
+    )
     env.pop("NAVI_WRITE_POSITIONS", None)
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     log = tmp_path / "serve.log"
