@@ -1,8 +1,10 @@
-"""Admin commands: `python -m app.cli serve|migrate|check-config|reembed|export|import …`."""
+"""Admin commands: `python -m app.cli serve|indexer|migrate|check-config|reembed|export|import …`."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import dataclasses
 import os
 import signal
 import sys
@@ -52,8 +54,6 @@ def _exit_on_sigterm() -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
-    import uvicorn
-
     from app.db import migrate
     from app.db.engine import resolve_database_url
 
@@ -63,9 +63,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     # Before anything logs: the embedded server, Alembic and uvicorn speak structlog too.
     configure_logging(settings.log_level, settings.log_json)
     url = resolve_database_url(settings)  # starts the embedded server when needed
-    settings = _offline_fallback(settings, url)
-    from app.asgi import create_app  # imports the models: after the fallback
-
+    settings = _offline_fallback(settings, url)  # before anything imports the models
     migrate.upgrade(url)
     from app.domain.reembed.commands import check_database_dimension
 
@@ -85,17 +83,54 @@ def cmd_serve(args: argparse.Namespace) -> None:
     }
     workers = args.workers or settings.web_concurrency
     _exit_on_sigterm()
+    if workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        # /metrics sums every worker's figures (prometheus_client's multiprocess mode):
+        # the workers (and the indexers) must see the directory before they import
+        # prometheus_client.
+        from app.lib.metrics import fresh_multiprocess_dir
+
+        metrics_dir = fresh_multiprocess_dir(settings.data_path / "prometheus")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+    indexers = _start_indexers(settings, url)
+    if indexers:  # the web workers embed nothing: the indexers do (INDEX_EMBEDDING=auto)
+        os.environ["INDEX_EMBEDDING"] = "external"
+        settings = dataclasses.replace(settings, index_embedding="external")
+    try:
+        _run_uvicorn(settings, url, workers, options)
+    finally:
+        for child in indexers:
+            child.stop()
+
+
+def _start_indexers(settings: Any, url: str) -> list[Any]:
+    """`INDEXER_PROCESSES` indexer processes (`navi indexer`) at `INDEXER_NICE`, kept
+    running until the service stops (app/lib/supervisor.py); none unless
+    `INDEX_EMBEDDING=auto` and memory search is on."""
+    from app.lib.supervisor import INDEXERS_ENV, ChildProcess
+
+    count = settings.indexer_processes
+    if settings.index_embedding != "auto" or not settings.memory_search_enabled or count < 1:
+        return []
+    env = {**os.environ, "DATABASE_URL": url}
+    argv = [sys.executable, "-m", "app.cli", "indexer", "--parent", str(os.getpid())]
+    children = [
+        ChildProcess(f"indexer-{n + 1}", argv, env, settings.indexer_nice) for n in range(count)
+    ]
+    for child in children:
+        child.start()
+    os.environ[INDEXERS_ENV] = str(count)
+    return children
+
+
+def _run_uvicorn(settings: Any, url: str, workers: int, options: dict[str, Any]) -> None:
+    import uvicorn
+
+    from app.asgi import create_app
+
     if workers > 1:
         # Worker processes build their app from the environment: hand them the resolved
         # URL (the embedded server started here, by this process, stays up for them).
         os.environ["DATABASE_URL"] = url
-        # /metrics sums every worker's figures (prometheus_client's multiprocess mode):
-        # the workers must see the directory before they import prometheus_client.
-        if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
-            from app.lib.metrics import fresh_multiprocess_dir
-
-            metrics_dir = fresh_multiprocess_dir(settings.data_path / "prometheus")
-            os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
         if settings.database_replica_url:
             # read-your-writes whichever worker serves the read (app/db/write_positions.py)
             from app.db.write_positions import create_shared
@@ -104,6 +139,52 @@ def cmd_serve(args: argparse.Namespace) -> None:
         uvicorn.run("app.asgi:create_app_from_env", factory=True, workers=workers, **options)
     else:
         uvicorn.run(create_app(settings, database_url=url), **options)
+
+
+def cmd_indexer(args: argparse.Namespace) -> None:
+    """Embed the live index's chunks until stopped (raw_history/embed_queue.py): started
+    by `navi serve`, or alone against the same database to scale indexing apart from
+    serving (several share the work; none embeds a chunk twice)."""
+    from app.db.engine import resolve_database_url
+    from app.lib.logging import configure_logging
+
+    settings = _settings_or_exit()
+    configure_logging(settings.log_level, settings.log_json)
+    url = resolve_database_url(settings)
+    settings = _offline_fallback(settings, url)
+    asyncio.run(_indexer(settings, url, args.parent))
+
+
+async def _indexer(settings: Any, url: str, parent: int | None) -> None:
+    from app.db.engine import create_engine, session_factory
+    from app.db.faults import job_budget
+    from app.domain.raw_history.embed_queue import run_indexer
+    from app.lib.supervisor import parent_alive
+    from app.llm.deadline import no_deadline
+    from app.llm.factory import build_gateway
+
+    job_budget()
+    no_deadline()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    if parent:  # Ctrl-C reaches the whole group: `navi serve` stops its indexers itself
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    else:
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+    engine = create_engine(url, settings)
+    llm = build_gateway(settings)
+    try:
+        await run_indexer(
+            session_factory(engine),
+            llm,
+            settings,
+            stop=stop,
+            alive=(lambda: parent_alive(parent)) if parent else (lambda: True),
+        )
+    finally:
+        await llm.aclose()
+        await engine.dispose()
 
 
 def cmd_migrate(args: argparse.Namespace) -> None:
@@ -132,6 +213,11 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--port", type=int)
     serve.add_argument("--workers", type=int, help="worker processes (default WEB_CONCURRENCY)")
     serve.set_defaults(fn=cmd_serve)
+    idx = sub.add_parser(
+        "indexer", help="embed the live index's chunks until stopped (navi serve starts one)"
+    )
+    idx.add_argument("--parent", type=int, help=argparse.SUPPRESS)  # exit when it is gone
+    idx.set_defaults(fn=cmd_indexer)
     mig = sub.add_parser("migrate", help="apply migrations (default: head)")
     mig.add_argument("revision", nargs="?", default="head")
     mig.add_argument("--down", action="store_true", help="downgrade to the revision")

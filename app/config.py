@@ -476,6 +476,56 @@ class Settings:
             "(then only compression and the idle job index). Needs `MEMORY_SEARCH_ENABLED`."
         ),
     )
+    index_embedding: str = setting(
+        "INDEX_EMBEDDING",
+        "auto",
+        choices=("auto", "inline", "external"),
+        doc=(
+            'Who embeds the live index\'s chunks (docs/scaling.md, "Indexers"). `auto`: '
+            "`navi serve` starts `INDEXER_PROCESSES` indexer processes and its web workers "
+            "embed nothing; an app started otherwise (one uvicorn process, the tests) embeds "
+            "in a background job of its own. `inline`: the web process always does. "
+            "`external`: nobody here does; run `navi indexer` (elsewhere)."
+        ),
+    )
+    indexer_processes: int = setting(
+        "INDEXER_PROCESSES",
+        1,
+        ge=0,
+        le=16,
+        doc=(
+            "Indexer processes `navi serve` starts beside its web workers (restarted when "
+            "they die; stopped with the service) when `INDEX_EMBEDDING=auto`."
+        ),
+    )
+    indexer_threads: int = setting(
+        "INDEXER_THREADS",
+        1,
+        ge=1,
+        le=64,
+        doc="Model threads of one indexer process (the local embedder's intra-op threads).",
+    )
+    indexer_nice: int = setting(
+        "INDEXER_NICE",
+        10,
+        ge=0,
+        le=19,
+        doc=(
+            "OS priority the indexer processes `navi serve` starts run at (`nice`): the "
+            "request workers and PostgreSQL come first."
+        ),
+    )
+    index_quiet_seconds: float = setting(
+        "INDEX_QUIET_SECONDS",
+        3.0,
+        ge=0,
+        le=3600,
+        doc=(
+            "A session's open chunk (the one its appends still grow) is embedded once the "
+            "session has been quiet this long; closed chunks are embedded at once. Each "
+            "text is embedded once per quiet period, not once per append."
+        ),
+    )
     # --- conversation history, error memory, rolling context (seed 001)
     session_auto_name_enabled: bool = setting(
         "SESSION_AUTO_NAME_ENABLED",

@@ -25,6 +25,7 @@ from app.domain.forget.controllers import (
 from app.domain.history.controllers import ChatHistoryController
 from app.domain.kernel.jobs import LIVE_INDEX_JOB
 from app.domain.kernel.runtime import Runtime
+from app.domain.raw_history.embed_queue import embeds_in_process, live_embed_job
 from app.domain.raw_history.idle_index import index_idle_job
 from app.domain.raw_history.live_index import live_index_job
 from app.domain.rolling.services import run_rolling_summaries
@@ -99,6 +100,11 @@ BACKGROUND_JOBS: list[Job] = [
         LIVE_INDEX_JOB,
         lambda s: s.raw_index_live_interval_seconds if s.memory_search_enabled else 0,
         live_index_job,
+    ),
+    Job(
+        "memory.live_embed",
+        lambda s: s.raw_index_live_interval_seconds if embeds_in_process(s) else 0,
+        live_embed_job,
     ),
     Job("error_memory.purge", lambda s: s.error_memory_purge_seconds, purge_expired_errors),
     Job(

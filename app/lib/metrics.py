@@ -155,3 +155,29 @@ def fresh_multiprocess_dir(path: Path) -> Path:
     for old in path.glob("*.db"):
         old.unlink()
     return path
+
+
+INDEX_EMBED_ROUNDS = Counter(
+    "navi_index_embed_rounds",
+    "Rounds of the live index's embedding queue that embedded something (indexer "
+    "processes, or an app's own job; raw_history/embed_queue.py).",
+)
+INDEX_EMBEDDED_SEGMENTS = Counter(
+    "navi_index_embedded_segments",
+    "Chunk segments the embedding queue embedded (a segment is embedded again only when "
+    "its text changed).",
+)
+INDEX_EMBEDDED_CHARS = Counter(
+    "navi_index_embedded_chars",
+    "Characters of chunk text the embedding queue embedded.",
+)
+INDEX_BACKLOG_CHUNKS = Gauge(
+    "navi_index_backlog_chunks",
+    "Chunks waiting for vectors (found by their words meanwhile), read at scrape time.",
+    multiprocess_mode="mostrecent",
+)
+INDEX_BACKLOG_OLDEST_SECONDS = Gauge(
+    "navi_index_backlog_oldest_seconds",
+    "How long the oldest chunk waiting for vectors has waited, read at scrape time.",
+    multiprocess_mode="mostrecent",
+)

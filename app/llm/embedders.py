@@ -139,7 +139,7 @@ def build_embedder(settings: Settings) -> Embedder | None:
     if settings.embedding_provider == "local":
         from app.llm.local_embedder import LocalEmbedder
 
-        return LocalEmbedder()
+        return LocalEmbedder(index_threads=settings.indexer_threads)
     if settings.embedding_provider == "none":
         return NoEmbedder()
     return None

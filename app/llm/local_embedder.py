@@ -18,7 +18,9 @@ cosine 0.999 of the fp32 model's.
 
 The model loads lazily, once per process (about 0.3-0.5 s), whatever the number of
 gateways; it runs in a worker thread (``asyncio.to_thread``) so the event loop never
-blocks, one run at a time (the model already uses every core). Texts of one call are
+blocks, one run at a time per lane (app/llm/lanes.py): a request's query has a model
+session of its own (every core), and index work another (``index_threads`` threads, 1 by
+default), so a query never waits behind an index batch. Texts of one call are
 sorted by length and run in sub-batches, so short texts are not padded to a long one;
 padding does not change a vector (batch == one by one).
 """
@@ -37,6 +39,7 @@ from typing import Any
 import structlog
 
 from app.llm.errors import LLMError
+from app.llm.lanes import Lane, current_lane
 from app.llm.probe import EmbedProbe
 
 __all__ = [
@@ -146,13 +149,20 @@ class _Model:
             out[i] = vectors[row].tolist()
 
 
-_models: dict[tuple[str, str], _Model] = {}
+_models: dict[tuple[str, str, str, int], _Model] = {}
 _load_lock = threading.Lock()
 
 
-def _load(model_path: Path, tokenizer_path: Path, tokenizer_sha256: str | None) -> _Model:
-    """Load (once per process and pair of files) the tokenizer and the ONNX session."""
-    key = (str(model_path), str(tokenizer_path))
+def _load(
+    model_path: Path,
+    tokenizer_path: Path,
+    tokenizer_sha256: str | None,
+    lane: Lane = "query",
+    threads: int = 0,
+) -> _Model:
+    """Load (once per process, pair of files and lane) the tokenizer and the ONNX
+    session; `threads` intra-op threads (0: onnxruntime's default, every core)."""
+    key = (str(model_path), str(tokenizer_path), lane, threads)
     model = _models.get(key)
     if model is not None:
         return model
@@ -185,6 +195,7 @@ def _load(model_path: Path, tokenizer_path: Path, tokenizer_sha256: str | None) 
             options = ort.SessionOptions()
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             options.inter_op_num_threads = 1
+            options.intra_op_num_threads = threads
             # No busy-waiting between operators: the service shares its cores with
             # PostgreSQL and the event loop (why: docs/performance.md, "local embedder").
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -207,7 +218,13 @@ def _load(model_path: Path, tokenizer_path: Path, tokenizer_sha256: str | None) 
             run_lock=threading.Lock(),
         )
         _models[key] = model
-        log.info("llm.local_model_loaded", model=LOCAL_MODEL, path=str(model_path))
+        log.info(
+            "llm.local_model_loaded",
+            model=LOCAL_MODEL,
+            path=str(model_path),
+            lane=lane,
+            threads=threads or "all",
+        )
         return model
 
 
@@ -227,6 +244,7 @@ class LocalEmbedder:
         model_path: Path | None = None,
         tokenizer_path: Path | None = None,
         run_size: int = RUN_SIZE,
+        index_threads: int = 1,
     ) -> None:
         # The packaged tokenizer is checked against the one the model was exported with;
         # explicit paths (tests, a model placed by hand) are taken as they are.
@@ -242,13 +260,21 @@ class LocalEmbedder:
         self.model_path = model_path
         self.tokenizer_path = tokenizer_path
         self.run_size = run_size
+        #: model threads of the index lane (`INDEXER_THREADS`); the query lane has all
+        self.index_threads = index_threads
 
     def __repr__(self) -> str:
         return f"LocalEmbedder(model={self.model!r}, path={str(self.model_path)!r})"
 
     def load(self) -> None:
         """Load the model now (it otherwise loads on first use)."""
-        _load(self.model_path, self.tokenizer_path, self.tokenizer_sha256)
+        self._model()
+
+    def _model(self) -> _Model:
+        """The model session of the caller's lane (app/llm/lanes.py)."""
+        lane = current_lane()
+        threads = self.index_threads if lane == "index" else 0
+        return _load(self.model_path, self.tokenizer_path, self.tokenizer_sha256, lane, threads)
 
     def encode(self, texts: Sequence[str]) -> list[list[float]]:
         """Synchronous embedding (blocks: call it off the event loop)."""
@@ -256,7 +282,7 @@ class LocalEmbedder:
             raise TypeError("encode() takes a sequence of strings")
         if not texts:
             return []
-        model = _load(self.model_path, self.tokenizer_path, self.tokenizer_sha256)
+        model = self._model()
         try:
             return model.encode(texts, self.run_size)
         except LLMError:

@@ -178,6 +178,10 @@ class MemoryChunk(Base):
     vectors_stale: Mapped[bool] = mapped_column(
         Boolean, nullable=False, server_default=text("false")
     )
+    # Since when the vectors lag (set and cleared with `vectors_stale`), and until when an
+    # indexer holds the chunk (raw_history/embed_queue.py): no two embed it at once.
+    stale_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    embed_lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Written by PostgreSQL, read by the term lookup's SQL only: never loaded.
     search_terms: Mapped[Any] = mapped_column(
         TSVECTOR, Computed(CHUNK_USER_TSV, persisted=True), deferred=True

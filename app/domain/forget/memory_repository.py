@@ -97,7 +97,8 @@ class ForgetMemoryRepository:
         await self.session.execute(
             text(
                 "UPDATE memory_chunks SET content = :content, breadcrumbs = CAST(:crumbs AS text[]),"
-                " content_hash = :hash, vectors_stale = true WHERE id = :id AND user_id = :uid"
+                " content_hash = :hash, vectors_stale = true,"
+                " stale_since = COALESCE(stale_since, now()) WHERE id = :id AND user_id = :uid"
             ),
             [
                 {
@@ -155,7 +156,7 @@ class ForgetMemoryRepository:
         if done:
             await self.session.execute(
                 text(
-                    "UPDATE memory_chunks SET vectors_stale = false"
+                    "UPDATE memory_chunks SET vectors_stale = false, stale_since = NULL"
                     " WHERE user_id = :uid AND id = ANY(:ids)"
                 ),
                 {"uid": user_id, "ids": done},

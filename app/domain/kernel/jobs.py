@@ -15,6 +15,7 @@ import structlog
 from app.db.faults import job_budget
 from app.lib.metrics import JOB_FAILURES, JOB_LAG_SECONDS, JOB_RUNS, JOB_SECONDS
 from app.llm.deadline import no_deadline
+from app.llm.lanes import use_index_lane
 
 log = structlog.get_logger()
 
@@ -69,6 +70,7 @@ def spawn(jobs: Jobs, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
     async def guarded() -> None:
         job_budget()
         no_deadline()
+        use_index_lane()  # its embeddings never hold up a request's query (llm/lanes.py)
         try:
             await coro
         except asyncio.CancelledError:
@@ -105,6 +107,7 @@ async def periodic(
     Each run is counted and timed, with its lag: how late it started against the
     previous start plus `interval` (app/lib/metrics.py) — and noted in `jobs.status[name]`
     (this process's runs, last start and end, last error)."""
+    use_index_lane()  # background work: its embeddings never hold up a request's query
     due = time.monotonic() + interval
     woken = jobs.wake_events.setdefault(name, asyncio.Event())
     status = jobs.status.setdefault(name, JobStatus(interval))

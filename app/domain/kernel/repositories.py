@@ -81,3 +81,23 @@ class ChunkCountRepository:
             ),
             {"uid": user_id, "n": delta},
         )
+
+
+class EmbedBacklogRepository:
+    """The live index's embedding queue as an operator sees it (`/metrics`, `/health`,
+    the console's system page): read across users, on the partial index of stale chunks."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def backlog(self) -> Any:
+        """Chunks waiting for vectors, their text's size in bytes (`octet_length` reads
+        the TOAST header: no detoast) and the age in seconds of the oldest wait (0: none)."""
+        row = await self.session.execute(
+            text(
+                "SELECT count(*) AS chunks, coalesce(sum(octet_length(content)), 0) AS bytes,"
+                " coalesce(extract(epoch FROM now() - min(coalesce(stale_since, created_at))),"
+                " 0)::float8 AS oldest_seconds FROM memory_chunks WHERE vectors_stale"
+            )
+        )
+        return row.one()

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Row, Table, select, text
+from sqlalchemy import Row, Table, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -69,6 +69,7 @@ class ChunkWriter:
                     ended_at=chunk.ended_at,
                     breadcrumbs=list(chunk.breadcrumbs),
                     vectors_stale=vectors_stale,
+                    stale_since=func.now() if vectors_stale else None,
                 )
                 .on_conflict_do_nothing(index_elements=["session_id", "content_hash", "user_id"])
                 .returning(MemoryChunk.id)
@@ -97,7 +98,8 @@ class ChunkWriter:
                 text(
                     "UPDATE memory_chunks SET content = :content, content_hash = :hash,"
                     " end_seq = :end, started_at = :started, ended_at = :ended,"
-                    " breadcrumbs = :crumbs, vectors_stale = true"
+                    " breadcrumbs = :crumbs, vectors_stale = true,"
+                    " stale_since = COALESCE(stale_since, now())"
                     " WHERE user_id = :uid AND id = :id AND NOT EXISTS (SELECT 1"
                     " FROM memory_chunks o WHERE o.user_id = :uid AND o.session_id = :sid"
                     " AND o.content_hash = :hash)"
@@ -153,17 +155,56 @@ class ChunkWriter:
         return changed
 
     # ------------------------------------------------------- the background embedder
-    async def stale_chunks(self, limit: int) -> list[Row[Any]]:
-        """Chunks whose segment vectors lag their content, any user's (the partial
-        index `ix_memory_chunks_vectors_stale` holds only those)."""
+    async def due_chunks(self, quiet_seconds: float, limit: int) -> list[Row[Any]]:
+        """(user_id, id) of up to `limit` chunks whose vectors lag their text, any user's,
+        oldest first (the partial index `ix_memory_chunks_vectors_stale` holds only
+        those): a closed chunk at once, a session's open chunk (the one its appends still
+        grow) once the session has been quiet `quiet_seconds`; chunks another indexer
+        holds are passed over."""
         rows = await self.session.execute(
             text(
-                "SELECT user_id, id, session_id, content, content_hash FROM memory_chunks"
-                " WHERE vectors_stale LIMIT :limit"
+                "SELECT c.user_id, c.id FROM memory_chunks c"
+                " LEFT JOIN raw_index_state s ON s.user_id = c.user_id"
+                " AND s.session_id = c.session_id AND s.open_chunk_id = c.id"
+                " LEFT JOIN sessions ss ON ss.user_id = c.user_id AND ss.id = c.session_id"
+                " WHERE c.vectors_stale"
+                " AND (c.embed_lease_until IS NULL OR c.embed_lease_until < now())"
+                " AND (s.open_chunk_id IS NULL OR ss.last_active IS NULL"
+                " OR ss.last_active <= now() - make_interval(secs => :quiet))"
+                " ORDER BY c.stale_since NULLS FIRST, c.id LIMIT :limit"
             ),
-            {"limit": limit},
+            {"quiet": quiet_seconds, "limit": limit},
         )
         return list(rows.all())
+
+    async def claim_chunks(
+        self, user_id: str, chunk_ids: Sequence[uuid.UUID], lease_seconds: float
+    ) -> list[Row[Any]]:
+        """Lease the user's `chunk_ids` that are still stale and nobody else holds, until
+        `lease_seconds` from now; their text to embed. Two indexers claiming one chunk:
+        the second waits for the first's row lock, then finds it held and skips it."""
+        rows = await self.session.execute(
+            text(
+                "UPDATE memory_chunks"
+                " SET embed_lease_until = now() + make_interval(secs => :lease)"
+                " WHERE user_id = :uid AND id = ANY(CAST(:ids AS uuid[])) AND vectors_stale"
+                " AND (embed_lease_until IS NULL OR embed_lease_until < now())"
+                " RETURNING user_id, id, session_id, content, content_hash"
+            ),
+            {"uid": user_id, "ids": [str(i) for i in chunk_ids], "lease": lease_seconds},
+        )
+        return list(rows.all())
+
+    async def release_chunks(self, user_id: str, chunk_ids: Sequence[uuid.UUID]) -> None:
+        """Give up the lease on chunks this indexer could not write (they changed, or the
+        embedder failed): the next round may take them."""
+        await self.session.execute(
+            text(
+                "UPDATE memory_chunks SET embed_lease_until = NULL"
+                " WHERE user_id = :uid AND id = ANY(CAST(:ids AS uuid[]))"
+            ),
+            {"uid": user_id, "ids": [str(i) for i in chunk_ids]},
+        )
 
     async def segment_spans_of(
         self, user_id: str, chunk_ids: Sequence[uuid.UUID]
@@ -198,7 +239,8 @@ class ChunkWriter:
         done = (
             await self.session.execute(
                 text(
-                    "UPDATE memory_chunks SET vectors_stale = false"
+                    "UPDATE memory_chunks SET vectors_stale = false, stale_since = NULL,"
+                    " embed_lease_until = NULL"
                     " WHERE user_id = :uid AND id = :id AND content_hash = :hash RETURNING id"
                 ),
                 {"uid": user_id, "id": chunk_id, "hash": content_hash},

@@ -15,10 +15,11 @@ every other for half an hour. The live indexer closes that gap, in two halves:
    words once it commits. `covered` is extended through the last message read, so a
    message is in one chunk only, whichever writer came first; compression and the idle
    job close the open chunk when they write (the next message starts a new one).
-2. **Meaning, a moment later.** `embed_stale_chunks` embeds the segments of stale chunks
-   that are new or changed (an open chunk that grew re-embeds its last segment only) and
-   clears the flag, if the chunk did not change meanwhile. A failing embedder delays only
-   this half; the chunks stay stale and are retried on the next pass.
+2. **Meaning, when the conversation pauses.** The vectors are another worker's:
+   `embed_queue.py` embeds the stale chunks, a closed one at once and a session's open
+   chunk once the session has been quiet, in indexer processes of their own (`navi
+   serve` starts them) so that the request workers keep their CPU. The words never wait
+   for the meaning: this pass embeds nothing.
 
 An append in this process wakes the job once it commits (`kernel.jobs.wake`); otherwise
 it runs every `RAW_INDEX_LIVE_INTERVAL_SECONDS` (1), so the appends of another worker
@@ -33,7 +34,6 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import structlog
 from sqlalchemy.exc import SQLAlchemyError
@@ -46,25 +46,18 @@ from app.domain.kernel.runtime import Runtime
 from app.domain.raw_history.breadcrumbs import extract_breadcrumbs, merge_breadcrumbs
 from app.domain.raw_history.chunk_writer_repository import ChunkWriter
 from app.domain.raw_history.chunks import RawChunk, append_chunks
+from app.domain.raw_history.embed_queue import embed_until_idle
 from app.domain.raw_history.idle_index import BATCH_MESSAGES, record_db_failure, take_batch
-from app.domain.raw_history.indexer import chunk_messages, fresh_chunks, segment_texts
+from app.domain.raw_history.indexer import chunk_messages, fresh_chunks
 from app.domain.raw_history.state_repository import RawIndexRepository
 from app.lib.metrics import RAW_CHUNKS_INDEXED
-from app.llm.errors import EmbeddingDisabledError, LLMError
 from app.llm.gateway import LLMGateway
 
 log = structlog.get_logger()
 
 SESSIONS_PER_PASS = 200  # sessions listed per pass (the rest: next pass)
 MAX_ATTEMPTS = 3  # failed passes in a row before a session is left to the idle job
-EMBED_CHUNKS = 32  # stale chunks embedded per round …
-EMBED_ROUNDS = 8  # … and rounds per pass
 WINDOW_MARGIN_MINUTES = 5  # the live window overlaps the idle job's by this much
-# The job embeds at most this often in one process: an open chunk that grows with every
-# append has its last segment embedded once per period, not once per append.
-EMBED_PERIOD_SECONDS = 1.0
-EMBED_RETRY_SECONDS = 30.0  # after the embedder failed: the words are found meanwhile
-EMBED_DUE_KEY = "raw_index_live_embed"  # in `Jobs.due`: when the next embedding round is
 
 
 @dataclass
@@ -162,9 +155,12 @@ async def index_live_sessions(
     *,
     now: datetime | None = None,
     embed: bool = True,
+    quiet_seconds: float | None = None,
 ) -> LivePassResult:
     """One pass: every recently active session's new messages into the raw index (their
-    words findable when this returns), then the vectors of stale chunks (`embed`)."""
+    words findable when this returns); with `embed`, then the vectors of the chunks due
+    (`embed_queue.embed_until_idle`, quiet after `quiet_seconds`, default the setting's):
+    the background job leaves that to the indexers."""
     started = time.monotonic()
     result = LivePassResult()
     minutes = settings.raw_index_idle_after_minutes + WINDOW_MARGIN_MINUTES
@@ -187,92 +183,31 @@ async def index_live_sessions(
             if outcome.done:
                 break
         result.sessions += 1
-    if embed:
-        for _ in range(EMBED_ROUNDS):
-            done = await embed_stale_chunks(factory, llm)
-            result.embedded += done.embedded
-            result.segments += done.segments
-            result.embed_failed = done.failed
-            if done.failed or done.listed < EMBED_CHUNKS:
-                break
+    if embed:  # a whole pass at once (the tests, the CLI): the vectors too
+        quiet = settings.index_quiet_seconds if quiet_seconds is None else quiet_seconds
+        done = await embed_until_idle(factory, llm, quiet_seconds=quiet)
+        result.embedded, result.segments, result.embed_failed = (
+            done.embedded,
+            done.segments,
+            done.failed,
+        )
     result.seconds = time.monotonic() - started
     if result.messages or result.embedded or result.failed:
         log.debug("memory.live_index_pass", **vars(result))
     return result
 
 
-@dataclass(frozen=True)
-class EmbedRound:
-    listed: int = 0
-    embedded: int = 0
-    segments: int = 0
-    failed: bool = False
-
-
-async def embed_stale_chunks(
-    factory: async_sessionmaker[AsyncSession], llm: LLMGateway, limit: int = EMBED_CHUNKS
-) -> EmbedRound:
-    """One round of the background embedder: up to `limit` stale chunks get vectors for
-    their new or changed segments (one batched call, outside any transaction), written
-    unless the chunk changed meanwhile. An embedder failure leaves them stale."""
-    async with transaction(factory) as db:
-        writer = ChunkWriter(db)
-        stale = await writer.stale_chunks(limit)
-        have: dict[uuid.UUID, dict[int, tuple[int, int]]] = {}
-        for user_id in {c.user_id for c in stale}:
-            ids = [c.id for c in stale if c.user_id == user_id]
-            have.update(await writer.segment_spans_of(user_id, ids))
-        plans: list[tuple[Any, list[tuple[int, int]], list[int]]] = []
-        _, every = segment_texts([c.content for c in stale])  # the indexers' segments
-        for chunk, spans in zip(stale, every, strict=True):
-            stored = have.get(chunk.id, {})
-            changed = [p for p, span in enumerate(spans) if stored.get(p) != span]
-            plans.append((chunk, spans, changed))
-    if not stale:
-        return EmbedRound()
-    texts = [c.content[a:b] for c, spans, changed in plans for a, b in (spans[p] for p in changed)]
-    try:
-        vectors: list[list[float]] | None = list(await llm.embed(texts)) if texts else []
-    except EmbeddingDisabledError:
-        vectors = None  # text search only: nothing to wait for
-    except LLMError as exc:
-        log.warning("memory.live_embed_failed", chunks=len(stale), error=str(exc)[:300])
-        return EmbedRound(listed=len(stale), failed=True)
-    rest = iter(vectors or [])
-    embedded = 0
-    async with transaction(factory) as db:
-        await RawIndexRepository(db).commit_without_flush()
-        writer = ChunkWriter(db)
-        for chunk, spans, changed in plans:
-            rows = (
-                []
-                if vectors is None
-                else [(p, spans[p][0], spans[p][1], next(rest)) for p in changed]
-            )
-            parts = len(spans) if vectors is not None else 1 << 30
-            if await writer.replace_segments(
-                chunk.user_id, chunk.session_id, chunk.id, chunk.content_hash, parts, rows
-            ):
-                embedded += 1
-    return EmbedRound(listed=len(stale), embedded=embedded, segments=len(texts))
-
-
 async def live_index_job(runtime: Runtime) -> LivePassResult | None:
-    """The periodic (and woken) job: one pass, unless this process is running one."""
-    settings, due = runtime.settings, runtime.jobs.due
+    """The periodic (and woken) job: one pass of words, unless this process is running
+    one. The vectors are `embed_queue`'s, never this job's: new words are not queued
+    behind them."""
+    settings = runtime.settings
     if not settings.memory_search_enabled:
         return None
 
     async def run() -> LivePassResult:
-        now = time.monotonic()
-        embed = now >= due.get(EMBED_DUE_KEY, 0.0)
-        if embed:
-            due[EMBED_DUE_KEY] = now + EMBED_PERIOD_SECONDS
-        result = await index_live_sessions(
-            runtime.session_factory, runtime.llm, settings, embed=embed
+        return await index_live_sessions(
+            runtime.session_factory, runtime.llm, settings, embed=False
         )
-        if result.embed_failed:
-            due[EMBED_DUE_KEY] = now + EMBED_RETRY_SECONDS
-        return result
 
     return await unless_running(runtime.jobs, "raw_index_live_lock", run)

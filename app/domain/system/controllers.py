@@ -11,14 +11,25 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import os
+from typing import Any
 
 import msgspec
+import structlog
 from litestar import Controller, get
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 from litestar.openapi import ResponseSpec
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 from litestar.response import Response
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    generate_latest,
+    multiprocess,
+)
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.db import migrate
@@ -26,18 +37,37 @@ from app.db.extensions import extension_state
 from app.db.faults import statement_budget
 from app.domain.auth.services import bearer_token, resolve_cached
 from app.domain.kernel.principal import PERM_USERS_ADMIN
+from app.domain.kernel.repositories import EmbedBacklogRepository
 from app.domain.kernel.runtime import Runtime
 from app.lib.errors import Forbidden
+from app.lib.metrics import INDEX_BACKLOG_CHUNKS, INDEX_BACKLOG_OLDEST_SECONDS
+from app.lib.supervisor import INDEXERS_ENV
 from app.llm.fallback import fallback_reason
+
+log = structlog.get_logger()
 
 #: How long /health waits for the database before answering 503 `down`.
 DB_HEALTH_SECONDS = 3.0
+#: How long a /metrics scrape waits for the embedding backlog before leaving it out.
+BACKLOG_SECONDS = 1.0
 
 
 class ExtensionsOut(msgspec.Struct):
     vector: bool
     vector_version: str | None
     pg_trgm: bool
+
+
+class IndexOut(msgspec.Struct):
+    """The live index's embedding queue: chunks found by their words that wait for
+    their vectors (docs/operations.md, "The indexers")."""
+
+    #: who embeds: "indexer processes" (`navi serve`'s), "this process" (an app's own
+    #: job) or "external" (`navi indexer` run apart)
+    embedding_by: str
+    backlog_chunks: int
+    backlog_bytes: int
+    oldest_seconds: float
 
 
 class HealthOut(msgspec.Struct):
@@ -56,9 +86,18 @@ class HealthOut(msgspec.Struct):
     embedding_provider: str = ""  # "ollama" | "local" | "none"
     #: Why `serve` chose the offline `local` embedder itself (app.llm.fallback), if it did.
     embedding_fallback: str | None = None
+    #: The embedding queue (None when the database did not answer).
+    index: IndexOut | None = None
 
 
-async def _db_state(runtime: Runtime) -> tuple[str | None, ExtensionsOut]:
+def embedding_by(settings: Settings) -> str:
+    if settings.index_embedding != "external":
+        return "this process"
+    started = os.environ.get(INDEXERS_ENV)
+    return f"indexer processes ({started}, navi serve's)" if started else "external"
+
+
+async def _db_state(runtime: Runtime) -> tuple[str | None, ExtensionsOut, IndexOut | None]:
     assert runtime.engine is not None  # the app's runtime has its engine
     async with runtime.engine.connect() as conn:
 
@@ -66,12 +105,34 @@ async def _db_state(runtime: Runtime) -> tuple[str | None, ExtensionsOut]:
             return migrate.current_revision(sync_conn), extension_state(sync_conn)
 
         revision, ext = await conn.run_sync(read)
-    return revision, ExtensionsOut(
-        vector=ext.vector is not None, vector_version=ext.vector, pg_trgm=ext.pg_trgm is not None
+        index = None
+        if revision is not None:  # a database before the migrations has no chunks
+            index = _index_out(
+                runtime.settings, await EmbedBacklogRepository(AsyncSession(conn)).backlog()
+            )
+    return (
+        revision,
+        ExtensionsOut(
+            vector=ext.vector is not None,
+            vector_version=ext.vector,
+            pg_trgm=ext.pg_trgm is not None,
+        ),
+        index,
     )
 
 
-async def _bounded_db_state(runtime: Runtime) -> tuple[str | None, ExtensionsOut]:
+def _index_out(settings: Settings, row: Any) -> IndexOut:
+    return IndexOut(
+        embedding_by=embedding_by(settings),
+        backlog_chunks=int(row.chunks),
+        backlog_bytes=int(row.bytes),
+        oldest_seconds=round(float(row.oldest_seconds), 3),
+    )
+
+
+async def _bounded_db_state(
+    runtime: Runtime,
+) -> tuple[str | None, ExtensionsOut, IndexOut | None]:
     """`_db_state` within DB_HEALTH_SECONDS. Its statements get a short limit of their
     own, and a check still waiting then (a frozen server being connected to) is left to
     finish in the background, bounded by the connect timeout: cancelling it would make
@@ -106,8 +167,9 @@ async def health_report(runtime: Runtime) -> HealthOut:
     ping = asyncio.create_task(runtime.llm.ping(timeout=1.0))
     embed = asyncio.create_task(runtime.llm.check_embedding(timeout=1.0))
     error = None
+    index = None
     try:
-        revision, ext = await _bounded_db_state(runtime)
+        revision, ext, index = await _bounded_db_state(runtime)
         db_ok = True
     except Exception as exc:  # reported, never raised: health must answer
         revision, ext, db_ok = None, ExtensionsOut(False, None, False), False
@@ -133,6 +195,7 @@ async def health_report(runtime: Runtime) -> HealthOut:
         llm_breakers=runtime.llm.breaker_states(),
         embedding_provider=runtime.llm.embed_provider,
         embedding_fallback=fallback_reason(),
+        index=index,
     )
     return body
 
@@ -165,6 +228,31 @@ class MetricsController(PrometheusController):
     opt = {"own_auth": True}  # `metrics_access`, not the app-wide guard (app/asgi.py)
     guards = [metrics_access]
     tags = ["system"]
+
+    @get(cache=False)
+    async def get(self, runtime: Runtime) -> Response[bytes]:  # type: ignore[override]
+        """The plugin's page, after the embedding backlog's gauges are read."""
+        await _read_backlog(runtime)
+        registry = REGISTRY
+        if "PROMETHEUS_MULTIPROC_DIR" in os.environ:  # every worker's samples, summed
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return Response(generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def _read_backlog(runtime: Runtime) -> None:
+    """The backlog gauges, from the database; left as they were when it does not answer
+    within BACKLOG_SECONDS (a scrape never waits longer on it)."""
+    try:
+        with statement_budget(BACKLOG_SECONDS):
+            async with asyncio.timeout(BACKLOG_SECONDS * 2):
+                async with runtime.session_factory() as db:
+                    row = await EmbedBacklogRepository(db).backlog()
+    except Exception as exc:  # a scrape answers whatever the database does
+        log.info("metrics.backlog_unread", error=f"{type(exc).__name__}: {exc}"[:200])
+        return
+    INDEX_BACKLOG_CHUNKS.set(int(row.chunks))
+    INDEX_BACKLOG_OLDEST_SECONDS.set(float(row.oldest_seconds))
 
 
 #: Request latency per route *template* (`/sessions/{session_id}`, not the raw path:

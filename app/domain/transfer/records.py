@@ -14,7 +14,7 @@ import base64
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -134,7 +134,8 @@ KINDS: tuple[Kind, ...] = (
     Kind("share", _t(SessionShare), (), by_session=True),
     Kind("sketch", _t(Sketch), ("scope", "id")),  # ix (user_id, scope)
     # chunks have no foreign key to their session (it may be gone): read by user
-    Kind("chunk", _t(MemoryChunk), ("session_id", "id")),  # ix (user_id, session_id, …)
+    # (an indexer's lease on a chunk is this server's business: not exported)
+    Kind("chunk", _t(MemoryChunk), ("session_id", "id"), skip=frozenset({"embed_lease_until"})),
     Kind(
         "chunk_vector",
         _t(MemoryChunkVector),
@@ -342,6 +343,7 @@ def decode(kind: Kind, record: dict[str, Any], dimension: int | None) -> dict[st
         out[col.name] = _converter(col)(col, value)
     if kind.type == "chunk" and dimension is None:
         out["vectors_stale"] = True  # its vectors are dropped: the background embedder's
+        out["stale_since"] = datetime.now(UTC)
     return out
 
 

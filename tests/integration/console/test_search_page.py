@@ -27,7 +27,7 @@ async def _live_index(engine: Any, settings: Settings) -> None:
     """One pass of the live raw index (the service runs it woken by every append)."""
     llm = build_gateway(settings)
     try:
-        await index_live_sessions(session_factory(engine), llm, settings)
+        await index_live_sessions(session_factory(engine), llm, settings, quiet_seconds=0)
     finally:
         await llm.aclose()
     wait_for_replica(engine.url.render_as_string(hide_password=False))

@@ -33,6 +33,8 @@ def _sql(db_url: str, query: str, *args: Any) -> list[tuple[Any, ...]]:
 async def _live(engine: Any, settings: Settings, **kw: Any) -> LivePassResult:
     llm = build_gateway(settings)
     try:
+        # a whole pass, the vectors too: the open chunk at once (no quiet period here)
+        kw.setdefault("quiet_seconds", 0)
         result = await index_live_sessions(session_factory(engine), llm, settings, **kw)
     finally:
         await llm.aclose()
