@@ -190,6 +190,9 @@ class FakeOllama:
         self.models = list(models)
         self.strict_models = strict_models
         self.slow_seconds = slow_seconds
+        #: an /api/embed call of more than one text (an index batch, not a query) takes
+        #: this long: a slow embedder for the indexers, a fast one for a search's query
+        self.embed_batch_seconds = 0.0
         self.wrong_dim = wrong_dim if wrong_dim is not None else (dim + 1 if dim < 4 else dim // 2)
         self.default_reply = default_reply
         self.host = host
@@ -313,6 +316,7 @@ class FakeOllama:
             self.counts.clear()
             self.chat_replies.clear()
             self.chat_times.clear()
+            self.embed_batch_seconds = 0.0
         self.recover()
 
     def count(self, path: str) -> int:
@@ -423,6 +427,8 @@ class FakeOllama:
         texts = [inp] if isinstance(inp, str) else list(inp or [])
         if not all(isinstance(t, str) for t in texts):
             return self._send_json(h, 400, {"error": "invalid input type"})
+        if len(texts) > 1 and self.embed_batch_seconds:
+            self._wakeup.wait(self.embed_batch_seconds)
         dim = self.wrong_dim if wrong_dim else self.dim
         embeddings = [fake_embedding(t, dim) for t in texts]
         wanted = body.get("dimensions")

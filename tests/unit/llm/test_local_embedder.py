@@ -202,3 +202,29 @@ async def test_build_gateway_per_provider(provider: str, cls: type, dim: int) ->
         assert provider in repr(gw)
     finally:
         await gw.aclose()
+
+
+async def test_a_query_never_waits_behind_index_work(embedder: LocalEmbedder) -> None:
+    """Issue 41: the index lane's batch holds its model session (its run lock here, as
+    a long batch does); a query, in the query lane, is answered meanwhile. The index
+    lane's vectors are the query lane's: one model, two sessions."""
+    from app.llm.lanes import use_index_lane
+
+    async def index_model() -> local_embedder._Model:
+        use_index_lane()  # in this task only
+        return await asyncio.to_thread(embedder._model)
+
+    index = await asyncio.create_task(index_model())  # a task: a context of its own
+    query = embedder._model()
+    assert index is not query
+    assert index.session.get_session_options().intra_op_num_threads == embedder.index_threads
+    with index.run_lock:  # an index batch is running
+        vectors = await asyncio.wait_for(embedder.embed_batch(["where is my canoe?"]), 5)
+    assert len(vectors[0]) == LOCAL_DIM
+
+    async def in_index_lane() -> list[list[float]]:
+        use_index_lane()
+        return await embedder.embed_batch(["where is my canoe?"])
+
+    again = await asyncio.create_task(in_index_lane())
+    assert cosine(again[0], vectors[0]) > 0.9999
