@@ -108,7 +108,7 @@ bench-locomo-replay: install ## Replay raw ranking + rendering offline over the 
 bench-breadcrumbs: install ## Share of a compressed agent session's literals memory_search top-5 shows (ARGS="--episodes 60")
 	$(BIN)/python bench/bench_breadcrumbs.py $(ARGS)
 
-bench-search: install ## memory_search p50/p95 at 100k then 300k chunks + 100k facts vs a sequential scan (ARGS="--sizes 100000")
+bench-search: install ## memory_search p50/p95 at 100k then 300k chunks + 100k facts vs a sequential scan, in process (no server, no jobs) (ARGS="--sizes 100000")
 	$(BIN)/python bench/bench_search.py $(ARGS)
 
 bench-scale: install ## memory_search + session list p50/p95 and the HNSW build: one PostgreSQL vs a Citus cluster, at 2 user counts, 200 then 4x as many (ARGS="--sizes 20000 --users-factor 2")
@@ -117,13 +117,13 @@ bench-scale: install ## memory_search + session list p50/p95 and the HNSW build:
 bench-search-ab: install ## A/B of memory_search between two checkouts, taking turns (ARGS="/tmp/base . --queries 300")
 	$(BIN)/python bench/ab_search.py $(ARGS)
 
-bench-load: install ## The hot paths under wrk (append 1/8, session list, history, memory_search, mixed): req/s, p50/p90/p99, CPU per request app/PostgreSQL/wrk; installs wrk when missing (ARGS="--seconds 20 --paths list,history --py-spy /tmp/wrk")
+bench-load: install ## The hot paths under wrk (append 1/8, session list, history, memory_search, mixed) against `navi serve` as make run starts it (jobs and indexer on): req/s, p50/p90/p99, CPU per request server tree/indexer/PostgreSQL/wrk; installs wrk when missing (ARGS="--paths list,history --ab fa40a74 --rounds 2", or "--no-jobs", or "--py-spy /tmp/wrk")
 	$(BIN)/python bench/bench_wrk.py $(ARGS)
 
 bench-load-py: install ## The mixed load from Python clients (per-operation latencies, py-spy of the window): N clients × S s, each its own user (ARGS="--clients 16 --seconds 60 --workers 2 --py-spy /tmp/load.txt")
 	$(BIN)/python bench/bench_load.py $(ARGS)
 
-bench-freshness: install ## Append → findable by memory_search under the mixed load, p50/p95/max; append and memory_search with the live indexer on vs off (ARGS="--clients 8 --seconds 20")
+bench-freshness: install ## Append → findable by memory_search under the mixed load, p50/p95/max; append and memory_search with the live indexer on vs off, on `navi serve` as make run starts it (ARGS="--clients 8 --seconds 20 --no-jobs")
 	$(BIN)/python bench/bench_freshness.py $(ARGS)
 
 bench-history-bytes: install ## Cost of the hot-history size check (SESSION_MAX_HISTORY_BYTES) at 500/2k/10k messages (ARGS="--sizes 500,2000")

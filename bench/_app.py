@@ -20,7 +20,7 @@ if str(Path(__file__).resolve().parents[1]) not in sys.path:  # for tests.fakes
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.asgi import create_app
-from app.config import Settings, get_settings
+from app.config import FIELDS, Settings, get_settings
 from app.db import migrate as migrations
 from app.db.engine import (
     create_engine,
@@ -86,6 +86,7 @@ from tests.fakes.ollama_server import FakeOllama, fake_embedding
 
 __all__ = [
     "DEFAULT_POSITIONS",
+    "FIELDS",
     "HISTORY_SIZE_SQL",
     "MAX_POSITIONS",
     "SEGMENT_BUCKETS",

@@ -8,6 +8,13 @@
   the time from the request entering the app to the response start (the handler, its
   dependencies and the commit, serialisation). That is the server-side latency benches
   report, so the HTTP client's own overhead is not counted.
+- `serve_navi(settings, url, workers, token)`: the service as `make run` starts it,
+  `python -m app.cli serve` from a checkout (this one, or an `--ab` worktree), the
+  settings as environment variables (`navi_env`), in a process group of its own
+  (`NaviServer`: stopped, paused and resumed as a whole); `jobs=False` (`--no-jobs`): the
+  app without its periodic jobs and indexer under uvicorn (`env_app_factory`).
+  `serve_workers` is the older in-checkout way (`bench_app_factory`: the bench's Settings
+  handed over as JSON, no background work unless asked) that the other benches use.
 - `cached_dataset(target, table, params, build)`: a generated dataset, rebuilt only when
   its parameters change (a row per dataset in `table`); `drop_indexes`/`build_indexes`
   and `park_secondary_indexes`/`rebuild_parked_indexes` around a COPY load.
@@ -33,6 +40,7 @@ import json
 import math
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -497,6 +505,167 @@ def bench_app_factory() -> ASGIApp:
         background_jobs=os.environ.get("NAVI_BENCH_JOBS") == "1",
     )
     return ServerTiming(app) if os.environ.get("NAVI_BENCH_TIMING") != "0" else app
+
+
+# ------------------------------------------------------------------ the service as users run it
+#: `--no-jobs` of the benches that start the service (bench_wrk, bench_freshness).
+NO_JOBS_HELP = "isolate the request path: no periodic jobs, no indexer"
+
+
+def settings_env(settings: Any) -> dict[str, str]:
+    """`settings` as the environment variables `navi serve` reads (app/config.py's names):
+    every setting that differs from its default or whose variable is set here, and the
+    embedder always (so `serve`'s offline fallback never chooses for the bench). A setting
+    left at its default is not set: another checkout (`--ab`) keeps its own default."""
+    from _app import FIELDS
+
+    out: dict[str, str] = {}
+    for name, spec in FIELDS.items():
+        value = getattr(settings, name)
+        if value == spec.default and spec.env not in os.environ and name != "embedding_provider":
+            continue
+        if value is None:
+            out[spec.env] = ""  # unset (an empty value is the default's)
+        elif isinstance(value, bool):
+            out[spec.env] = "true" if value else "false"
+        else:
+            out[spec.env] = str(value)
+    return out
+
+
+def navi_env(settings: Any, database_url: str, workers: int) -> dict[str, str]:
+    """The environment of a `python -m app.cli …` of the benches: this one, `settings`
+    as variables, the database and the worker count (`make run`'s WEB_CONCURRENCY)."""
+    env = {**os.environ, **settings_env(settings)}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)  # `serve` makes its own (two side by side: --ab)
+    env.update(DATABASE_URL=database_url, WEB_CONCURRENCY=str(workers), PYTHONUNBUFFERED="1")
+    return env
+
+
+def app_package(cwd: Path) -> str:
+    """The `app/__init__.py` that `python -m app.cli` run from `cwd` imports (the current
+    directory precedes site-packages, where this checkout is installed in editable mode);
+    SystemExit when it is not `cwd`'s own."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import app; print(app.__file__)"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    path = done.stdout.strip()
+    if done.returncode != 0 or not Path(path).resolve().is_relative_to(Path(cwd).resolve()):
+        raise SystemExit(f"{cwd}: `import app` gives {path or done.stderr[-300:]!r}, not its own")
+    return path
+
+
+def env_app_factory() -> ASGIApp:
+    """`uvicorn --factory` entry of `serve_navi(jobs=False)`: the app of the checkout the
+    server runs from (its current directory), settings and DATABASE_URL from the
+    environment as `navi serve`'s workers read them, without the periodic jobs."""
+    import app
+    from app.asgi import create_app
+
+    print(f"env_app_factory: pid {os.getpid()}, {app.__file__}", file=sys.stderr, flush=True)
+    return create_app(background_jobs=False)  # type: ignore[no-any-return]
+
+
+class NaviServer(WorkerServer):
+    """The service in a session (process group) of its own: `python -m app.cli serve`
+    and every process it starts (uvicorn's workers, the indexer), stopped together."""
+
+    def __init__(self, proc: Any, base_url: str, cwd: Path, jobs: bool) -> None:
+        super().__init__(proc, base_url)
+        self.cwd = cwd
+        self.jobs = jobs
+
+    def _signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def pause(self) -> None:
+        """SIGSTOP to the whole tree: its background work does not run meanwhile."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        """SIGTERM to the group (as Ctrl-C reaches a terminal's), 30 s, then SIGKILL to
+        whatever of the group is left, the server or any child."""
+        self._signal(signal.SIGCONT)
+        self._signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        self._signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+
+def serve_navi(
+    settings: Any,
+    database_url: str,
+    workers: int,
+    probe_token: str,
+    *,
+    cwd: Path = ROOT,
+    jobs: bool = True,
+    timeout: float = 240.0,
+) -> NaviServer:
+    """The service as `make run` starts it: `python -m app.cli serve --workers N --host
+    127.0.0.1 --port P` run from `cwd` (a checkout: its `app` is imported), `settings` as
+    environment variables (`navi_env`); it migrates the database, runs the periodic jobs
+    and the live indexer. `jobs=False` (`--no-jobs`, NO_JOBS_HELP): the database migrated
+    by `python -m app.cli migrate head`, then uvicorn `--workers N` on `env_app_factory`,
+    the app without its background work. Either way in a session of its own
+    (`NaviServer.stop` ends the whole group); returns once requests are answered."""
+    import httpx
+
+    port = free_port()
+    env = navi_env(settings, database_url, workers)
+    host = ["--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
+    if jobs:
+        cmd = [sys.executable, "-m", "app.cli", "serve", *host]
+    else:
+        subprocess.run(
+            [sys.executable, "-m", "app.cli", "migrate", "head"],
+            cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        cmd = [
+            sys.executable, "-m", "uvicorn", "_common:env_app_factory", "--factory",
+            "--app-dir", str(ROOT / "bench"), *host, "--log-level", "warning",
+            "--no-access-log",
+        ]  # fmt: skip
+    # the server's stdout to stderr: the bench's stdout holds its tables
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=sys.stderr, start_new_session=True)
+    server = NaviServer(proc, f"http://127.0.0.1:{port}", cwd, jobs)
+    deadline = time.monotonic() + timeout
+    ok = 0
+    while ok < 4 * workers:
+        if proc.poll() is not None:
+            server.stop()
+            raise RuntimeError(f"the server ({' '.join(cmd[1:4])}) exited during start-up")
+        if time.monotonic() > deadline:
+            server.stop()
+            raise TimeoutError("the server did not start")
+        try:
+            r = httpx.get(server.base_url + "/me", headers=auth(probe_token))
+            ok = ok + 1 if r.status_code == 200 else 0
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    return server
+
+
+def empty_database(db_name: str) -> Target:
+    """A new, empty database `db_name` (dropped first when it exists), not migrated: the
+    server started on it migrates it with its own checkout's migrations (`--ab`)."""
+    target = provision(db_name, migrate=False)
+    with psycopg.connect(libpq_url(with_database(target.url, "postgres")), autocommit=True) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+    return provision(db_name, migrate=False)
 
 
 def serve_workers(

@@ -1,15 +1,21 @@
-"""Append → findable by memory_search, under the mixed load (issue 29): `make bench-freshness`.
+"""Append → findable by memory_search, under the mixed load (issues 29, 41): `make bench-freshness`.
 
     .venv/bin/python bench/bench_freshness.py --clients 16 --seconds 60
     .venv/bin/python bench/bench_freshness.py --clients 8 --seconds 20 --workers 2
+    .venv/bin/python bench/bench_freshness.py --no-jobs   # "off": the request path alone
 
-Two runs of `make bench-load`'s mixed load (bench/bench_load.py: N clients, each its own
-user, append / list / search / history / memory_search), one after the other, each on a
-fresh database and a fresh server with its background jobs running (the idle-session
-job and the rolling summary off in both):
+Two runs of `make bench-load-py`'s mixed load (bench/bench_load.py: N clients, each its
+own user, append / list / search / history / memory_search), one after the other, each on
+a fresh database and a fresh server started as `make run` starts it (`_common.serve_navi`:
+`python -m app.cli serve --workers N` from this checkout, in a process group of its own,
+the bench's settings as environment variables: auth on, the fake Ollama as the LLM and
+the embedder; the periodic jobs at their defaults, the indexer processes `serve` starts
+running):
 
 - **off**: `RAW_INDEX_LIVE_INTERVAL_SECONDS=0`, as before the live indexer: appended
-  messages are found only once compressed or idle;
+  messages are found only once compressed or idle; with `--no-jobs` (isolate the request
+  path: no periodic jobs, no indexer) the app instead, under uvicorn without any
+  background work, so that "on / off" is the whole cost of the background work;
 - **on**: the live indexer as shipped (woken by each append, else every second).
 
 The "on" run then runs the same load a second time with a probe beside it (the A/B
@@ -20,6 +26,8 @@ from its other session (`X-Navi-Session-Id`) every 25 ms until the word is in th
 the time from the append's 201 to that answer is the message's freshness. Printed: each
 run's table (bench_load's: req/s, p50/p95/p99 per operation, CPU per request), the
 freshness p50 / p95 / max, and append throughput and memory_search p95 on against off.
+The CPU per request of the app is that of the server's whole process tree (the web
+workers and the indexer, which is also shown on its own).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import os
 import random
 import secrets
 import time
@@ -34,14 +43,15 @@ from typing import Any
 
 import httpx
 from _agent import ADMIN_TOKEN, agent_settings, ok
-from _app import configure_logging, get_settings
+from _app import Settings, configure_logging, get_settings
 from _common import (
+    NO_JOBS_HELP,
     fake_ollama_process,
     fmt_ms,
     fresh_database,
     percentile,
     print_table,
-    serve_workers,
+    serve_navi,
     server_line,
     step,
     write_results,
@@ -99,19 +109,24 @@ async def one_run(args: argparse.Namespace, live: bool) -> dict[str, Any]:
     target = fresh_database(f"navi_bench_fresh_{name}")
     args.embedded = target.embedded
     fake, fake_url = fake_ollama_process(get_settings().vector_dim)
+    jobs = live or not args.no_jobs
+    settings = agent_settings(fake_url, {}, "ollama")
+    defaults = Settings()  # the periodic jobs as `make run` has them (agent_settings: quiet)
     settings = dataclasses.replace(
-        agent_settings(fake_url, {}, "ollama"),
-        raw_index_live_interval_seconds=1.0 if live else 0.0,
-        raw_index_idle_enabled=False,
-        rolling_summary_interval_seconds=0,
+        settings,
+        extraction_interval_seconds=defaults.extraction_interval_seconds,
+        raw_index_live_interval_seconds=defaults.raw_index_live_interval_seconds if live else 0.0,
     )
     configure_logging(settings.log_level, settings.log_json)
+    mode = f"--no-jobs: {NO_JOBS_HELP}"
+    if jobs:
+        mode = f"`python -m app.cli serve --workers {args.workers}`: periodic jobs and indexer on"
+        mode += "" if live else ", RAW_INDEX_LIVE_INTERVAL_SECONDS=0"
     server = None
     fresh = Freshness()
     try:
-        server = serve_workers(
-            settings, target.url, args.workers, ADMIN_TOKEN, timing=False, background_jobs=True
-        )
+        step(f"[{name}] starting the server ({mode}) …")
+        server = serve_navi(settings, target.url, args.workers, ADMIN_TOKEN, jobs=jobs)
         step(f"[{name}] setup: {args.clients} users × {args.sessions} sessions …")
         users = await setup(server.base_url, args)
         step(f"[{name}] raw index: {await build_raw_index(target.url, settings)}")
@@ -133,9 +148,10 @@ async def one_run(args: argparse.Namespace, live: bool) -> dict[str, Any]:
             server.stop()
         fake.kill()
         fake.wait()
-    print(f"\n== live indexer {name.upper()}")
+    print(f"\n== live indexer {name.upper()} ({mode})")
     data = report(out, args)
     data["server"] = server_line(target)
+    data["mode"] = mode
     data["freshness"] = dataclasses.asdict(fresh)
     return data
 
@@ -197,15 +213,20 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=60, help="measured per run")
     parser.add_argument("--warmup", type=float, default=5)
-    parser.add_argument("--workers", type=int, default=get_settings().web_concurrency)
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=int(os.environ.get("WEB_CONCURRENCY") or min(os.cpu_count() or 1, 64)),
+        help="web worker processes (default as `make run`: WEB_CONCURRENCY, else one per core)",
+    )
     parser.add_argument("--sessions", type=int, default=4, help="sessions per user")
     parser.add_argument("--facts", type=int, default=10, help="facts per user")
     parser.add_argument("--append-size", type=int, default=2, help="messages per append")
     parser.add_argument("--seed", type=int, default=29)
+    parser.add_argument("--no-jobs", action="store_true", help=f"the 'off' run: {NO_JOBS_HELP}")
     args = parser.parse_args()
     args.mix = {o: 1.0 for o in OPS}
     args.py_spy = None
-    args.server = "uvicorn"
     if not 1 <= args.clients <= 256 or not 0 < args.seconds <= 600 or not 1 <= args.workers <= 16:
         parser.error("--clients 1–256, --seconds up to 600, --workers 1–16")
     write_results("freshness.json", asyncio.run(bench(args)))

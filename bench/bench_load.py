@@ -27,7 +27,9 @@ one user and token per client (admin API), `--sessions` sessions each with 24 me
 `--facts` facts each, the raw index built over those sessions (the idle-session indexer,
 in this process), then `--warmup` seconds of the same load, not counted.
 
-CPU per request: the server processes (uvicorn and its workers) and PostgreSQL's (the
+CPU per request: the server's whole process tree (uvicorn and its workers; under `navi
+serve` (bench_wrk, bench_freshness) the indexer child too, which is also shown on its own)
+and PostgreSQL's (the
 postmaster and every child: backends, WAL writer, checkpointer…, and the children that
 exited meanwhile — the pool closes its overflow connections, and their backends' CPU is
 then the postmaster's children time; on a shared server all that is everyone's, so the
@@ -99,7 +101,8 @@ LOOPBACK = {"localhost", "127.0.0.1", "::1"}
 SETUP_MESSAGES = 24  # per session
 HISTORY_PAGE = 50
 CPU_LABELS = {
-    "app": "app (uvicorn and its workers)",
+    "app": "app (the server's process tree: uvicorn, its workers, the indexer)",
+    "indexer": "  of which the indexer process(es)",
     "postgres": "PostgreSQL (postmaster and children)",
     "postgres_db_backends": "  of which the bench db's live backends",
     "bench_clients": "bench clients (this process)",
@@ -228,13 +231,15 @@ class CpuProbe:
 
     def snapshot(self) -> dict[str, dict[int, float]]:
         pg = tree(self.pg_pid) if self.pg_pid else self.pg_fixed
+        app = tree(self.server.proc.pid)
         return {
-            "app": cpu_ms(tree(self.server.proc.pid), reaped=True),
+            "app": cpu_ms(app, reaped=True),
+            "indexer": cpu_ms([p for p in app[1:] if is_indexer(p)]),
             "postgres": cpu_ms(pg, reaped=self.pg_pid is not None),
             "postgres_db_backends": self.backends.snapshot(),
             "bench_clients": cpu_ms([psutil.Process()]),
             "fake_ollama": cpu_ms(tree(self.fake_pid)),
-            "app_runqueue": runqueue_ms(tree(self.server.proc.pid)),
+            "app_runqueue": runqueue_ms(app),
             "postgres_runqueue": runqueue_ms(pg),
         }
 
@@ -265,8 +270,16 @@ def worker_pids(server: WorkerServer) -> list[int]:
     """The processes that serve requests: uvicorn's workers (the children of its
     supervisor that run the app), or with `--workers 1` the one process."""
     procs = tree(server.proc.pid)
-    workers = [p.pid for p in procs[1:] if "spawn_main" in " ".join(_cmdline(p))]
+    workers = [
+        p.pid for p in procs[1:] if "spawn_main" in " ".join(_cmdline(p)) and not is_indexer(p)
+    ]
     return workers or [server.proc.pid]
+
+
+def is_indexer(p: psutil.Process) -> bool:
+    """A process of the server's tree that indexes (`python -m app.cli indexer`, which
+    `navi serve` starts beside its workers)."""
+    return any("indexer" in part for part in _cmdline(p))
 
 
 def _cmdline(p: psutil.Process) -> list[str]:

@@ -30,6 +30,11 @@ while the parameters stay the same — `--regenerate` forces it):
   search as a sequential scan (exact vector distance over the user's segment vectors —
   chunks have no vector of their own since migration d41c7e9b2f68 —, then `ILIKE` on
   their content — index scans disabled). p50/p95 and the ratio.
+
+No server is started and no job runs: the searches are measured in this process, on SQL
+(the query embedding stubbed out), so the periodic jobs and the indexer of `make run`
+(issue 41) have no part in these figures; `--no-jobs` of bench-load and bench-freshness
+does not apply here.
 """
 
 from __future__ import annotations
