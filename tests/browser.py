@@ -75,6 +75,26 @@ def _wait(predicate, what: str, timeout: float = TIMEOUT) -> Any:  # type: ignor
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
+def child_pids(parent: int) -> set[int]:
+    """The processes whose parent is `parent` (from /proc)."""
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == parent:
+            out.add(int(stat.parent.name))
+    return out
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
 def app_env(db_url: str, ollama: FakeOllama, tmp_path: Path, **extra: str) -> dict[str, str]:
     """The environment of the service run as a subprocess on the test database: auth on
     with ADMIN_TOKEN, the fake Ollama, no periodic extraction, JSON logs; `extra` on top."""

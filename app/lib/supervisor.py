@@ -1,7 +1,9 @@
 """Child processes `navi serve` keeps running beside its web workers (the indexers).
 
-Each child is started at a lower OS priority (`nice`), restarted when it exits while the
-service runs (after 1 s, doubling up to 30 s while it keeps failing at once), and stopped
+Each child is started at a lower OS priority (`nice`), restarted when it fails while the
+service runs (after 1 s, doubling up to 30 s while it keeps failing at once; a child
+that exits 0 was asked to stop, e.g. SIGTERM to the whole process group, and is not
+restarted), and stopped
 with the service: SIGTERM, then SIGKILL after `STOP_SECONDS`. A child also watches its
 parent (`parent_alive`): if the service is killed outright, the child ends by itself.
 """
@@ -66,6 +68,9 @@ class ChildProcess:
             log.info("supervisor.started", child=self.name, pid=self.proc.pid, nice=self.nice)
             code = self.proc.wait()
             if self._stopping.is_set():
+                return
+            if code == 0:  # it was asked to stop (SIGTERM to the group): the service stops
+                log.info("supervisor.child_stopped", child=self.name, pid=self.proc.pid)
                 return
             if time.monotonic() - started > HEALTHY_SECONDS:
                 backoff = 1.0

@@ -67,8 +67,12 @@ ALLOWED: dict[str, str] = {
     "app/domain/raw_history/state_repository.py:RawIndexRepository.live_pending": (
         f"{_JOB}: the live raw index's recently active sessions, each then locked by its key"
     ),
-    "app/domain/raw_history/chunk_writer_repository.py:ChunkWriter.stale_chunks": (
-        f"{_JOB}: chunks whose vectors lag their text, each then written back by its key"
+    "app/domain/raw_history/chunk_writer_repository.py:ChunkWriter.due_chunks": (
+        f"{_JOB}: chunks whose vectors lag their text, each then claimed and written back"
+        " by its key"
+    ),
+    "app/domain/kernel/repositories.py:EmbedBacklogRepository.backlog": (
+        "the embedding queue's size and oldest wait across users (/health, /metrics)"
     ),
     "app/domain/rolling/repositories.py:RollingRepository.candidates": (
         f"{_JOB}: rolling-summary candidates, each then locked by (user_id, session_id)"

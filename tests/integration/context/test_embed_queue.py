@@ -176,7 +176,9 @@ async def test_search_answers_by_the_words_while_a_slow_embedder_has_a_backlog(
             sid = await new_session(c, headers=h)
             for i in range(4):
                 await append(c, sid, turn(i + 4 * s, size=420), headers=h)
-        await append(c, sid, [{"role": "user", "content": "Marguerite bakes on Sundays."}], headers=h)
+        await append(
+            c, sid, [{"role": "user", "content": "Marguerite bakes on Sundays."}], headers=h
+        )
         waits: list[float] = []
         backlog_seen = False
         deadline = time.monotonic() + 20

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser import _free_port, app_env
+from tests.browser import _free_port, app_env, child_pids, cmdline
 from tests.conftest import ADMIN_TOKEN, replica_url_of
 from tests.fakes.ollama_server import FakeOllama
 from tests.integration.replica.test_replica_reads import paused_replay  # noqa: F401
@@ -37,7 +37,7 @@ class Served:
     def workers(self) -> set[int]:
         # uvicorn's supervisor starts the workers (multiprocessing's spawn); a resource
         # tracker would be a child too, without spawn_main
-        return {p for p in _children(self.proc.pid) if "spawn_main" in _cmdline(p)}
+        return {p for p in child_pids(self.proc.pid) if "spawn_main" in cmdline(p)}
 
     def worker_of(self, conn: http.client.HTTPConnection) -> int:
         """The worker process holding the server end of `conn` (from /proc)."""
@@ -52,25 +52,6 @@ class Served:
                 except OSError:
                     continue
         raise AssertionError(f"no worker holds the connection from port {client_port}")
-
-
-def _children(parent: int) -> set[int]:
-    out = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == parent:
-            out.add(int(stat.parent.name))
-    return out
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
 
 
 def _server_socket_inode(server_port: int, client_port: int) -> str:
