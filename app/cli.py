@@ -114,7 +114,10 @@ def _start_indexers(settings: Any, url: str) -> list[Any]:
     env = {**os.environ, "DATABASE_URL": url}
     argv = [sys.executable, "-m", "app.cli", "indexer", "--parent", str(os.getpid())]
     children = [
-        ChildProcess(f"indexer-{n + 1}", argv, env, settings.indexer_nice) for n in range(count)
+        ChildProcess(
+            f"indexer-{n + 1}", argv, env, settings.indexer_nice, idle=settings.indexer_sched_idle
+        )
+        for n in range(count)
     ]
     for child in children:
         child.start()

@@ -515,6 +515,16 @@ class Settings:
             "request workers and PostgreSQL come first."
         ),
     )
+    indexer_sched_idle: bool = setting(
+        "INDEXER_SCHED_IDLE",
+        True,
+        doc=(
+            "Run the indexer processes `navi serve` starts under Linux's `SCHED_IDLE` "
+            "policy: they get only the CPU time nothing else wants, so a sustained load "
+            "delays the vectors, never the requests (the words are found meanwhile). "
+            "false: only `INDEXER_NICE`."
+        ),
+    )
     index_quiet_seconds: float = setting(
         "INDEX_QUIET_SECONDS",
         3.0,

@@ -1,6 +1,7 @@
 """Child processes `navi serve` keeps running beside its web workers (the indexers).
 
-Each child is started at a lower OS priority (`nice`), restarted when it fails while the
+Each child is started at a lower OS priority (`nice`, and Linux's `SCHED_IDLE` policy when
+asked: it runs only on CPU time nothing else wants), restarted when it fails while the
 service runs (after 1 s, doubling up to 30 s while it keeps failing at once; a child
 that exits 0 was asked to stop, e.g. SIGTERM to the whole process group, and is not
 restarted), and stopped
@@ -37,11 +38,20 @@ def parent_alive(parent_pid: int) -> bool:
 class ChildProcess:
     """One supervised child: `start()` runs a thread that (re)starts it, `stop()` ends it."""
 
-    def __init__(self, name: str, argv: Sequence[str], env: dict[str, str], nice: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        env: dict[str, str],
+        nice: int,
+        *,
+        idle: bool = False,
+    ) -> None:
         self.name = name
         self.argv = list(argv)
         self.env = env
         self.nice = nice
+        self.idle = idle
         self.proc: subprocess.Popen[bytes] | None = None
         self.restarts = 0
         self._stopping = threading.Event()
@@ -52,9 +62,19 @@ class ChildProcess:
         self._thread.start()
 
     def _spawn(self) -> subprocess.Popen[bytes]:
-        nice = self.nice
+        nice, idle = self.nice, self.idle
+
+        def lower_priority() -> None:  # in the child, before it runs anything
+            if nice:
+                os.nice(nice)
+            if idle:
+                try:  # the CPU only when nothing else wants it (Linux)
+                    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+                except (AttributeError, OSError):
+                    pass  # another OS: the nice value alone
+
         return subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            self.argv, env=self.env, preexec_fn=(lambda: os.nice(nice)) if nice else None
+            self.argv, env=self.env, preexec_fn=lower_priority
         )
 
     def _run(self) -> None:
@@ -65,7 +85,13 @@ class ChildProcess:
                     return
                 self.proc = self._spawn()
             started = time.monotonic()
-            log.info("supervisor.started", child=self.name, pid=self.proc.pid, nice=self.nice)
+            log.info(
+                "supervisor.started",
+                child=self.name,
+                pid=self.proc.pid,
+                nice=self.nice,
+                sched_idle=self.idle,
+            )
             code = self.proc.wait()
             if self._stopping.is_set():
                 return

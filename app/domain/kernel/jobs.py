@@ -88,7 +88,7 @@ def spawn(jobs: Jobs, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
 LIVE_INDEX_JOB = "memory.live_index"
 #: The shortest gap between two runs of a job that is woken: appends arriving together
 #: are taken by one run.
-WAKE_MIN_GAP_SECONDS = 0.2
+WAKE_MIN_GAP_SECONDS = 0.5
 
 
 def wake(jobs: Jobs, name: str) -> None:
