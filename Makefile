@@ -126,6 +126,9 @@ bench-load-py: install ## The mixed load from Python clients (per-operation late
 bench-freshness: install ## Append → findable by memory_search under the mixed load, p50/p95/max; append and memory_search with the live indexer on vs off, on `navi serve` as make run starts it (ARGS="--clients 8 --seconds 20 --no-jobs")
 	$(BIN)/python bench/bench_freshness.py $(ARGS)
 
+bench-embed-cost: install ## Tokens embedded per appended message by the live index, this checkout vs --ab COMMIT (default be065d7) in one run, the fake Ollama counting: N sessions × T turns appended 1 per request every --pace s, until the vectors caught up (ARGS="--sessions 4 --turns 4 --ab fa40a74 --ab be065d7")
+	$(BIN)/python bench/bench_embed_cost.py $(ARGS)
+
 bench-history-bytes: install ## Cost of the hot-history size check (SESSION_MAX_HISTORY_BYTES) at 500/2k/10k messages (ARGS="--sizes 500,2000")
 	$(BIN)/python bench/bench_history_bytes.py $(ARGS)
 
@@ -135,4 +138,4 @@ bench-export: install ## Peak RSS of GET /me/export streaming 100k messages vs l
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-clients test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions bench-console backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness
+.PHONY: help install run migrate test test-clients test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions bench-console backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness bench-embed-cost

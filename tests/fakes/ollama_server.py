@@ -14,12 +14,19 @@ It speaks the subset of Ollama's HTTP API that Navi uses:
 * ``GET /api/tags``             -> the configured models
 * ``POST /api/embed``           -> deterministic bag-of-words embeddings (see :func:`fake_embedding`)
 * ``POST /api/chat``            -> scripted replies (``chat_replies``), non-streaming or NDJSON
+* ``GET /_fake/stats``          -> what ``/api/embed`` embedded since the last reset (the
+  benchmarks, from another process): ``embed_requests``, ``embed_texts``, ``embed_chars``,
+  ``embed_tokens`` (words, as ``prompt_eval_count`` counts them), ``embed_wordpiece`` and
+  ``embed_wordpiece_full`` (with ``wordpiece=True`` and the local model's tokenizer
+  installed: the WordPiece tokens the local model reads, at most 256 a text, and before
+  that cut; else null), ``last_embed_at`` (unix time the last embedding was answered)
+* ``POST /_fake/stats/reset``   -> those counters back to zero (``reset()`` does it too)
 
 One request per connection (HTTP/1.0), so that ``"refuse"`` below refuses the next call;
 ``keep_alive=True`` answers in HTTP/1.1 with keep-alive instead, as the real server
 does (the benchmarks: a new TCP connection per embedding is not what Ollama costs).
 
-Every request that reaches the server is recorded in ``requests`` (``(path, json_or_None)``),
+Every request that reaches the server (but ``/_fake/…``) is recorded in ``requests`` (``(path, json_or_None)``),
 its headers in ``request_headers`` (``(path, {lower-case name: value})``), and counted per
 path in ``counts``.
 
@@ -130,6 +137,44 @@ def _count_tokens(text: str) -> int:
     return len(_WORD_RE.findall(text))
 
 
+WordPieceCount = Callable[[list[str]], tuple[int, int]]
+
+
+def _wordpiece_counter() -> WordPieceCount | None:
+    """(tokens the local model reads, tokens before its cut) of texts: the WordPiece
+    tokenizer of app/llm/local_embedder.py ([CLS] and [SEP] included), or None when it or
+    the `tokenizers` package is not installed."""
+    try:
+        from tokenizers import Tokenizer
+
+        from app.llm.local_embedder import MAX_TOKENS, _default_paths
+
+        tokenizer = Tokenizer.from_file(str(_default_paths()[1]))
+    except Exception:
+        return None
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+
+    def count(texts: list[str]) -> tuple[int, int]:
+        lengths = [len(e.ids) for e in tokenizer.encode_batch(texts)] if texts else []
+        return sum(min(n, MAX_TOKENS) for n in lengths), sum(lengths)
+
+    return count
+
+
+def _zero_stats(wordpiece: bool) -> dict[str, Any]:
+    none = 0 if wordpiece else None
+    return {
+        "embed_requests": 0,
+        "embed_texts": 0,
+        "embed_chars": 0,
+        "embed_tokens": 0,
+        "embed_wordpiece": none,
+        "embed_wordpiece_full": none,
+        "last_embed_at": None,
+    }
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -184,6 +229,7 @@ class FakeOllama:
         host: str = "127.0.0.1",
         port: int = 0,
         keep_alive: bool = False,
+        wordpiece: bool = False,
     ) -> None:
         self.dim = dim
         self.keep_alive = keep_alive
@@ -204,6 +250,10 @@ class FakeOllama:
         self.counts: Counter[str] = Counter()
         #: per /api/chat call: (received, first byte sent, last byte sent), perf_counter
         self.chat_times: list[tuple[float, float, float]] = []
+        #: WordPiece counts in the embedding stats (``wordpiece=True``, when installed)
+        self._wordpiece = _wordpiece_counter() if wordpiece else None
+        #: what /api/embed embedded since the last reset (``GET /_fake/stats``)
+        self.embed_stats: dict[str, Any] = _zero_stats(self._wordpiece is not None)
 
         self._lock = threading.RLock()
         self._mode: str | None = None
@@ -317,7 +367,17 @@ class FakeOllama:
             self.chat_replies.clear()
             self.chat_times.clear()
             self.embed_batch_seconds = 0.0
+        self.reset_stats()
         self.recover()
+
+    def reset_stats(self) -> None:
+        """The embedding stats (``GET /_fake/stats``) back to zero."""
+        with self._lock:
+            self.embed_stats = _zero_stats(self._wordpiece is not None)
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return dict(self.embed_stats)
 
     def count(self, path: str) -> int:
         with self._lock:
@@ -357,6 +417,11 @@ class FakeOllama:
                 body = json.loads(raw)
             except ValueError:
                 bad_json = True
+        if path.startswith("/_fake/"):  # the harness's, not a client's: never recorded
+            try:
+                return self._fake_route(h, method, path)
+            except (BrokenPipeError, ConnectionResetError):
+                return None
         with self._lock:
             self.requests.append((path, body))
             self.request_headers.append((path, {k.lower(): v for k, v in h.headers.items()}))
@@ -401,6 +466,27 @@ class FakeOllama:
             return self._chat(h, body if isinstance(body, dict) else {})
         return self._send_raw(h, 404, b"404 page not found", "text/plain")
 
+    def _fake_route(self, h: _Handler, method: str, path: str) -> None:
+        if path == "/_fake/stats" and method == "GET":
+            return self._send_json(h, 200, self.stats())
+        if path == "/_fake/stats/reset" and method == "POST":
+            self.reset_stats()
+            return self._send_json(h, 200, self.stats())
+        return self._send_raw(h, 404, b"404 page not found", "text/plain")
+
+    def _count_embedded(self, texts: list[str]) -> None:
+        wordpiece = self._wordpiece(texts) if self._wordpiece is not None else None
+        with self._lock:
+            stats = self.embed_stats
+            stats["embed_requests"] += 1
+            stats["embed_texts"] += len(texts)
+            stats["embed_chars"] += sum(len(t) for t in texts)
+            stats["embed_tokens"] += sum(_count_tokens(t) for t in texts)
+            if wordpiece is not None:
+                stats["embed_wordpiece"] += wordpiece[0]
+                stats["embed_wordpiece_full"] += wordpiece[1]
+            stats["last_embed_at"] = time.time()
+
     def _model_info(self, name: str) -> dict[str, Any]:
         return {
             "name": name,
@@ -434,6 +520,7 @@ class FakeOllama:
         wanted = body.get("dimensions")
         if isinstance(wanted, int) and 0 < wanted < dim and not wrong_dim:
             embeddings = [_renorm(v[:wanted]) for v in embeddings]
+        self._count_embedded(texts)
         self._send_json(
             h,
             200,
