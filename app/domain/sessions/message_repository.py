@@ -22,11 +22,14 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    false,
     func,
     insert,
     or_,
     select,
     text,
+    true,
+    union_all,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -41,6 +44,7 @@ MESSAGE_COLUMNS = [c.name for c in Message.__table__.columns if c.name != "id"]
 _COLS_SQL = ", ".join(f'"{c}"' for c in MESSAGE_COLUMNS)
 
 _MESSAGES = cast(Table, Message.__table__)
+_ARCHIVE = cast(Table, MessageArchive.__table__)
 _SESSIONS = cast(Table, Session.__table__)
 # An append's reservation (`MessageRepository.reserve`), built once: Core, not the ORM's
 # bulk-update path, and no expression building per call (both measurable per append).
@@ -69,11 +73,14 @@ PAGE_FIELDS = (
 )  # fmt: skip
 
 
-def _page(table: Table) -> Any:
-    """A history page's statement on `table`, built once (Core, bound parameters)."""
+def _page_of(table: Table, archived: bool) -> Any:
+    """The newest `lim` displayed rows of `table` below `bound` (one arm of `_PAGE`)."""
     names = {"message_metadata": "metadata"}  # the ORM's attribute → the column
     return (
-        select(*(table.c[names.get(f, f)].label(f) for f in PAGE_FIELDS))
+        select(
+            *(table.c[names.get(f, f)].label(f) for f in PAGE_FIELDS),
+            (true() if archived else false()).label("archived"),
+        )
         .where(
             table.c.user_id == bindparam("uid"),
             table.c.session_id == bindparam("sid"),
@@ -85,8 +92,21 @@ def _page(table: Table) -> Any:
     )
 
 
-_PAGE_HOT = _page(_MESSAGES)
-_PAGE_ARCHIVED = _page(cast(Table, MessageArchive.__table__))
+def _page() -> Any:
+    """A history page's statement, built once (Core, bound parameters): the newest `lim`
+    displayed rows below `bound` of the hot table and the archive together.
+
+    Both tables are always read, in one statement: a row still in the LLM context (a
+    system note, kept verbatim by every compression) stays hot however old it is, so the
+    archive may hold rows newer than some hot ones, and no test on the hot rows alone
+    tells whether the archive has a newer one. Each arm is an index range scan
+    (`session_id, sequence_number`) stopped after `lim` rows, the archive's usually
+    empty; the merge sorts at most 2 × `lim` rows."""
+    both = union_all(_page_of(_MESSAGES, False), _page_of(_ARCHIVE, True)).subquery("page")
+    return select(both).order_by(both.c.sequence_number.desc()).limit(bindparam("lim"))
+
+
+_PAGE = _page()
 
 
 def _size_buckets(table: Table) -> Any:
@@ -174,7 +194,7 @@ def _newer(table: Table) -> Any:
     )
 
 
-_TABLES = (_MESSAGES, cast(Table, MessageArchive.__table__))
+_TABLES = (_MESSAGES, _ARCHIVE)
 _SIZE_BUCKETS = [_size_buckets(t) for t in _TABLES]
 _COMPRESSIONS = [_compressions(t) for t in _TABLES]
 _NEWER = [_newer(t) for t in _TABLES]
@@ -220,19 +240,13 @@ class MessageRepository:
     async def history_page(
         self, user_id: str, session_id: uuid.UUID, before_seq: int | None, limit: int
     ) -> list[tuple[Row[Any], bool]]:
-        """Display messages with sequence_number < before_seq, newest first, hot and
-        archived alike. Returns (row, archived) pairs: plain rows of the columns a page
-        shows (`PAGE_FIELDS`), not ORM objects (nothing on a page is changed)."""
+        """The `limit` display messages right below before_seq, newest first, hot and
+        archived alike, in one statement (`_PAGE`). Returns (row, archived) pairs: plain
+        rows of the columns a page shows (`PAGE_FIELDS`), not ORM objects (nothing on a
+        page is changed)."""
         bound = before_seq if before_seq is not None else 2**62
-        out: list[tuple[Row[Any], bool]] = []
         params = {"uid": user_id, "sid": session_id, "bound": bound, "lim": limit}
-        for stmt, archived in ((_PAGE_HOT, False), (_PAGE_ARCHIVED, True)):
-            rows = await self.session.execute(stmt, params)
-            out.extend((r, archived) for r in rows)
-            if not archived and len(out) >= limit:
-                break  # the archive holds only older rows: nothing there can be newer
-        out.sort(key=lambda p: p[0].sequence_number, reverse=True)
-        return out[:limit]
+        return [(r, bool(r.archived)) for r in await self.session.execute(_PAGE, params)]
 
     async def _newest_of_both(
         self, statements: list[Any], params: dict[str, Any], limit: int
