@@ -53,6 +53,9 @@ _.IMAGE_VIEW, _.IMAGE_VIEW_DESCRIPTION  # tool image_view
 _.SHARE_FILE, _.SHARE_FILE_DESCRIPTION  # tool share_file
 _.CONTENT_PUBLISH, _.CONTENT_PUBLISH_DESCRIPTION  # tool content_publish
 
+# -- request fields accepted for compatibility, never read
+_.sent_chars  # kernel/events.py UsageIn: the calibration counts characters itself (issue 42)
+
 # -- used by the Alembic migrations (alembic/)
 _.has_citus, _.cluster_metadata  # db/citus.py: alembic/env.py, distribute_by_user
 _.try_create_pg_trgm, _.drop_trigram_indexes  # db/extensions.py: initial_schema

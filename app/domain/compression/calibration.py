@@ -1,31 +1,54 @@
-"""Per-model calibration of the character → real-token relation.
+"""Per-user, per-model calibration of the character → real-token relation.
 
 Every window decision is made in real prompt tokens. Ollama reports the real
 size of each prompt (``prompt_eval_count``); we remember the last few pairs
-``(chars of the built context, real tokens)`` per model and fit a straight
+``(chars of the built context, real tokens)`` per user and model and fit a straight
 line ``tokens ≈ overhead + chars × tokens_per_char`` through them. Until a
 trustworthy line exists, a conservative ``chars / 1.8`` is used.
 
-The registry is module-level on purpose: the post-turn worker builds a fresh
-compressor for every pass, and the calibration must outlive it.
+The counts come from the client (``usage`` on an append), so nothing here trusts them
+further than one user's own estimates, and not even those without a bound:
+
+* **A user's own line.** The registry is keyed by ``(user_id, model)``: one user's
+  reports (forged, or from a runtime whose prompts carry big tool schemas) never move
+  another user's estimates. It is module-level on purpose (the post-turn worker builds a
+  fresh compressor for every pass, and the calibration must outlive it), one per process,
+  and an LRU of :data:`MAX_CALIBRATIONS` lines: distinct users and model names cannot
+  grow it without bound. A line that falls out is relearnt from the next reports; a
+  session's own real baseline (its metadata) does not depend on it.
+* **Navi's characters, a possible count.** The characters of an observation are Navi's
+  own count of the prompt it handed out, never the client's; a count no tokenizer could
+  produce for them (:func:`is_plausible_count`: over :data:`MAX_COUNT_PER_CHAR` tokens a
+  character — one per UTF-8 byte — plus the overhead bound) is neither fitted nor kept
+  as a baseline.
+* **A bounded line.** The slope stays within ``0.25..1`` token a character (else no fit)
+  and the overhead a prompt costs beyond its characters (template, the runtime's tool
+  schemas) is held to :data:`MAX_OVERHEAD_WINDOW_SHARE` of the window it is priced for
+  (:func:`max_overhead`). Whatever a user reported, an estimate of ``chars`` characters
+  is at most ``chars + window / 2`` tokens: a short prompt always fits its window.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 __all__ = [
     "FALLBACK_CHARS_PER_TOKEN",
+    "MAX_CALIBRATIONS",
+    "MAX_COUNT_PER_CHAR",
     "MAX_OBSERVATIONS",
+    "MAX_OVERHEAD_WINDOW_SHARE",
     "MAX_TOKENS_PER_CHAR",
     "MIN_SIZE_SPREAD",
     "MIN_TOKENS_PER_CHAR",
     "TRUNCATION_RATIO",
     "Calibration",
     "calibration_for",
+    "is_plausible_count",
     "is_truncated_prompt",
+    "max_overhead",
     "record_real_baseline",
     "reset_registry",
 ]
@@ -46,6 +69,29 @@ TRUNCATION_RATIO = 0.70
 # that left KV-cached tokens out, a proxy, a fake): below this share of the window a
 # short count is ignored — neither recorded nor taken for a truncation.
 TRUNCATED_MIN_WINDOW_SHARE = 0.25
+# The fitted overhead (what a prompt costs beyond its characters) is held to this share
+# of the window the estimate is for: a prompt template and tool schemas that took more
+# would leave no room for a conversation.
+MAX_OVERHEAD_WINDOW_SHARE = 0.5
+# No tokenizer makes more tokens of a text than it has UTF-8 bytes (byte-level BPE and
+# SentencePiece's byte fallback emit at least one byte a token), and a character is at
+# most 4 bytes: a reported count above 4 a character plus the overhead bound is not a
+# count of that prompt.
+MAX_COUNT_PER_CHAR = 4
+# Lines kept per process (users × model names), least recently used dropped first.
+MAX_CALIBRATIONS = 4096
+
+
+def max_overhead(window: int) -> int:
+    """The largest overhead an estimate for a prompt of ``window`` tokens adds."""
+    return max(0, int(window * MAX_OVERHEAD_WINDOW_SHARE))
+
+
+def is_plausible_count(prompt_eval_count: int, chars: int, window: int, images: int = 0) -> bool:
+    """Whether a reported count can be the size of a prompt of ``chars`` characters (Navi's
+    count) with ``images`` tokens of images, for a model of ``window`` tokens."""
+    limit = MAX_COUNT_PER_CHAR * max(0, chars) + max_overhead(window) + max(0, images)
+    return prompt_eval_count <= limit
 
 
 @dataclass
@@ -69,8 +115,9 @@ class Calibration:
         self.observations.append((int(chars), int(real_tokens)))
         return True
 
-    def fit(self) -> tuple[float, float] | None:
-        """Least-squares ``(overhead, tokens_per_char)`` or None when not usable."""
+    def fit(self, window: int | None = None) -> tuple[float, float] | None:
+        """Least-squares ``(overhead, tokens_per_char)`` or None when not usable; for a
+        ``window``, the overhead held to :func:`max_overhead` of it."""
         obs = list(self.observations)
         if len(obs) < 2:
             return None
@@ -89,6 +136,8 @@ class Calibration:
         if not (MIN_TOKENS_PER_CHAR <= slope <= MAX_TOKENS_PER_CHAR):
             return None
         overhead = mean_y - slope * mean_x
+        if window is not None:
+            overhead = min(overhead, float(max_overhead(window)))
         return overhead, slope
 
     @property
@@ -100,11 +149,13 @@ class Calibration:
         line = self.fit()
         return line[1] if line is not None else 1.0 / FALLBACK_CHARS_PER_TOKEN
 
-    def estimate(self, chars: int) -> int:
-        """Real-token estimate of a whole built prompt of ``chars`` characters."""
+    def estimate(self, chars: int, window: int | None = None) -> int:
+        """Real-token estimate of a whole built prompt of ``chars`` characters; for a
+        model of ``window`` tokens (every estimate of the service names it), at most
+        ``chars + window × MAX_OVERHEAD_WINDOW_SHARE``."""
         if chars <= 0:
             return 0
-        line = self.fit()
+        line = self.fit(window)
         if line is None:
             return math.ceil(chars / FALLBACK_CHARS_PER_TOKEN)
         overhead, slope = line
@@ -119,7 +170,10 @@ class Calibration:
         """
         if chars <= 0:
             return 0
-        return math.ceil(chars * self.tokens_per_char())
+        line = self.fit()
+        if line is None:  # as `estimate` without a line: the same number of tokens
+            return math.ceil(chars / FALLBACK_CHARS_PER_TOKEN)
+        return math.ceil(chars * line[1])
 
     def chars_for_tokens(self, tokens: int) -> int:
         """How many characters fit into ``tokens`` at the marginal rate."""
@@ -128,20 +182,27 @@ class Calibration:
         return int(tokens / self.tokens_per_char())
 
 
-_REGISTRY: dict[str, Calibration] = {}
+_REGISTRY: OrderedDict[tuple[str, str], Calibration] = OrderedDict()
 
 
-def calibration_for(model: str) -> Calibration:
-    """The calibration of ``model`` (created empty on first use)."""
-    calib = _REGISTRY.get(model)
+def calibration_for(model: str, user_id: str = "") -> Calibration:
+    """The calibration of ``model`` for the user ``user_id`` (the session's: its tenant
+    key), created empty on first use. Every request path names the user; ``""`` is a
+    calibration of no user's, for benches and tools."""
+    key = (user_id, model)
+    calib = _REGISTRY.get(key)
     if calib is None:
         calib = Calibration(model=model)
-        _REGISTRY[model] = calib
+        _REGISTRY[key] = calib
+        while len(_REGISTRY) > MAX_CALIBRATIONS:
+            _REGISTRY.popitem(last=False)
+    else:
+        _REGISTRY.move_to_end(key)
     return calib
 
 
 def reset_registry() -> None:
-    """Forget every model's observations (tests, or a settings reload)."""
+    """Forget every user's and model's observations (tests, or a settings reload)."""
     _REGISTRY.clear()
 
 
@@ -165,8 +226,11 @@ def record_real_baseline(
     prompt_eval_count: int,
     sent_tokens: int,
     had_images: bool,
+    user_id: str = "",
 ) -> bool:
-    """Feed a real ``prompt_eval_count`` back into the model's calibration.
+    """Feed a real ``prompt_eval_count`` back into the user's calibration of the model
+    (``chars``: Navi's own count of the prompt's characters; the caller has checked the
+    count with :func:`is_plausible_count`).
 
     Returns False — recording nothing — when the count is below
     :data:`TRUNCATION_RATIO` of ``sent_tokens`` (our own estimate of the
@@ -179,5 +243,5 @@ def record_real_baseline(
     """
     if is_short_count(prompt_eval_count, sent_tokens):
         return False
-    calibration_for(model).record(chars, prompt_eval_count, had_images=had_images)
+    calibration_for(model, user_id).record(chars, prompt_eval_count, had_images=had_images)
     return True

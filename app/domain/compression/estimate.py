@@ -19,6 +19,7 @@ from .types import Msg
 
 __all__ = [
     "ContextTooLargeError",
+    "added_tokens",
     "check_context_size",
     "context_chars",
     "context_limit",
@@ -111,11 +112,31 @@ def estimate_tokens(
     message_budget: int = 0,
     image_fallback: int = DEFAULT_IMAGE_TOKENS,
 ) -> int:
-    """Estimated real prompt tokens of ``messages`` (text view + images)."""
+    """Estimated real prompt tokens of ``messages`` (text view + images): the whole
+    prompt, the calibration's overhead included (bounded by the window)."""
     if not messages:
         return 0
     budget = view_budget_tokens(window, message_budget)
-    text = calib.estimate(_view_chars(messages, calib, budget))
+    text = calib.estimate(_view_chars(messages, calib, budget), window)
+    return text + images_tokens(messages, image_fallback)
+
+
+def added_tokens(
+    messages: Sequence[Msg],
+    calib: Calibration,
+    *,
+    window: int,
+    message_budget: int = 0,
+    image_fallback: int = DEFAULT_IMAGE_TOKENS,
+) -> int:
+    """Tokens ``messages`` add to a prompt priced on its own: their view at the marginal
+    rate plus their images, no overhead (the prompt's one overhead is in its estimate
+    or its real baseline). For the parts of a prompt priced apart: the profile's system
+    prompt, the injected memory notes, the messages after a real baseline."""
+    if not messages:
+        return 0
+    budget = view_budget_tokens(window, message_budget)
+    text = calib.estimate_delta(_view_chars(messages, calib, budget))
     return text + images_tokens(messages, image_fallback)
 
 
@@ -151,10 +172,13 @@ def real_baseline_estimate(
             message_budget=message_budget,
             image_fallback=image_fallback,
         )
-    delta = messages[baseline_count:]
-    budget = view_budget_tokens(window, message_budget)
-    text = calib.estimate_delta(_view_chars(delta, calib, budget))
-    return baseline_tokens + text + images_tokens(delta, image_fallback)
+    return baseline_tokens + added_tokens(
+        messages[baseline_count:],
+        calib,
+        window=window,
+        message_budget=message_budget,
+        image_fallback=image_fallback,
+    )
 
 
 class ContextTooLargeError(Exception):

@@ -94,7 +94,9 @@ async def compress_and_save_session(
     the same session won the race.
     """
     started = time.perf_counter()
-    estimate = estimator_for(model, window, settings, profile.system_prompt)
+    # priced by the calibration of the session's user (the tenant key its rows carry)
+    user_id = loaded.rows[0].user_id if loaded.rows else ""
+    estimate = estimator_for(model, window, settings, profile.system_prompt, user_id=user_id)
     plan_of = partial(
         plan_for,
         loaded.msgs,

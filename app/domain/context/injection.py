@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.db.models import Session
-from app.domain.compression import Msg, calibration_for, estimate_tokens
+from app.domain.compression import Msg, added_tokens, calibration_for
 from app.domain.facts.memory_hits import search_fact_hits
 from app.domain.facts.prompt_notes import memory_notes
 from app.domain.facts.services import FactService
@@ -108,8 +108,9 @@ async def build_injection(
         )
     notes = [*out.before, *out.after]
     if notes:
-        calib = calibration_for(model)
-        out.tokens = estimate_tokens(
+        # what the notes add to the prompt priced without them (its overhead is there)
+        calib = calibration_for(model, session.user_id)
+        out.tokens = added_tokens(
             [Msg(role="system", content=n.content) for n in notes], calib, window=window
         )
     return out

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.db.models import Message
 from app.domain.compression import Estimator, Msg, calibration_for, estimate_tokens
+from app.domain.context.system_prompt import prompt_tokens
 from app.domain.files.images import context_view
 from app.domain.kernel.access import reaches_llm
 from app.domain.kernel.layout import order_context
@@ -84,16 +85,18 @@ async def load_context(db: AsyncSession, user_id: str, session_id: uuid.UUID) ->
 
 
 def estimator_for(
-    model: str, window: int, settings: Settings, system_prompt: str | None = None
+    model: str,
+    window: int,
+    settings: Settings,
+    system_prompt: str | None = None,
+    *,
+    user_id: str = "",
 ) -> Estimator:
-    """The calibrated real-token estimator of ``model`` over the view the model gets;
-    with the profile's ``system_prompt``, which every prompt carries, counted in."""
-    calib = calibration_for(model)
-    fixed = (
-        estimate_tokens([Msg(role="system", content=system_prompt)], calib, window=window)
-        if system_prompt
-        else 0
-    )
+    """The real-token estimator of ``model`` over the view the model gets, calibrated for
+    the user ``user_id`` (the session's); with the profile's ``system_prompt``, which
+    every prompt carries, counted in."""
+    calib = calibration_for(model, user_id)
+    fixed = prompt_tokens(system_prompt, model, window, user_id=user_id)
 
     def estimate(messages: list[Msg]) -> int:
         return fixed + estimate_tokens(

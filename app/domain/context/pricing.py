@@ -6,6 +6,10 @@
 * :meth:`Pricing.over_threshold` / :meth:`Pricing.can_compress`: the compression trigger;
 * :meth:`Pricing.view`: the context as the model gets it (per-message view truncation);
 * :meth:`Pricing.calibrate`: the post-turn record of the real prompt size.
+
+Every price is the session's user's: the calibration is per user and model
+(:mod:`app.domain.compression.calibration`), so ``user_id`` is the session's (its
+tenant key), not the viewer's.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from app.domain.compression import (
     calibration_for,
     context_chars,
     context_limit,
+    images_tokens,
+    is_plausible_count,
     is_truncated_prompt,
     real_baseline_estimate,
     record_real_baseline,
@@ -84,6 +90,7 @@ class Pricing:
         self,
         msgs: list[Msg],
         *,
+        user_id: str,
         model: str,
         window: int,
         metadata: Mapping[str, Any] | None,
@@ -95,28 +102,37 @@ class Pricing:
         tokens, count = baseline_of(metadata, model)
         msgs = msgs + ([extra] if extra is not None else [])
         measured = tokens is not None and tokens > 0 and 0 < count <= len(msgs)
-        fixed = 0 if measured else prompt_tokens(system_prompt, model, window)
+        fixed = 0 if measured else prompt_tokens(system_prompt, model, window, user_id=user_id)
         return fixed + real_baseline_estimate(
             msgs,
             baseline_tokens=tokens,
             baseline_count=count,
-            calib=calibration_for(model),
+            calib=calibration_for(model, user_id),
             window=window,
             message_budget=self.settings.context_message_token_budget,
             image_fallback=self.settings.context_image_tokens,
         )
 
     def can_compress(
-        self, msgs: list[Msg], profile: Profile, model: str, keep_messages: int | None
+        self,
+        msgs: list[Msg],
+        profile: Profile,
+        model: str,
+        keep_messages: int | None,
+        *,
+        user_id: str,
     ) -> bool:
         window = profile.context_window
+        estimate = estimator_for(
+            model, window, self.settings, profile.system_prompt, user_id=user_id
+        )
         return would_compress(
             msgs,
             keep_recent=profile.keep_recent,
             keep_recent_messages=keep_messages,
             window=window,
             target=self.settings.context_compression_target,
-            estimate=estimator_for(model, window, self.settings, profile.system_prompt),
+            estimate=estimate,
         )
 
     def over_threshold(self, tokens: int, window: int) -> bool:
@@ -128,8 +144,10 @@ class Pricing:
         )
         return tokens >= trigger
 
-    def view(self, loaded: LoadedContext, model: str, window: int) -> list[MessageOut]:
-        calib = calibration_for(model)
+    def view(
+        self, loaded: LoadedContext, model: str, window: int, *, user_id: str
+    ) -> list[MessageOut]:
+        calib = calibration_for(model, user_id)
         budget = view_budget_tokens(window, self.settings.context_message_token_budget)
         out = []
         for row, msg in zip(loaded.rows, loaded.msgs, strict=True):
@@ -147,9 +165,20 @@ class Pricing:
         window: int,
         metadata: dict[str, Any],
         system_prompt: str | None = None,
+        *,
+        user_id: str,
     ) -> Calibration:
-        """Record the real size of the prompt that produced the reply, unless it was
-        silently truncated; a new baseline is also written into ``metadata``."""
+        """Record the real size of the prompt that produced the reply in the user's
+        calibration, unless it was silently truncated or cannot be a count of that
+        prompt; a new baseline is also written into ``metadata``.
+
+        The client reports the count; the characters it is fitted against are Navi's own
+        count of the prompt it handed out (``usage.sent_chars`` is not used), and a
+        prompt Navi knows carried images never enters the fit, whatever
+        ``usage.had_images`` says. A count above :func:`is_plausible_count` (more tokens
+        than the prompt's characters could make, plus half the window) is ignored —
+        neither recorded nor kept as the baseline (log ``context.implausible_prompt_count``).
+        """
         model = usage.model
         # The reported prompt produced the reply that closes this append (an assistant
         # message, maybe followed by its tool calls' results): it held every context
@@ -158,24 +187,38 @@ class Pricing:
         if usage.prompt_eval_count <= 0 or count <= 0:
             return Calibration()
         prompt = msgs[:count]
-        calib = calibration_for(model)
+        calib = calibration_for(model, user_id)
         budget = view_budget_tokens(window, self.settings.context_message_token_budget)
         our_chars = context_chars(truncate_for_view(m, budget, calib) for m in prompt)
         # the memory notes prepare injected were sent with that prompt, not stored
         our_chars += int(metadata.get(INJECTED_CHARS_KEY) or 0)
         our_chars += len(system_prompt or "")  # the profile's prompt, sent first
+        images = images_tokens(prompt, self.settings.context_image_tokens)
+        if not is_plausible_count(usage.prompt_eval_count, our_chars, window, images):
+            log.info(
+                "context.implausible_prompt_count",
+                model=model,
+                prompt_eval_count=usage.prompt_eval_count,
+                chars=our_chars,
+                window=window,
+                hint="more tokens than the prompt could make: not recorded, not a baseline",
+            )
+            return Calibration()
         sent_tokens = usage.sent_tokens or self.tokens(
-            prompt, model=model, window=window, metadata=metadata, system_prompt=system_prompt
-        )
-        had_images = (
-            usage.had_images if usage.had_images is not None else any(m.images for m in prompt)
+            prompt,
+            user_id=user_id,
+            model=model,
+            window=window,
+            metadata=metadata,
+            system_prompt=system_prompt,
         )
         honest = record_real_baseline(
             model,
-            chars=usage.sent_chars or our_chars,
+            chars=our_chars,
             prompt_eval_count=usage.prompt_eval_count,
             sent_tokens=sent_tokens,
-            had_images=had_images,
+            had_images=bool(usage.had_images) or images > 0,
+            user_id=user_id,
         )
         if not honest:
             if is_truncated_prompt(usage.prompt_eval_count, sent_tokens, window):

@@ -84,7 +84,7 @@ async def prepare_rolling(
     block = summary_block(relevant_summary(state.summary if state else None, about))
 
     window = profile.context_window
-    calib = calibration_for(model)
+    calib = calibration_for(model, session.user_id)
     budget = view_budget_tokens(window, settings.context_message_token_budget)
     context: list[MessageOut] = []
     msgs: list[Msg] = []
@@ -98,7 +98,9 @@ async def prepare_rolling(
     if block is not None:
         context.append(summary_message(block, datetime.now(UTC)))
         msgs.append(Msg(role="user", content=block, is_display=False, is_summary=True))
-    estimate = estimator_for(model, window, settings, profile.system_prompt)
+    estimate = estimator_for(
+        model, window, settings, profile.system_prompt, user_id=session.user_id
+    )
     tokens = estimate(msgs + ([incoming] if incoming is not None else []))
     # History left the window (the first message kept is not the session's first):
     # recall may bring back excerpts of it, as after a compression in compress mode.

@@ -163,6 +163,7 @@ class ContextService:
         loaded = await load_context(self.db, session.user_id, session.id)
         tokens = self.price.tokens(
             loaded.msgs,
+            user_id=session.user_id,
             model=model,
             window=window,
             metadata=session.session_metadata,
@@ -172,7 +173,7 @@ class ContextService:
         loaded, tokens, events = await self._compress_before_turn(
             session, viewer, profile, model, loaded, tokens, incoming, mid_turn=mid_turn
         )
-        view = self.price.view(loaded, model, window)
+        view = self.price.view(loaded, model, window, user_id=session.user_id)
         if not mid_turn:  # once per turn: memory the stored context does not hold
             view, tokens = await self._inject(
                 session, viewer, loaded.msgs, incoming, view, tokens, model=model, window=window
@@ -248,7 +249,9 @@ class ContextService:
         if not (
             self.settings.context_compression_enabled
             and self.price.over_threshold(tokens, window)
-            and self.price.can_compress(loaded.msgs, profile, model, keep_messages)
+            and self.price.can_compress(
+                loaded.msgs, profile, model, keep_messages, user_id=session.user_id
+            )
         ):
             return loaded, tokens, []
         events: list[ContextEvent] = [
@@ -267,6 +270,7 @@ class ContextService:
         loaded = await load_context(self.db, session.user_id, session.id)
         tokens = self.price.tokens(
             loaded.msgs,
+            user_id=session.user_id,
             model=model,
             window=window,
             metadata=None,
@@ -324,9 +328,17 @@ class ContextService:
         loaded = await load_context(self.db, session.user_id, session_id)
         metadata = dict(session.session_metadata or {})
         prompt = profile.system_prompt
-        calibration = self.price.calibrate(loaded.msgs, usage, window, metadata, prompt)
+        user_id = session.user_id
+        calibration = self.price.calibrate(
+            loaded.msgs, usage, window, metadata, prompt, user_id=user_id
+        )
         tokens = self.price.tokens(
-            loaded.msgs, model=usage.model, window=window, metadata=metadata, system_prompt=prompt
+            loaded.msgs,
+            user_id=user_id,
+            model=usage.model,
+            window=window,
+            metadata=metadata,
+            system_prompt=prompt,
         )
         await ContextRepository(self.db).save_state(
             session_id,
@@ -340,7 +352,7 @@ class ContextService:
         if not (calibration.truncated or self.price.over_threshold(tokens, window)):
             return []
         return await self._compress_after_turn(
-            session_id, viewer, profile, usage.model, loaded, tokens
+            session_id, viewer, profile, usage.model, loaded, tokens, user_id=user_id
         )
 
     async def _compress_after_turn(
@@ -351,11 +363,13 @@ class ContextService:
         model: str,
         loaded: LoadedContext,
         tokens: int,
+        *,
+        user_id: str,
     ) -> list[ContextEvent]:
         """The post-turn compression, keeping the mid-turn share of recent messages."""
         window = profile.context_window
         keep_messages = profile.mid_turn_keep_messages()
-        if not self.price.can_compress(loaded.msgs, profile, model, keep_messages):
+        if not self.price.can_compress(loaded.msgs, profile, model, keep_messages, user_id=user_id):
             return []
         events: list[ContextEvent] = [
             CompressionStarted(context_tokens=tokens, max_context_tokens=window)
@@ -387,6 +401,7 @@ class ContextService:
         loaded = await load_context(self.db, session.user_id, session_id)
         tokens = self.price.tokens(
             loaded.msgs,
+            user_id=session.user_id,
             model=model,
             window=window,
             metadata=None,
@@ -408,6 +423,7 @@ class ContextService:
         loaded = await load_context(self.db, session.user_id, session.id)
         tokens = self.price.tokens(
             loaded.msgs,
+            user_id=session.user_id,
             model=model,
             window=window,
             metadata=session.session_metadata,

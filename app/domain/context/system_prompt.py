@@ -4,7 +4,7 @@ estimate of the context (the compression leaves room for it)."""
 
 from __future__ import annotations
 
-from app.domain.compression import Msg, calibration_for, estimate_tokens
+from app.domain.compression import Msg, added_tokens, calibration_for
 from app.domain.context.injection import system_note
 from app.domain.kernel.messages import MessageOut
 from app.domain.kernel.profiles import Profile
@@ -22,9 +22,11 @@ def prompt_note(profile: Profile) -> MessageOut | None:
     return system_note(profile.system_prompt, SYSTEM_PROMPT_SOURCE, profile_id=profile.id)
 
 
-def prompt_tokens(system_prompt: str | None, model: str, window: int) -> int:
-    """The prompt's estimated tokens (0 without one)."""
+def prompt_tokens(system_prompt: str | None, model: str, window: int, *, user_id: str = "") -> int:
+    """The tokens the prompt adds to a prompt priced with it (0 without one): at the
+    marginal rate of the user's calibration (``user_id``: the session's), the prompt's
+    overhead being in the estimate of the rest."""
     if not system_prompt:
         return 0
     msg = Msg(role="system", content=system_prompt)
-    return estimate_tokens([msg], calibration_for(model), window=window)
+    return added_tokens([msg], calibration_for(model, user_id), window=window)

@@ -243,7 +243,7 @@ async def attach_pasted_images(
         return
     session = await sessions.get(session_id, viewer)
     window, model = window_and_model(settings, profiles, session.profile_id if session else None)
-    calib = calibration_for(model)
+    calib = calibration_for(model, user_id)
     rows = await messages_repo.context_messages(user_id, session_id)
     context = [
         _as_msg(r, True) for r in rows if reaches_llm(r.role, r.is_context, r.message_metadata)

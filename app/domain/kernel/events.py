@@ -41,9 +41,13 @@ ContextEvent = CompressionStarted | ContextCompressed
 class UsageIn(msgspec.Struct, forbid_unknown_fields=True):
     """What the runtime's LLM reported for the prompt that produced the appended reply.
 
-    ``sent_chars`` / ``sent_tokens``: the runtime's own size of the prompt it sent
-    (default: Navi's count and estimate of the stored context it covered).
-    ``had_images``: the prompt carried images (default: judged from the stored context).
+    Client claims: they reach only this user's calibration and this session's baseline
+    (`context.pricing.Pricing.calibrate`). ``sent_tokens``: the runtime's own estimate of
+    the prompt it sent, the yardstick of a truncated prompt (default: Navi's estimate of
+    the stored context it covered). ``had_images``: the prompt carried images, kept out
+    of the fit (a prompt Navi knows had images is kept out anyway). ``sent_chars`` is
+    accepted and not used: the calibration is fitted on Navi's own count of the prompt's
+    characters, never on a client's.
     """
 
     model: ModelName

@@ -1,15 +1,20 @@
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Iterator
 
 import pytest
 
+from app.domain.compression import calibration
 from app.domain.compression.calibration import (
     MAX_OBSERVATIONS,
+    MAX_OVERHEAD_WINDOW_SHARE,
     Calibration,
     calibration_for,
+    is_plausible_count,
     is_truncated_prompt,
+    max_overhead,
     record_real_baseline,
     reset_registry,
 )
@@ -181,3 +186,75 @@ def test_record_real_baseline_with_images_is_honest_but_not_fitted() -> None:
         "m", chars=10_000, prompt_eval_count=9_000, sent_tokens=9_100, had_images=True
     )
     assert len(calibration_for("m").observations) == 0
+
+
+# -- issue 42, review item 1: a user's own line, bounded --------------------------------
+
+
+def test_each_user_has_their_own_line() -> None:
+    alice = calibration_for("qwen", "alice")
+    assert calibration_for("qwen", "alice") is alice
+    bob = calibration_for("qwen", "bob")
+    unscoped = calibration_for("qwen")
+    assert bob is not alice and unscoped is not alice and unscoped is not bob
+    alice.record(1000, 1_000_300)
+    alice.record(2000, 1_000_600)
+    assert alice.is_fitted and not bob.is_fitted
+    assert bob.estimate(18, window=4096) == 10
+    assert record_real_baseline(
+        "qwen", chars=10_000, prompt_eval_count=5_000, sent_tokens=0, had_images=False,
+        user_id="bob",
+    )  # fmt: skip
+    assert list(bob.observations) == [(10_000, 5_000)]
+    assert len(alice.observations) == 2
+
+
+def test_the_registry_keeps_the_most_recently_used_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(calibration, "MAX_CALIBRATIONS", 3)
+    a, b, c = (calibration_for("m", u) for u in ("a", "b", "c"))
+    assert calibration_for("m", "a") is a  # used again: now the most recent
+    calibration_for("m", "d")  # over the cap: the least recently used goes (b)
+    assert len(calibration._REGISTRY) == 3
+    assert calibration_for("m", "a") is a and calibration_for("m", "c") is c
+    assert calibration_for("m", "b") is not b
+
+
+def test_the_overhead_is_held_to_half_the_window() -> None:
+    calib = Calibration()
+    calib.record(1000, 1_000_300)  # the review's forged reports: slope 0.3, 1M overhead
+    calib.record(2000, 1_000_600)
+    overhead, slope = calib.fit() or (0.0, 0.0)
+    assert overhead == pytest.approx(1_000_000) and slope == pytest.approx(0.3)
+    assert calib.fit(window=4096) == pytest.approx((2048, 0.3))
+    assert max_overhead(4096) == 2048 == MAX_OVERHEAD_WINDOW_SHARE * 4096
+    assert calib.estimate(10, window=4096) == 2051
+    assert calib.estimate(10, window=32_768) == 16_387
+    # an honest line below the bound is not changed by it
+    honest = Calibration()
+    honest.record(10_000, 500 + 4000)
+    honest.record(20_000, 500 + 8000)
+    assert honest.estimate(30_000, window=4096) == honest.estimate(30_000) == 12_500
+
+
+@pytest.mark.parametrize("window", [2048, 4096, 32_768, 131_072])
+def test_no_reports_push_an_estimate_past_its_bound(window: int) -> None:
+    """Whatever a client reports, an estimate of `chars` characters for a `window`-token
+    model is at most `chars` (1 token a character) + half the window."""
+    rng = random.Random(window)
+    for _ in range(300):
+        calib = Calibration()
+        for _ in range(rng.randint(2, MAX_OBSERVATIONS)):
+            calib.record(rng.randint(1, 200_000), rng.choice([1, 10**3, 10**6, 2**31 - 1]))
+            calib.record(rng.randint(1, 200_000), rng.randint(1, 2**31 - 1))
+        for chars in (1, 10, 1000, 50_000):
+            assert calib.estimate(chars, window=window) <= chars + window // 2 + 1
+            assert calib.estimate_delta(chars) <= chars
+
+
+def test_a_count_no_tokenizer_could_make_is_implausible() -> None:
+    # at most 4 tokens a character (one a UTF-8 byte) + half the window (+ the images)
+    assert is_plausible_count(4 * 1000 + 2048, 1000, 4096)
+    assert not is_plausible_count(4 * 1000 + 2049, 1000, 4096)
+    assert is_plausible_count(4 * 1000 + 2049, 1000, 4096, images=1)
+    assert not is_plausible_count(1_000_300, 1000, 4096)  # the review's probe
+    assert is_plausible_count(60_000, 10, 131_072)  # a huge tool schema on a big window

@@ -7,6 +7,7 @@ import pytest
 from app.domain.compression import Calibration, Msg
 from app.domain.compression.estimate import (
     ContextTooLargeError,
+    added_tokens,
     check_context_size,
     context_chars,
     context_limit,
@@ -107,6 +108,23 @@ def test_estimate_empty_and_fitted() -> None:
     calib = fitted(overhead=1000, slope=0.5)
     msgs = [Msg("user", "a" * 996)]  # 1000 chars with the role
     assert estimate_tokens(msgs, calib, window=100_000) == 1500
+
+
+def test_the_overhead_is_counted_once_per_prompt() -> None:
+    """A part of the prompt priced apart (the system prompt, memory notes) adds its
+    characters at the marginal rate: the prompt's overhead is in the rest's estimate."""
+    calib = fitted(overhead=1000, slope=0.5)
+    notes = [Msg("system", "n" * 994)]  # 1000 chars with the role
+    assert added_tokens(notes, calib, window=100_000) == 500
+    assert added_tokens([], calib, window=100_000) == 0
+    msgs = [Msg("user", "a" * 996)]
+    whole = estimate_tokens(msgs + notes, calib, window=100_000)
+    assert whole == estimate_tokens(msgs, calib, window=100_000) + added_tokens(
+        notes, calib, window=100_000
+    )
+    # the overhead of a forged line is held to half the window of the estimate
+    forged = fitted(overhead=1_000_000, slope=0.3)
+    assert estimate_tokens(msgs, forged, window=4096) == 2048 + 300
 
 
 def test_real_baseline_adds_only_the_delta() -> None:
