@@ -86,21 +86,29 @@ class ChunkWriter:
 
     # ------------------------------------------------------------ the live indexer
     async def extend_chunk(
-        self, user_id: str, session_id: uuid.UUID, chunk_id: uuid.UUID, chunk: RawChunk
+        self,
+        user_id: str,
+        session_id: uuid.UUID,
+        chunk_id: uuid.UUID,
+        old: RawChunk,
+        chunk: RawChunk,
     ) -> bool:
-        """Rewrite the open chunk with messages appended (`chunks.append_chunks`); its
-        vectors are then stale. False when the session holds that content already in
-        another chunk (the caller then writes the messages as chunks of their own). The
-        user's chunk version changes with it: the raw search's memory of term lookups is
-        stale too."""
+        """Grow the open chunk, `old` as it was read, into `chunk` (messages appended:
+        `chunks.append_chunks`, so `old.content` leads `chunk.content`); only the new
+        text is sent, and only onto the text whose hash was read. Its vectors are
+        then stale. False when the chunk changed meanwhile or the session holds that
+        content already in another chunk (the caller then writes the messages as chunks
+        of their own). The user's chunk version changes with it: the raw search's memory
+        of term lookups is stale too."""
         row = (
             await self.session.execute(
                 text(
-                    "UPDATE memory_chunks SET content = :content, content_hash = :hash,"
+                    "UPDATE memory_chunks SET content = content || :suffix, content_hash = :hash,"
                     " end_seq = :end, started_at = :started, ended_at = :ended,"
                     " breadcrumbs = :crumbs, vectors_stale = true,"
                     " stale_since = COALESCE(stale_since, now())"
-                    " WHERE user_id = :uid AND id = :id AND NOT EXISTS (SELECT 1"
+                    " WHERE user_id = :uid AND id = :id AND content_hash = :old"
+                    " AND NOT EXISTS (SELECT 1"
                     " FROM memory_chunks o WHERE o.user_id = :uid AND o.session_id = :sid"
                     " AND o.content_hash = :hash)"
                     " RETURNING id"
@@ -109,7 +117,8 @@ class ChunkWriter:
                     "uid": user_id,
                     "sid": session_id,
                     "id": chunk_id,
-                    "content": chunk.content,
+                    "suffix": chunk.content[len(old.content) :],
+                    "old": old.content_hash,
                     "hash": chunk.content_hash,
                     "end": chunk.end_seq,
                     "started": chunk.started_at,

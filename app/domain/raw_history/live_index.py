@@ -92,8 +92,7 @@ async def index_live_session(
     inside the caller's transaction; None when another writer holds the session or
     nothing is left."""
     state = RawIndexRepository(db)
-    await state.commit_without_flush()
-    claim = await state.claim_live(user_id, session_id, has_row=has_row)
+    claim = await state.claim_live(user_id, session_id, has_row=has_row)  # no WAL wait
     if claim is None:
         return None
     rows = await state.unindexed_messages(
@@ -116,8 +115,8 @@ async def index_live_session(
     messages = chunk_messages(taken)
     updated, new, still_open = append_chunks(tail, messages, _crumbs)
     extended = 0
-    if updated is not None and open_id is not None:
-        if await writer.extend_chunk(user_id, session_id, open_id, updated):
+    if updated is not None and open_id is not None and tail is not None:
+        if await writer.extend_chunk(user_id, session_id, open_id, tail, updated):
             extended = 1
         else:  # the grown text is another chunk's already: these messages start anew
             tail = None

@@ -259,7 +259,9 @@ class RawIndexRepository:
         idle job holding it → None, as when nothing is left to index). Returns the
         session's `next_seq`, the first sequence number not covered from 0
         (`from_seq`), the open chunk's id and its columns (`content` None: none, or
-        gone)."""
+        gone). A claim that returns a row also makes the transaction's commit one that
+        does not wait for its WAL flush (`commit_without_flush`, in the same round
+        trip: the live pass's writes are derived)."""
         if not has_row:
             await self.session.execute(
                 text(
@@ -271,7 +273,8 @@ class RawIndexRepository:
         return (
             await self.session.execute(
                 text(
-                    "SELECT s.next_seq, r.open_chunk_id, coalesce((SELECT upper(c)"
+                    "SELECT set_config('synchronous_commit', 'off', true) AS sync,"
+                    " s.next_seq, r.open_chunk_id, coalesce((SELECT upper(c)"
                     " FROM unnest(r.covered) AS c WHERE c @> CAST(0 AS bigint)), 0) AS from_seq,"
                     " o.content, o.content_hash, o.start_seq, o.end_seq, o.started_at,"
                     " o.ended_at, o.breadcrumbs"
