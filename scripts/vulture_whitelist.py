@@ -28,15 +28,18 @@ _.message_block  # files/schemas.py UploadOut
 _.vector_version  # system/controllers.py ExtensionsOut (GET /health)
 _.database, _.extensions, _.llm_breakers, _.embedding_fallback  # system HealthOut (/health)
 _.dropped_records  # transfer/services.py ImportReport (POST /me/import)
+_.backlog_chunks, _.backlog_bytes  # system/controllers.py IndexOut (GET /health)
 
 # -- SQLAlchemy mapped columns used only in raw SQL text (db/models/memory.py)
 _.extracted_at  # session_memory_state: facts/extraction_repository.py
 _.covered, _.indexed_at  # raw_index_state: raw_history/state_repository.py
+_.stale_since, _.embed_lease_until  # memory_chunks: raw_history/chunk_writer_repository.py
 
 # -- third-party callbacks and settings
 _.proxy  # 3rd argument of SQLAlchemy's pool "checkout" event (db/engine.py listeners)
 _.graph_optimization_level  # onnxruntime SessionOptions (llm/local_embedder.py)
 _.inter_op_num_threads  # onnxruntime SessionOptions (llm/local_embedder.py)
+_.intra_op_num_threads  # onnxruntime SessionOptions (llm/local_embedder.py)
 _.log_severity_level  # onnxruntime SessionOptions (llm/local_embedder.py)
 
 # -- looked up from a string
@@ -67,6 +70,7 @@ _.all_messages  # sessions/message_repository.py: bench/bench_sessions.py
 
 # -- used by the tests only (candidates for removal with their tests' use)
 _.is_fitted  # compression/calibration.py: tests/unit/compression/test_calibration.py
+_.embed_failed  # raw_history/live_index.py LivePassResult: tests/integration/context
 _.images_sent, _.images_omitted  # context/summarizer.py: tests/unit/context/test_summarizer.py
 _.get_extraction_state  # facts/extraction.py: tests/integration/facts/test_extraction.py
 _.found_in  # forget/redact.py: tests/unit/forget/test_redact.py

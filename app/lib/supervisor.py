@@ -53,7 +53,6 @@ class ChildProcess:
         self.nice = nice
         self.idle = idle
         self.proc: subprocess.Popen[bytes] | None = None
-        self.restarts = 0
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"supervise-{name}", daemon=True)
@@ -107,7 +106,6 @@ class ChildProcess:
                 code=code,
                 restart_in_seconds=backoff,
             )
-            self.restarts += 1
             if self._stopping.wait(backoff):
                 return
             backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
