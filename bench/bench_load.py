@@ -16,12 +16,12 @@ deadline: an operation picked at random by the `--mix` weights, sent, its latenc
 - history: `GET /sessions/{id}/messages?limit=50` (the newest page);
 - memory_search: `POST /memory/search` (a query over the user's facts and raw chunks).
 
-The server is the app under uvicorn in its own process(es) (`_common.serve_workers`,
-`--workers`, default `WEB_CONCURRENCY` as `make run`; no `ServerTiming` wrapper), auth
-on, the environment's other settings, without the periodic jobs (as every bench; in a
-minute's load no session goes idle for the extraction or the raw index); the model and the embedder are the
-fake Ollama (tests/fakes), in a process of its own so that it takes neither the server's
-nor the clients' GIL. The database is a fresh `navi_bench_load` on the embedded
+The server is `navi serve` as `make run` starts it (`_common.serve_navi`: `--workers`,
+default as `make run`; the periodic jobs, the live indexer and the indexer process on;
+`--no-jobs` isolates the request path), auth on, the environment's other settings; the
+model is the fake Ollama (tests/fakes), in a process of its own so that it takes neither
+the server's nor the clients' GIL, and the embedder the local MiniLM (`--embedder fake`:
+the fake's). The database is a fresh `navi_bench_load` on the embedded
 PostgreSQL, or on `DATABASE_URL`'s server (loopback only). Before the measured window:
 one user and token per client (admin API), `--sessions` sessions each with 24 messages,
 `--facts` facts each, the raw index built over those sessions (the idle-session indexer,
@@ -77,6 +77,7 @@ from _app import (
     session_factory,
 )
 from _common import (
+    NO_JOBS_HELP,
     BackendCpu,
     WorkerServer,
     fake_ollama_process,
@@ -85,6 +86,7 @@ from _common import (
     loadavg,
     percentile,
     print_table,
+    serve_navi,
     serve_workers,
     server_line,
     step,
@@ -648,13 +650,18 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     check_loopback(target.url)
     print(server_line(target))
     fake, fake_url = fake_ollama_process(get_settings().vector_dim)
-    settings = agent_settings(fake_url, {}, "ollama")
+    settings = agent_settings(fake_url, {}, args.embedder)
     configure_logging(settings.log_level, settings.log_json)  # the indexer's, here
     server = None
     try:
-        server = serve_workers(
-            settings, target.url, args.workers, ADMIN_TOKEN, timing=False, server_kind=args.server
-        )
+        if args.server == "uvicorn":  # as `make run` starts it, unless --no-jobs
+            server = serve_navi(
+                settings, target.url, args.workers, ADMIN_TOKEN, jobs=not args.no_jobs
+            )
+        else:
+            server = serve_workers(
+                settings, target.url, args.workers, ADMIN_TOKEN, timing=False, server_kind="granian"
+            )
         step(f"setup: {args.clients} users × {args.sessions} sessions, {args.facts} facts …")
         users = await setup(server.base_url, args)
         step(f"raw index: {await build_raw_index(target.url, settings)}")
@@ -691,16 +698,21 @@ def main() -> None:
     parser.add_argument(
         "--workers",
         type=int,
-        default=get_settings().web_concurrency,
-        help="uvicorn worker processes (default WEB_CONCURRENCY, as `make run`)",
+        default=int(os.environ.get("WEB_CONCURRENCY") or min(os.cpu_count() or 1, 64)),
+        help="web worker processes (default as `make run`: WEB_CONCURRENCY, else one per core)",
     )
     parser.add_argument("--append-size", type=int, default=2, help="messages per append (1–500)")
     parser.add_argument("--sessions", type=int, default=4, help="sessions per user")
     parser.add_argument("--facts", type=int, default=10, help="facts per user")
     parser.add_argument("--seed", type=int, default=22)
     parser.add_argument(
-        "--server", choices=("uvicorn", "granian"), default="uvicorn", help="the ASGI server"
+        "--server",
+        choices=("uvicorn", "granian"),
+        default="uvicorn",
+        help="uvicorn: `navi serve` as `make run` starts it; granian: the app alone, no jobs",
     )
+    parser.add_argument("--no-jobs", action="store_true", help=NO_JOBS_HELP)
+    parser.add_argument("--embedder", choices=("local", "fake"), default="local")
     parser.add_argument("--json", type=Path, help="also write the figures there")
     parser.add_argument(
         "--py-spy", type=Path, help="py-spy raw profile of the server workers (if installed)"
@@ -714,6 +726,10 @@ def main() -> None:
         parser.error("--workers: 1–16; --append-size: 1–500")
     if not 1 <= args.sessions <= 50 or not 0 <= args.facts <= 200:
         parser.error("--sessions: 1–50; --facts: 0–200")
+    if args.embedder == "local":  # the database's vector columns in the model's dimension
+        os.environ["EMBEDDING_PROVIDER"] = "local"
+        os.environ.pop("EMBEDDING_DIM", None)
+        get_settings.cache_clear()
     data = asyncio.run(bench(args))
     write_results(f"load-{data['label']}.json", data)
     if args.json:
