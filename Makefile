@@ -129,6 +129,9 @@ bench-freshness: install ## Append → findable by memory_search under the mixed
 bench-embed-cost: install ## Tokens embedded per appended message by the live index, this checkout vs --ab COMMIT (default be065d7) in one run, the fake Ollama counting: N sessions × T turns appended 1 per request every --pace s, until the vectors caught up (ARGS="--sessions 4 --turns 4 --ab fa40a74 --ab be065d7")
 	$(BIN)/python bench/bench_embed_cost.py $(ARGS)
 
+bench-burst: install ## Issue 41 from outside, on `navi serve` as make run starts it: a LongMemEval burst (one append per new session, 8 clients) → words indexed per session, recall 10 s after (words only) and after the drain vs BM25; appends under load → a probe found by its word from another session, its vectors after its session went quiet, the drain at the embedder's rate (ARGS="--questions 2 --seconds 10 --embedder fake", "--parts load", "--commit HEAD")
+	$(BIN)/python bench/bench_burst.py $(ARGS)
+
 bench-history-bytes: install ## Cost of the hot-history size check (SESSION_MAX_HISTORY_BYTES) at 500/2k/10k messages (ARGS="--sizes 500,2000")
 	$(BIN)/python bench/bench_history_bytes.py $(ARGS)
 
@@ -138,4 +141,4 @@ bench-export: install ## Peak RSS of GET /me/export streaming 100k messages vs l
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-clients test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions bench-console backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness bench-embed-cost
+.PHONY: help install run migrate test test-clients test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions bench-console backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness bench-embed-cost bench-burst
