@@ -500,10 +500,14 @@ class Settings:
     )
     indexer_threads: int = setting(
         "INDEXER_THREADS",
-        1,
-        ge=1,
+        0,
+        ge=0,
         le=64,
-        doc="Model threads of one indexer process (the local embedder's intra-op threads).",
+        doc=(
+            "Model threads of one indexer process (the local embedder's intra-op threads); "
+            "0 = one per core. Under `INDEXER_SCHED_IDLE` they use only the CPU the "
+            "requests leave, so every core drains a backlog fastest when the load stops."
+        ),
     )
     indexer_nice: int = setting(
         "INDEXER_NICE",

@@ -19,8 +19,8 @@ cosine 0.999 of the fp32 model's.
 The model loads lazily, once per process (about 0.3-0.5 s), whatever the number of
 gateways; it runs in a worker thread (``asyncio.to_thread``) so the event loop never
 blocks, one run at a time per lane (app/llm/lanes.py): a request's query has a model
-session of its own (every core), and index work another (``index_threads`` threads, 1 by
-default), so a query never waits behind an index batch. Texts of one call are
+session of its own (every core), and index work another (``index_threads`` threads:
+``INDEXER_THREADS``), so a query never waits behind an index batch. Texts of one call are
 sorted by length and run in sub-batches, so short texts are not padded to a long one;
 padding does not change a vector (batch == one by one).
 """

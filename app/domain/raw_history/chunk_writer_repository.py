@@ -166,10 +166,12 @@ class ChunkWriter:
     # ------------------------------------------------------- the background embedder
     async def due_chunks(self, quiet_seconds: float, limit: int) -> list[Row[Any]]:
         """(user_id, id) of up to `limit` chunks whose vectors lag their text, any user's,
-        oldest first (the partial index `ix_memory_chunks_vectors_stale` holds only
+        newest first (the partial index `ix_memory_chunks_vectors_stale` holds only
         those): a closed chunk at once, a session's open chunk (the one its appends still
         grow) once the session has been quiet `quiet_seconds`; chunks another indexer
-        holds are passed over."""
+        holds are passed over. Newest first: under a load the embedder cannot follow, what
+        was just said gets its meaning soon and the old backlog (found by its words)
+        waits for the load to pass; without one, the order makes no difference."""
         rows = await self.session.execute(
             text(
                 "SELECT c.user_id, c.id FROM memory_chunks c"
@@ -180,7 +182,7 @@ class ChunkWriter:
                 " AND (c.embed_lease_until IS NULL OR c.embed_lease_until < now())"
                 " AND (s.open_chunk_id IS NULL OR ss.last_active IS NULL"
                 " OR ss.last_active <= now() - make_interval(secs => :quiet))"
-                " ORDER BY c.stale_since NULLS FIRST, c.id LIMIT :limit"
+                " ORDER BY c.stale_since DESC NULLS LAST, c.id LIMIT :limit"
             ),
             {"quiet": quiet_seconds, "limit": limit},
         )

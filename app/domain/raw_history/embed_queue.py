@@ -4,7 +4,7 @@ The live pass (`live_index.py`) writes a session's new messages into its chunks 
 vectors (`vectors_stale`, `stale_since`): they are found by their words at once. Their
 meaning follows here, in rounds of `ROUND_CHUNKS` chunks:
 
-1. **What is due** (`ChunkWriter.due_chunks`): stale chunks, oldest first; a closed chunk
+1. **What is due** (`ChunkWriter.due_chunks`): stale chunks, newest first; a closed chunk
    at once, a session's open chunk (the one its appends still grow) only once the
    session has been quiet `INDEX_QUIET_SECONDS`. A conversation in full flow is not
    re-embedded after every append: each text is embedded once per quiet period, and a
@@ -49,7 +49,9 @@ from app.llm.lanes import use_index_lane
 
 log = structlog.get_logger()
 
-ROUND_CHUNKS = 32  # chunks claimed and embedded per round (one embedder call)
+# Chunks claimed and embedded per round (one embedder call): ~40 segments, a few seconds
+# of one model thread, so a chunk that falls due is taken soon even behind a backlog.
+ROUND_CHUNKS = 8
 LEASE_SECONDS = 120.0  # an indexer's hold on the chunks of its round
 IDLE_POLL_SECONDS = 0.5  # an indexer with nothing due looks again after this
 RETRY_SECONDS = 30.0  # after the embedder failed: the words are found meanwhile
