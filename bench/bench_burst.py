@@ -21,7 +21,9 @@ Nothing is indexed by the bench: no index step, only what the service does by it
 **burst** (`--questions N` of LongMemEval-S dev, `lme_data.pick`): one Navi user per
 question, one Navi session per haystack session, each session's turns verbatim in ONE
 `POST /sessions/{id}/messages` (created, then appended), the sessions sent by
-`--burst-clients` concurrent clients (default 8) as fast as the server takes them. Then:
+`--burst-clients` concurrent clients (default 8) as fast as the server takes them, or
+spread evenly over `--burst-seconds` (the issue's burst: about 8,000 messages in 100 s).
+Then:
 
 - per session, the time from its append's return until its words are indexed
   (`raw_index_state.covered @> int8range(0, sessions.next_seq)`, one query for every
@@ -436,18 +438,31 @@ async def new_user(c: httpx.AsyncClient, name: str) -> tuple[str, str]:
 
 
 async def send_burst(
-    base_url: str, questions: list[Question], users: dict[str, Any], watch: Watch, clients: int
+    base_url: str,
+    questions: list[Question],
+    users: dict[str, Any],
+    watch: Watch,
+    clients: int,
+    spread: float = 0.0,
 ) -> dict[str, Any]:
     """Every haystack session: created, then its turns in one append, by `clients`
-    concurrent clients taking the next session as they are done."""
-    jobs = iter([(q, no, hay) for q in questions for no, hay in enumerate(in_date_order(q))])
+    concurrent clients taking the next session as they are done; with `spread` seconds,
+    the n-th session is not sent before n × spread / sessions (the issue's burst: ~8,000
+    messages in ~100 s)."""
+    todo = [(q, no, hay) for q in questions for no, hay in enumerate(in_date_order(q))]
+    gap = spread / max(len(todo), 1)
+    jobs = iter(enumerate(todo))
     latencies: list[float] = []
     messages = 0
+    start = time.perf_counter()
 
     async def client() -> None:
         nonlocal messages
         async with httpx.AsyncClient(base_url=base_url, timeout=300) as c:
-            for q, no, hay in jobs:
+            for n, (q, no, hay) in jobs:
+                wait = start + n * gap - time.perf_counter()
+                if wait > 0:
+                    await asyncio.sleep(wait)
                 user = users[q.question_id]
                 auth = {"Authorization": f"Bearer {user['token']}"}
                 body = {"profile_id": PROFILE, "name": hay.session_id}
@@ -498,7 +513,9 @@ async def part_burst(args: argparse.Namespace) -> dict[str, Any]:
             n_sessions = sum(len(q.sessions) for q in questions)
             step(f"[burst] {n_sessions} sessions, {args.burst_clients} clients …")
             seg0 = await embedded_segments(c)
-            sent = await send_burst(server.base_url, questions, users, watch, args.burst_clients)
+            sent = await send_burst(
+                server.base_url, questions, users, watch, args.burst_clients, args.burst_seconds
+            )
             last = max(at for _, at in watch.appended.values())
             uncovered_at_last = len(watch.words_pending())
             at_last = await health_index(c)
@@ -827,6 +844,12 @@ def main() -> None:
                         help="web worker processes (default as `make run`)")  # fmt: skip
     parser.add_argument("--questions", type=int, default=18, help="burst: LongMemEval questions")
     parser.add_argument("--burst-clients", type=int, default=8, help="burst: concurrent clients")
+    parser.add_argument(
+        "--burst-seconds",
+        type=float,
+        default=0.0,
+        help="burst: spread the sessions over this long (the issue's: ~100); 0 = at once",
+    )
     parser.add_argument("--k", type=int, default=10, help="burst: memory_search k")
     parser.add_argument("--clients", type=int, default=8, help="load: appending clients")
     parser.add_argument("--seconds", type=float, default=40, help="load: seconds of appends")
