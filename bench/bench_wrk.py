@@ -25,7 +25,9 @@ then uvicorn `--workers N` on the app without its background work, as the bench 
 before issue 41. The database: a fresh, empty `navi_bench_wrk` (embedded PostgreSQL, or
 `DATABASE_URL`'s loopback server) that the server migrates. Setup through the API:
 `--users` users, 4 sessions of 24 messages each, 10 facts each; then the raw index built by
-the checkout's own `python -m app.cli index-sessions --older-than 0`.
+the checkout's own `python -m app.cli index-sessions --older-than 0`, and (with a live
+index) the wait until no chunk waits for its vectors: every commit measured with its
+setup complete, none with its indexer still catching up on it.
 
 `--ab COMMIT` (repeatable, or a comma list): the same measurement against each COMMIT in
 the same run. Each gets a worktree `/tmp/navi-ab-<sha>` (`git worktree add --detach`,
@@ -74,6 +76,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from _agent import ADMIN_TOKEN, agent_settings
 from _app import FIELDS, configure_logging, get_settings
 from _common import (
@@ -363,6 +366,28 @@ def index_sessions(side: Side, settings: Any, args: argparse.Namespace) -> str:
     return lines[-1] if lines else "(nothing printed)"
 
 
+def vectors_caught_up(conninfo: str, timeout: float = 600.0) -> str:
+    """Wait until no chunk waits for its vectors (`vectors_stale`, since the live index;
+    a commit before it has no such column and embeds in its index step): the setup is
+    complete, for every commit alike, before anything is measured."""
+    started = time.monotonic()
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        has = conn.execute(
+            "SELECT 1 FROM information_schema.columns"
+            " WHERE table_name = 'memory_chunks' AND column_name = 'vectors_stale'"
+        ).fetchone()
+        if has is None:
+            return "no vectors_stale column: embedded by the index step"
+        while True:
+            row = conn.execute("SELECT count(*) FROM memory_chunks WHERE vectors_stale").fetchone()
+            waiting = int(row[0]) if row else 0
+            if not waiting:
+                return f"every chunk embedded after {time.monotonic() - started:.1f} s"
+            if time.monotonic() - started > timeout:
+                raise SystemExit(f"{waiting} chunks still wait for vectors after {timeout:g} s")
+            time.sleep(0.5)
+
+
 async def start_side(side: Side, base: Any, fake_pid: int, args: argparse.Namespace) -> None:
     side.target = empty_database(side.db)
     # a data directory each: `serve` keeps its /metrics files there
@@ -383,6 +408,7 @@ async def start_side(side: Side, base: Any, fake_pid: int, args: argparse.Namesp
     step(f"[{side.label}] setup: {args.users} users × 4 sessions of 24 messages, 10 facts …")
     side.users = await setup(side.server.base_url, args)
     step(f"[{side.label}] raw index: {index_sessions(side, settings, args)}")
+    step(f"[{side.label}] vectors: {vectors_caught_up(side.target.conninfo)}")
     step(f"[{side.label}] check: {await sanity(side.server.base_url, side.users[0])}")
     side.probe, pg_how = cpu_probe(side.server, side.target.conninfo, fake_pid)
     step(f"[{side.label}] PostgreSQL CPU: {pg_how}")
