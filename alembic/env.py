@@ -17,6 +17,7 @@ from app.config import get_settings
 from app.db.base import TRIGRAM_INDEX_PREFIX, Base
 from app.db.citus import cluster_metadata, has_citus
 from app.db.engine import normalize_url, resolve_database_url
+from app.db.migrate import lock_migrations
 
 config = context.config
 target_metadata = Base.metadata
@@ -55,6 +56,9 @@ def run_migrations_offline() -> None:
 
 
 def _run_sync(connection: Connection) -> None:
+    # First, before Alembic reads the version table: one migrating process at a time
+    # (an advisory lock held to the end of this transaction; app.db.migrate).
+    lock_migrations(connection)
     _configure(connection)
     with context.begin_transaction():
         if has_citus(connection):

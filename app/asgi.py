@@ -38,7 +38,7 @@ from app.db.engine import (
     session_factory,
     transaction,
 )
-from app.db.extensions import ensure_trigram_indexes
+from app.db.extensions import build_trigram_indexes, trigram_indexes_missing
 from app.db.faults import (
     RETRY_AFTER_SECONDS,
     describe_db_error,
@@ -325,8 +325,11 @@ async def _start(runtime: Runtime, background_jobs: bool) -> None:
     settings = runtime.settings
     async with transaction(runtime.session_factory) as session:
         await bootstrap(session, settings)
-        # "built on the next store init": trigram indexes appear once pg_trgm exists.
-        await (await session.connection()).run_sync(ensure_trigram_indexes)
+        # trigram indexes appear once pg_trgm exists: a catalog read, DDL only when one
+        # is missing, and then concurrently, in the background (app/db/extensions.py)
+        missing = await (await session.connection()).run_sync(trigram_indexes_missing)
+    if missing and runtime.engine is not None:
+        spawn(runtime.jobs, _build_trigram_indexes(runtime.engine), "db.trigram_indexes")
     if not settings.auth_enabled:
         log.warning("app.auth_disabled", hint="every request is the user anonymous")
     elif not settings.admin_token:
@@ -344,6 +347,15 @@ async def _start(runtime: Runtime, background_jobs: bool) -> None:
                 spawn(runtime.jobs, periodic(runtime.jobs, job.name, every, run), job.name)
     freeze_startup_heap()  # after start-up: full GC passes stop walking its objects
     log.info("app.started", auth_enabled=settings.auth_enabled)
+
+
+async def _build_trigram_indexes(engine: AsyncEngine) -> None:
+    """`CREATE INDEX CONCURRENTLY` of the missing trigram indexes, outside a transaction
+    and without a statement limit (it blocks no writer; on a large table it takes long)."""
+    with statement_budget(0):
+        async with engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.run_sync(build_trigram_indexes)
 
 
 def create_app(

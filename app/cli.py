@@ -54,7 +54,6 @@ def _exit_on_sigterm() -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
-    from app.db import migrate
     from app.db.engine import resolve_database_url
 
     settings = _settings_or_exit()
@@ -64,7 +63,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     configure_logging(settings.log_level, settings.log_json)
     url = resolve_database_url(settings)  # starts the embedded server when needed
     settings = _offline_fallback(settings, url)  # before anything imports the models
-    migrate.upgrade(url)
+    _migrate_on_start(settings, url)
     from app.domain.reembed.commands import check_database_dimension
 
     mismatch = check_database_dimension(settings, url)
@@ -100,6 +99,46 @@ def cmd_serve(args: argparse.Namespace) -> None:
     finally:
         for child in indexers:
             child.stop()
+
+
+def _migrate_on_start(settings: Any, url: str) -> None:
+    """`NAVI_MIGRATE_ON_START=true` (default): migrate to head (under the migration lock:
+    replicas started together migrate once). `false`: the deploy runs `navi migrate`
+    itself; a database never migrated stops `serve` here, one behind head is served
+    (`GET /health/ready` answers 503 until it is at head), one past it too (a later
+    release migrated it: expand/contract revisions keep it readable)."""
+    from app.db import migrate
+
+    if settings.migrate_on_start:
+        migrate.upgrade(url)
+        return
+    import sqlalchemy
+    import structlog
+
+    engine = sqlalchemy.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            revision = migrate.current_revision(conn)
+    finally:
+        engine.dispose()
+    head = migrate.head_revision()
+    log = structlog.get_logger()
+    if revision is None:
+        print(
+            "configuration error: the database is not migrated and NAVI_MIGRATE_ON_START="
+            "false: run `navi migrate` (python -m app.cli migrate) first",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    if revision != head and migrate.known_revision(revision):
+        log.warning(
+            "db.behind_head",
+            revision=revision,
+            head=head,
+            hint="NAVI_MIGRATE_ON_START=false: run `navi migrate`; /health/ready is 503 until",
+        )
+    else:  # at head, or past it (a later release migrated)
+        log.info("db.migrate_skipped", revision=revision, reason="NAVI_MIGRATE_ON_START=false")
 
 
 def _start_indexers(settings: Any, url: str) -> list[Any]:
@@ -211,7 +250,9 @@ def cmd_check_config(_: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="navi", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="migrate, then serve the API")
+    serve = sub.add_parser(
+        "serve", help="migrate (unless NAVI_MIGRATE_ON_START=false), then serve the API"
+    )
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--workers", type=int, help="worker processes (default WEB_CONCURRENCY)")

@@ -144,6 +144,28 @@ class Settings:
             "a request finds the database unreachable). 0 = never."
         ),
     )
+    migrate_on_start: bool = setting(
+        "NAVI_MIGRATE_ON_START",
+        True,
+        doc=(
+            "`navi serve` migrates the database to head before serving (under an advisory "
+            "lock: processes started together migrate once). `false` = it does not: "
+            "`navi migrate` is the deploy's own step, and `GET /health/ready` answers 503 "
+            'until the schema is at the code\'s head (docs/operations.md, "Migrations").'
+        ),
+    )
+    health_check_seconds: float = setting(
+        "HEALTH_CHECK_SECONDS",
+        2.0,
+        ge=0,
+        le=300,
+        doc=(
+            "`GET /health` probes the database and the model (one real embedding) at most "
+            "once per this many seconds per process and answers from the last probe in "
+            "between; callers arriving during a probe share it. 0 = a probe per call "
+            "(concurrent calls still share one)."
+        ),
+    )
     web_concurrency: int = setting(
         "WEB_CONCURRENCY",
         1,

@@ -29,6 +29,7 @@ _.vector_version  # system/controllers.py ExtensionsOut (GET /health)
 _.database, _.extensions, _.llm_breakers, _.embedding_fallback  # system HealthOut (/health)
 _.dropped_records  # transfer/services.py ImportReport (POST /me/import)
 _.backlog_chunks, _.backlog_bytes  # system/controllers.py IndexOut (GET /health)
+_.checked_seconds_ago  # system/controllers.py HealthOut, ReadyOut (/health, /health/ready)
 
 # -- SQLAlchemy mapped columns used only in raw SQL text (db/models/memory.py)
 _.extracted_at  # session_memory_state: facts/extraction_repository.py
@@ -62,6 +63,8 @@ _.sent_chars  # kernel/events.py UsageIn: the calibration counts characters itse
 # -- used by the Alembic migrations (alembic/)
 _.has_citus, _.cluster_metadata  # db/citus.py: alembic/env.py, distribute_by_user
 _.try_create_pg_trgm, _.drop_trigram_indexes  # db/extensions.py: initial_schema
+_.ensure_trigram_indexes  # db/extensions.py: initial_schema (in its transaction)
+_.lock_migrations  # db/migrate.py: alembic/env.py (every migration run)
 _.pinned_search_path  # db/migrate.py: pin_search_function_paths, chunk_counts*
 
 # -- used by the benchmarks (bench/) as their naive baselines

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from pathlib import Path
@@ -19,6 +20,10 @@ log = structlog.get_logger()
 
 #: Alembic's default version table (alembic/env.py does not rename it).
 VERSION_TABLE = "alembic_version"
+#: The advisory lock every migration run holds for its transaction (alembic/env.py):
+#: processes that migrate one database at once run one after the other, and the later
+#: ones find the schema at head. (app.db.extensions has the other key.)
+MIGRATION_LOCK = 0x6E617669_0001  # "navi", 1
 
 
 def alembic_config(url: str | None = None) -> Config:
@@ -55,6 +60,18 @@ def upgrade(url: str, revision: str = "head") -> None:
     log.info("db.migrated", target=revision, seconds=round(time.perf_counter() - started, 2))
 
 
+def lock_migrations(conn: Connection) -> None:
+    """Take MIGRATION_LOCK for `conn`'s transaction (the one the revisions run in),
+    waiting, without a limit, for a process that is migrating the same database."""
+    params = {"k": MIGRATION_LOCK}
+    if conn.execute(text("SELECT pg_try_advisory_xact_lock(:k)"), params).scalar():
+        return
+    log.info("db.migration_waiting", hint="another process is migrating this database")
+    started = time.perf_counter()
+    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), params)
+    log.info("db.migration_lock_taken", waited_seconds=round(time.perf_counter() - started, 2))
+
+
 def downgrade(url: str, revision: str = "base") -> None:
     _in_thread(command.downgrade, alembic_config(url), revision)
 
@@ -64,8 +81,25 @@ def check(url: str) -> None:
     _in_thread(command.check, alembic_config(url))
 
 
+@functools.cache
+def _scripts() -> ScriptDirectory:
+    """The code's revisions, read once per process (~20 ms of parsing each time: /health
+    asks for the head on every call; the files change only with a new release)."""
+    return ScriptDirectory.from_config(alembic_config())
+
+
 def head_revision() -> str | None:
-    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+    return _scripts().get_current_head()
+
+
+def known_revision(revision: str) -> bool:
+    """Whether `revision` is one of this code's revisions. A database at a revision the
+    code does not know was migrated by a later release (a rolling deploy's new version
+    ran `navi migrate` while this one still serves)."""
+    try:
+        return _scripts().get_revision(revision) is not None
+    except Exception:  # alembic.util.CommandError and kin: not one of ours
+        return False
 
 
 def current_revision(conn: Connection) -> str | None:
