@@ -34,7 +34,10 @@ def test_every_operation_documents_its_errors_with_the_error_body() -> None:
             for code, response in op["responses"].items():
                 if code.startswith(("4", "5")):
                     ref = response["content"]["application/json"]["schema"]["$ref"]
-                    body = "HealthOut" if (path, code) == ("/health", "503") else "Error"
+                    body = {
+                        ("/health", "503"): "HealthOut",
+                        ("/health/ready", "503"): "ReadyOut",
+                    }.get((path, code), "Error")
                     assert ref.endswith(f"/{body}"), (method, path, code, ref)
             checked += 1
     assert checked > 40

@@ -172,6 +172,8 @@ SESSION_HEADER = "X-Navi-Session-Id"
 ROUTES: dict[tuple[str, str], tuple[str, Build]] = {
     # system and the share page
     ("GET", "/health"): ("public", req()),
+    ("GET", "/health/ready"): ("public", req()),
+    ("GET", "/health/live"): ("public", req()),
     ("GET", "/"): ("public", req()),
     ("GET", "/static/{name:str}"): ("public", req(lambda _: {"name": "share.js"})),
     ("GET", "/shared/{token:str}"): ("public", req(lambda w: {"token": w.share_token})),
