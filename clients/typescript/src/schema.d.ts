@@ -158,6 +158,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/health/live": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Live */
+        get: operations["HealthLiveLive"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/health/ready": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Ready */
+        get: operations["HealthReadyReady"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/me": {
         parameters: {
             query?: never;
@@ -1105,6 +1139,8 @@ export interface components {
         HealthOut: {
             at_head: boolean;
             auth_enabled: boolean;
+            /** @default 0 */
+            checked_seconds_ago?: number;
             database: boolean;
             embedding: string;
             embedding_fallback?: string | null;
@@ -1113,6 +1149,7 @@ export interface components {
             error?: string | null;
             extensions: components["schemas"]["ExtensionsOut"];
             head: string | null;
+            index?: components["schemas"]["IndexOut"] | null;
             llm_breakers?: {
                 [key: string]: string;
             };
@@ -1195,6 +1232,17 @@ export interface components {
             tool_calls?: {
                 [key: string]: unknown;
             }[] | null;
+        };
+        /** IndexOut */
+        IndexOut: {
+            backlog_bytes: number;
+            backlog_chunks: number;
+            embedding_by: string;
+            oldest_seconds: number;
+        };
+        /** LiveOut */
+        LiveOut: {
+            status: string;
         };
         /** MatchesOut */
         MatchesOut: {
@@ -1416,6 +1464,24 @@ export interface components {
         /** PublishIn */
         PublishIn: {
             filename: string;
+        };
+        /** ReadyChecks */
+        ReadyChecks: {
+            database: boolean;
+            schema: boolean;
+            vector: boolean;
+            writable: boolean;
+        };
+        /** ReadyOut */
+        ReadyOut: {
+            /** @default 0 */
+            checked_seconds_ago?: number;
+            checks: components["schemas"]["ReadyChecks"];
+            error?: string | null;
+            head: string | null;
+            model: string;
+            ready: boolean;
+            revision: string | null;
         };
         /** Recall */
         Recall: {
@@ -2601,6 +2667,109 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HealthOut"];
+                };
+            };
+        };
+    };
+    HealthLiveLive: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Request fulfilled, document follows */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LiveOut"];
+                };
+            };
+            /** @description Malformed request (unreadable JSON, a parameter of the wrong type) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A value breaks the rules of its field (the detail names it) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A dependency (the database) is unavailable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    HealthReadyReady: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Request fulfilled, document follows */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReadyOut"];
+                };
+            };
+            /** @description Malformed request (unreadable JSON, a parameter of the wrong type) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource, or one the caller may not see */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A value breaks the rules of its field (the detail names it) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not ready */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReadyOut"];
                 };
             };
         };
@@ -3949,7 +4118,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": string;
                 };
             };
             /** @description Malformed request (unreadable JSON, a parameter of the wrong type) */

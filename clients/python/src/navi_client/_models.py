@@ -732,3 +732,6 @@ class Health(_Out, kw_only=True):
     embedding: str = ""
     auth_enabled: bool = True
     error: str | None = None
+    #: the live index's embedding queue: backlog_chunks, backlog_bytes, oldest_seconds,
+    #: embedding_by (None when the database did not answer)
+    index: dict[str, Any] | None = None
