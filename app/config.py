@@ -234,6 +234,16 @@ class Settings:
             "in the other worker processes."
         ),
     )
+    max_tokens_per_user: int = setting(
+        "MAX_TOKENS_PER_USER",
+        100,
+        ge=1,
+        le=100_000,
+        doc=(
+            "How many active (not revoked, not expired) API tokens one user may hold, console "
+            "sign-ins included; issuing one more answers 409 naming the limit."
+        ),
+    )
     console_enabled: bool = setting(
         "NAVI_CONSOLE_ENABLED",
         True,

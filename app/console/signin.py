@@ -28,7 +28,7 @@ from app.domain.auth.tokens import hash_token
 from app.domain.kernel.commits import after_commit
 from app.domain.kernel.principal import Principal
 from app.domain.kernel.runtime import Runtime
-from app.lib.errors import Unauthorized
+from app.lib.errors import Conflict, Unauthorized
 
 log = structlog.get_logger()
 LOGIN_MAX_AGE = 3600
@@ -79,9 +79,16 @@ class SignInController(Controller):
             except Unauthorized:
                 log.info("console.login_refused")
                 return _login_page(request, nonce, "That token is invalid or revoked.", 401)
-            _, cookie = await UserService.of(db, runtime).issue_token(
-                principal.id, "console sign-in", expires_at=session_expiry(settings)
-            )
+            # The session never outlives the token it was opened with.
+            expires_at = session_expiry(settings)
+            if principal.token_expires_at is not None:
+                expires_at = min(expires_at, principal.token_expires_at)
+            try:
+                _, cookie = await UserService.of(db, runtime).issue_token(
+                    principal.id, "console sign-in", expires_at=expires_at
+                )
+            except Conflict as exc:  # MAX_TOKENS_PER_USER
+                return _login_page(request, nonce, exc.detail, 409)
             log.info("console.login", user_id=principal.id)
         response: Redirect = Redirect("/console", status_code=303)
         response.set_cookie(COOKIE, cookie, **cookie_kwargs(request, settings, max_age))

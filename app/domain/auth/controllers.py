@@ -140,10 +140,11 @@ class MeController(Controller):
     async def create_token(
         self, principal: Principal, users: UserService, data: TokenCreate | None = None
     ) -> TokenIssued:
-        if principal.auth_disabled:
-            raise Forbidden("tokens need NAVI_AUTH_ENABLED=true")
-        row, token = await users.issue_token(
-            principal.id, _check_token_name(data.name if data else "")
+        """Issue a token for yourself (shown once). It does not expire, so a caller whose
+        own token expires (a console sign-in's) is refused with 403 rather than given a
+        token that would outlive theirs; at MAX_TOKENS_PER_USER active tokens → 409."""
+        row, token = await users.issue_own_token(
+            principal, _check_token_name(data.name if data else "")
         )
         return TokenIssued(id=row.id, user_id=principal.id, name=row.name, token=token)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import func, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -95,6 +95,26 @@ class TokenRepository:
         await self.session.flush()
         await self.session.refresh(token)
         return token
+
+    async def count_active_locked(self, user_id: str) -> int:
+        """How many active (not revoked, not expired) tokens the user holds, under a
+        transaction-scoped advisory lock of that user's tokens: two concurrent issues for
+        one user count one after the other, so the cap cannot be overshot by a race."""
+        await self.session.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
+            {"k": f"navi_api_tokens:{user_id}"},
+        )
+        return (
+            await self.session.execute(
+                select(func.count())
+                .select_from(ApiToken)
+                .where(
+                    ApiToken.user_id == user_id,
+                    ApiToken.revoked_at.is_(None),
+                    or_(ApiToken.expires_at.is_(None), ApiToken.expires_at > func.now()),
+                )
+            )
+        ).scalar_one()
 
     async def ensure(self, user_id: str, name: str, token_hash: str, prefix: str) -> None:
         await self.session.execute(

@@ -22,7 +22,7 @@ from app.domain.kernel.principal import (
 )
 from app.domain.kernel.principal_cache import PrincipalCache
 from app.domain.kernel.runtime import Runtime
-from app.lib.errors import Conflict, NotFound, Unauthorized, Unprocessable
+from app.lib.errors import Conflict, Forbidden, NotFound, Unauthorized, Unprocessable
 
 log = structlog.get_logger()
 
@@ -37,12 +37,14 @@ ANONYMOUS = Principal(
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 
 
-def principal_of(user: User) -> Principal:
+def principal_of(user: User, token: ApiToken | None = None) -> Principal:
+    """The principal of `user`, signed in with `token` (its expiry travels with it)."""
     return Principal(
         id=user.id,
         name=user.name,
         is_admin=user.is_admin,
         permissions=frozenset(user.permissions or ()),
+        token_expires_at=token.expires_at if token is not None else None,
     )
 
 
@@ -68,7 +70,7 @@ async def principal_for_hash(session: AsyncSession, token_hash: str) -> Principa
     found = await TokenRepository(session).user_for_hash(token_hash)
     if found is None:
         raise Unauthorized("invalid or revoked token")
-    return principal_of(found[0])
+    return principal_of(found[0], found[1])
 
 
 async def resolve_cached(
@@ -106,14 +108,15 @@ async def bootstrap(session: AsyncSession, settings: Settings) -> None:
 
 
 class UserService:
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(self, session: AsyncSession, max_tokens_per_user: int) -> None:
         self.users = UserRepository(session)
         self.tokens = TokenRepository(session)
+        self.max_tokens_per_user = max_tokens_per_user
 
     @classmethod
     def of(cls, db: AsyncSession, runtime: Runtime) -> UserService:
-        """The service on `db` (it needs nothing else of the runtime)."""
-        return cls(db)
+        """The service on `db`, with the runtime's MAX_TOKENS_PER_USER."""
+        return cls(db, runtime.settings.max_tokens_per_user)
 
     async def create_user(self, name: str, *, is_admin: bool, permissions: list[str]) -> User:
         if not _NAME_RE.match(name):
@@ -171,12 +174,36 @@ class UserService:
     async def issue_token(
         self, user_id: str, name: str, expires_at: datetime | None = None
     ) -> tuple[ApiToken, str]:
+        """A new token for `user_id`, shown once. 409 when the user already holds
+        MAX_TOKENS_PER_USER active (not revoked, not expired) tokens: every way of issuing
+        one (`POST /me/tokens`, the admin routes, a console sign-in) counts against it."""
+        held = await self.tokens.count_active_locked(user_id)
+        if held >= self.max_tokens_per_user:
+            raise Conflict(
+                f"this user already holds {held} active tokens, the limit "
+                f"(MAX_TOKENS_PER_USER={self.max_tokens_per_user}); revoke one first "
+                "(DELETE /me/tokens/{id})"
+            )
         token = new_token()
         row = await self.tokens.add(
             user_id, name, hash_token(token), display_prefix(token), expires_at
         )
         log.info("auth.token_issued", user_id=user_id, token_id=str(row.id))
         return row, token
+
+    async def issue_own_token(self, principal: Principal, name: str) -> tuple[ApiToken, str]:
+        """`POST /me/tokens`: a token the caller issues for themselves. A caller signed in
+        with a token that expires (a console sign-in's cookie) is refused (403): a
+        short-lived credential must not turn itself into a permanent one. Sign in with a
+        non-expiring token (or ask an admin) to create tokens."""
+        if principal.auth_disabled:
+            raise Forbidden("tokens need NAVI_AUTH_ENABLED=true")
+        if principal.token_expires_at is not None:
+            raise Forbidden(
+                "a token that expires (such as a console sign-in's) cannot issue tokens; "
+                "use a token that does not expire"
+            )
+        return await self.issue_token(principal.id, name)
 
     async def list_tokens(
         self, user_id: str, limit: int, offset: int

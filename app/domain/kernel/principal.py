@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 PERM_MEMORY_READ_ALL = "navi.memory.read_all"
 PERM_SESSIONS_READ_ALL = "navi.sessions.read_all"
@@ -19,13 +20,19 @@ BUILT_IN_USERS = {
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is making the request. Admins hold every permission."""
+    """Who is making the request. Admins hold every permission.
+
+    `token_expires_at` is the expiry of the bearer token the request came with (None: the
+    token does not expire, or there is no token — local mode). A token that expires cannot
+    mint tokens (`POST /me/tokens` answers 403), and the principal cache never serves it
+    after that time (app/domain/kernel/principal_cache.py)."""
 
     id: str
     name: str
     is_admin: bool = False
     permissions: frozenset[str] = field(default_factory=frozenset)
     auth_disabled: bool = False
+    token_expires_at: datetime | None = None
 
     def has(self, permission: str) -> bool:
         return self.is_admin or permission in self.permissions

@@ -62,3 +62,16 @@ def test_bounded_size_evicts_expired_then_oldest() -> None:
     assert len(cache) == 3 and cache.get("old") is None
     cache.put("k4", BOB, cache.epoch)
     assert len(cache) == 3 and cache.get("k1") is None and cache.get("k4") is BOB
+
+
+def test_a_hit_is_refused_once_the_token_expires() -> None:
+    """The entry keeps the token's own `expires_at`: the TTL never stretches it."""
+    from datetime import UTC, datetime, timedelta
+
+    now = [datetime(2026, 12, 5, 12, 0, tzinfo=UTC)]
+    cache = PrincipalCache(60, wall_clock=lambda: now[0])
+    expiring = Principal(id="alice", name="alice", token_expires_at=now[0] + timedelta(seconds=2))
+    cache.put("a1", expiring, cache.epoch)
+    assert cache.get("a1") is expiring
+    now[0] += timedelta(seconds=2)
+    assert cache.get("a1") is None and len(cache) == 0
