@@ -55,7 +55,9 @@ class TurnController(Controller):
             "error: docs/agents.md); otherwise one JSON answer. A model failure during the "
             "turn answers 502 `llm_rejected` (the model server refused the request) or "
             "503 `llm_unavailable`, in the error body; the user's message and every "
-            "complete round are kept."
+            "complete round are kept. One turn at a time per session: while one runs "
+            '(in any worker process), another answers 409 `conflict` ("a turn is already '
+            'running on this session"), nothing stored; retry once it has ended.'
         ),
     )
     async def turn(

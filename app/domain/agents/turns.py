@@ -10,6 +10,11 @@ message with thinking, tool-call count and elapsed seconds, then the post-turn c
 from the real ``prompt_eval_count``). Calls the service does not know end the turn with
 ``requires_action``. Every step commits on its own, so a client that goes away, or a
 model that fails, loses only what was never produced.
+
+One turn at a time per session: :meth:`TurnLoop.begin` first takes the session's turn
+lease (a conditional UPDATE of ``session_metadata``, so it holds across worker processes,
+with no connection or row lock held during the turn) or answers 409 Conflict; the run
+drops it when it ends, however it ends.
 """
 
 from __future__ import annotations
@@ -58,11 +63,14 @@ from app.domain.kernel.principal import Principal
 from app.domain.kernel.profiles import Profile
 from app.domain.kernel.runtime import Runtime
 from app.domain.sessions.naming import start_naming
+from app.domain.sessions.repositories import TURN_LEASE_KEY, SessionRepository
 from app.domain.sessions.services import SessionService
 from app.lib.errors import Conflict, Unprocessable
 from app.llm.deadline import llm_deadline_at
 
 TURN_BUDGET = "TURN_DEADLINE_SECONDS"
+#: A turn's lease on its session outlives ``TURN_DEADLINE_SECONDS`` by this much.
+TURN_LEASE_MARGIN_SECONDS = 60.0
 
 log = structlog.get_logger("app.agents.turns")
 
@@ -105,6 +113,9 @@ class TurnLoop:
         self.interrupted = False
         self.streaming = False
         self.unnamed: tuple[str, bool] = ("", False)
+        #: the turn's lease on the session (`_claim`): its token, the session's owner
+        self.lease = uuid.uuid4().hex
+        self.owner = ""
 
     @asynccontextmanager
     async def _step(self) -> AsyncIterator[tuple[AsyncSession, ContextService]]:
@@ -134,6 +145,46 @@ class TurnLoop:
         """Pre-turn: prepare and store the user's message (or the client's tool results)."""
         if (req.message is None) == (req.tool_results is None):
             raise Unprocessable("give either message (a new turn) or tool_results (a resume)")
+        await self._claim()  # 404 for a session out of reach, 409 while a turn runs
+        try:
+            first = await self._begin(req)
+        except BaseException:
+            await self.release()
+            raise
+        if isinstance(first, ContextTooLargeError):
+            await self.release()
+        return first
+
+    async def _claim(self) -> None:
+        """Take the session's turn lease (``session_metadata["running_turn"]``) in a
+        transaction of its own: one conditional UPDATE, so one turn at a time per session
+        across processes, and no connection or row lock held while the turn runs. The
+        lease outlives the turn's deadline by ``TURN_LEASE_MARGIN_SECONDS``: a process
+        that dies mid-turn leaves a lease that expires."""
+        seconds = self.settings.turn_deadline_seconds + TURN_LEASE_MARGIN_SECONDS
+        async with transaction(self.runtime.session_factory) as db:
+            session = await SessionAccess(db).get(self.session_id, self.viewer)
+            self.owner = session.user_id
+            taken = await SessionRepository(db).take_lease(
+                self.owner, self.session_id, TURN_LEASE_KEY, self.lease, seconds
+            )
+        if not taken:
+            raise Conflict("a turn is already running on this session")
+
+    async def release(self) -> None:
+        """Drop this turn's lease (another turn's, taken after ours expired, is kept)."""
+        if not self.owner:
+            return
+        owner, self.owner = self.owner, ""
+        try:
+            async with transaction(self.runtime.session_factory) as db:
+                await SessionRepository(db).drop_lease(
+                    owner, self.session_id, TURN_LEASE_KEY, self.lease
+                )
+        except Exception:  # the lease expires on its own
+            log.warning("turn.lease_release_failed", session_id=str(self.session_id))
+
+    async def _begin(self, req: TurnRequest) -> list[TurnEvent] | ContextTooLargeError:
         too_large: ContextTooLargeError | None = None
         with self._budget():  # the prepare spends the turn's budget too
             async with self._step() as (db, ctx):
@@ -211,7 +262,13 @@ class TurnLoop:
 
     async def run(self, emit: Emit) -> Done:
         """The rounds, until a reply without tool calls, a call for the client's tools,
-        or ``TURN_MAX_ROUNDS``."""
+        or ``TURN_MAX_ROUNDS``; the turn's lease dropped at the end, whatever the end."""
+        try:
+            return await self._rounds(emit)
+        finally:
+            await self.release()
+
+    async def _rounds(self, emit: Emit) -> Done:
         with self._budget():
             while not self.interrupted:
                 self.rounds += 1

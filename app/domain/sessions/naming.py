@@ -8,6 +8,10 @@ the request has committed. The task asks the profile's model for a short title (
 empty or unusable reply — the title is the first words of the user's message. It is set
 by one conditional UPDATE (``WHERE name IS NULL``): a name the user set meanwhile is never
 overwritten. ``SESSION_AUTO_NAME_ENABLED=false`` switches it off.
+
+The model is asked at most once per session: before the call the task takes the session's
+naming lease (``session_metadata["auto_naming"]``, one conditional UPDATE, so one task
+wins across processes; the others leave), dropped once the name is set.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from app.db.engine import transaction
 from app.domain.kernel.commits import after_commit
 from app.domain.kernel.jobs import spawn
 from app.domain.kernel.runtime import Runtime
-from app.domain.sessions.repositories import SessionRepository
+from app.domain.sessions.repositories import NAMING_LEASE_KEY, SessionRepository
 from app.llm.deadline import llm_deadline
 from app.llm.errors import LLMError
 
@@ -37,6 +41,9 @@ __all__ = [
 
 log = structlog.get_logger("app.sessions.naming")
 
+#: The naming's lease outlives its model call (``SESSION_AUTO_NAME_TIMEOUT_SECONDS``) by
+#: this much; a process that died mid-naming leaves it to expire, then an append retries.
+NAMING_LEASE_MARGIN_SECONDS = 30.0
 TITLE_MAX_CHARS = 60
 FALLBACK_WORDS = 6
 #: Characters of each message of the exchange the title model reads.
@@ -100,17 +107,25 @@ async def _ask_model(runtime: Runtime, model: str, user_text: str, reply: str) -
 
 async def name_session(runtime: Runtime, user_id: str, session_id: uuid.UUID) -> str | None:
     """Name the session after its first exchange unless it has a name; the name set."""
+    lease = runtime.settings.session_auto_name_timeout_seconds + NAMING_LEASE_MARGIN_SECONDS
     async with transaction(runtime.session_factory) as db:
-        found = await SessionRepository(db).unnamed_first_exchange(user_id, session_id)
-    if found is None:
-        return None
+        repo = SessionRepository(db)
+        found = await repo.unnamed_first_exchange(user_id, session_id)
+        # One caller names the session (several appends while it is unnamed, several
+        # processes): the others find the lease taken and leave.
+        if found is None or not await repo.take_lease(
+            user_id, session_id, NAMING_LEASE_KEY, "naming", lease, unnamed=True
+        ):
+            return None
     profile_id, user_text, reply = found
     model = runtime.profiles.get(profile_id).model
     title = await _ask_model(runtime, model, user_text, reply)
     source = "model" if title else "fallback"
     title = title or fallback_title(user_text)
     async with transaction(runtime.session_factory) as db:
-        named = await SessionRepository(db).name_if_unnamed(user_id, session_id, title)
+        repo = SessionRepository(db)
+        named = await repo.name_if_unnamed(user_id, session_id, title)
+        await repo.drop_lease(user_id, session_id, NAMING_LEASE_KEY)
     log.info("session.auto_named", session_id=str(session_id), source=source, named=named)
     return title if named else None
 

@@ -37,6 +37,28 @@ from app.lib.sql import contains_pattern
 # Per database (URL): does session_messages.content have its trigram index? Probed once per
 # process: the index appears with pg_trgm at start-up (app.db.extensions), not mid-run.
 _TRIGRAM_INDEXED: dict[str, bool] = {}
+
+#: session_metadata key of the turn running on the session: ``{"id", "until"}`` (a lease).
+TURN_LEASE_KEY = "running_turn"
+#: session_metadata key of the auto-naming under way: ``{"until"}`` (a lease).
+NAMING_LEASE_KEY = "auto_naming"
+
+# A lease is taken by one conditional UPDATE: while another unexpired one is there, no
+# row matches. Two takers at once: the second's UPDATE waits for the first's commit, then
+# re-checks its WHERE against the new row and matches nothing.
+_TAKE_LEASE_SQL = """
+UPDATE sessions
+SET session_metadata = session_metadata || jsonb_build_object(
+    CAST(:key AS text),
+    jsonb_build_object(
+        'id', CAST(:token AS text),
+        'until', now() + make_interval(secs => CAST(:secs AS double precision))
+    )
+)
+WHERE id = :sid AND user_id = :uid {extra}
+  AND (session_metadata -> CAST(:key AS text) IS NULL
+       OR CAST(session_metadata -> CAST(:key AS text) ->> 'until' AS timestamptz) < now())
+"""
 _TRIGRAM_INDEX = f"{TRIGRAM_INDEX_PREFIX}session_messages_content"
 
 # The first user message and the first assistant reply (with text) after it, of an unnamed session
@@ -129,6 +151,38 @@ class SessionRepository(SessionLookupRepository):
             .execution_options(synchronize_session=False)
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def take_lease(
+        self,
+        user_id: str,
+        session_id: uuid.UUID,
+        key: str,
+        token: str,
+        seconds: float,
+        *,
+        unnamed: bool = False,
+    ) -> bool:
+        """Take the session's lease `key` (a turn, the auto-naming) for `seconds` unless
+        another unexpired one is held (with `unnamed`: only while it has no name); True
+        when taken. `user_id` is the session's (the tenant key)."""
+        sql = _TAKE_LEASE_SQL.format(extra="AND name IS NULL" if unnamed else "")
+        params = {"key": key, "token": token, "secs": seconds, "sid": session_id, "uid": user_id}
+        result = await self.session.execute(text(sql), params)
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def drop_lease(
+        self, user_id: str, session_id: uuid.UUID, key: str, token: str | None = None
+    ) -> None:
+        """Drop the lease `key` (only the holder's, when `token` is given)."""
+        await self.session.execute(
+            text(
+                "UPDATE sessions SET session_metadata = session_metadata - CAST(:key AS text) "
+                "WHERE id = :sid AND user_id = :uid "
+                "AND (CAST(:token AS text) IS NULL "
+                "     OR session_metadata -> CAST(:key AS text) ->> 'id' = CAST(:token AS text))"
+            ),
+            {"key": key, "token": token, "sid": session_id, "uid": user_id},
+        )
 
     async def delete(self, session_id: uuid.UUID, viewer: Viewer) -> bool:
         """Delete the session; messages, archive, shares, state and sketches cascade.

@@ -707,7 +707,7 @@ export interface paths {
         put?: never;
         /**
          * Run one turn: the model with memory, built-in tools and compression
-         * @description With `Accept: text/event-stream` the answer is a stream of Server-Sent Events (token, thinking, tool_call, tool_result, compression, recall, usage, done, error: docs/agents.md); otherwise one JSON answer. A model failure during the turn answers 502 `llm_rejected` (the model server refused the request) or 503 `llm_unavailable`, in the error body; the user's message and every complete round are kept.
+         * @description With `Accept: text/event-stream` the answer is a stream of Server-Sent Events (token, thinking, tool_call, tool_result, compression, recall, usage, done, error: docs/agents.md); otherwise one JSON answer. A model failure during the turn answers 502 `llm_rejected` (the model server refused the request) or 503 `llm_unavailable`, in the error body; the user's message and every complete round are kept. One turn at a time per session: while one runs (in any worker process), another answers 409 `conflict` ("a turn is already running on this session"), nothing stored; retry once it has ended.
          */
         post: operations["SessionsSessionIdTurnsTurn"];
         delete?: never;

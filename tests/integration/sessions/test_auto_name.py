@@ -160,3 +160,35 @@ async def test_a_model_past_the_deadline_falls_back(
         await settle(c)
         assert time.monotonic() - started < 2.9
         assert await name_of(c, sid) == "How do I move the garden"
+
+
+def title_calls(ollama: FakeOllama) -> int:
+    """The chat calls the fake saw whose system prompt is the naming prompt."""
+    return sum(
+        1
+        for body in ollama.requests_for("/api/chat")
+        if body["messages"][0]["role"] == "system"
+        and body["messages"][0]["content"].startswith("Write a title of 2 to 6 words")
+    )
+
+
+async def test_several_assistant_appends_while_unnamed_ask_the_model_once(
+    naming: AsyncTestClient[Any], ollama: FakeOllama, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fast tool loop in a new session: each assistant append comes while the first
+    title is still on its way (a slow model); the naming lease lets one of them ask."""
+    sid = await new_session(naming)
+    r = await naming.post(f"/sessions/{sid}/messages", json={"messages": EXCHANGE[:1]})
+    assert r.status_code == 201
+    monkeypatch.setattr(ollama, "slow_seconds", 1.0)
+    ollama.fail("slow", times=1, paths=["/api/chat"])
+    ollama.chat_replies += ["Moving the shed", "Second title", "Third title", "Fourth title"]
+    for i in range(4):
+        step = {"role": "assistant", "content": f"step {i}: {EXCHANGE[1]['content']}"}
+        r = await naming.post(f"/sessions/{sid}/messages", json={"messages": [step]})
+        assert r.status_code == 201, r.text
+    await settle(naming)
+    assert title_calls(ollama) == 1
+    assert await name_of(naming, sid) == "Moving the shed"
+    meta = (await naming.get(f"/sessions/{sid}")).json()["session_metadata"]
+    assert "auto_naming" not in meta  # the lease is dropped once the name is set
