@@ -110,11 +110,13 @@ def reject_nul(value: str | None, field: str) -> str | None:
 
 
 def check_time(value: datetime, field: str) -> datetime:
-    """`value` (naive means UTC); 422 naming `field` outside EARLIEST..LATEST."""
+    """`value` with a time zone (naive means UTC: returned as UTC, never left for
+    PostgreSQL to read in its session's TimeZone); 422 naming `field` outside
+    EARLIEST..LATEST."""
     aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     if not EARLIEST <= aware <= LATEST:
         raise Unprocessable(f"{field}: out of range (0001-01-02 to 9999-12-30 UTC)")
-    return value
+    return aware
 
 
 def explain_pattern(message: str) -> str:

@@ -77,8 +77,13 @@ class RollingSummary(Base):
     session_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
     user_id: Mapped[str] = mapped_column(Text, primary_key=True)
     summary: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
-    # created_at of the last summarised message; NULL = never summarised (or a summary
-    # brought in without one: the next run only sets it).
+    # sequence_number of the last summarised message: the cursor (the job reads the
+    # messages after it). NULL = never summarised (or a summary brought in without one:
+    # the next run only sets it; with a `cursor_at` only, from an older release or
+    # export, the next run derives it from that time).
+    cursor_seq: Mapped[int | None] = mapped_column(BigInteger)
+    # created_at of the last summarised message (information: clients set message times,
+    # so a time cannot be the cursor).
     cursor_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = created_at_column()
     attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")

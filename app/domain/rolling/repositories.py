@@ -1,5 +1,10 @@
 """All SQL of the rolling summary: candidate sessions, the locked state row, the
-messages after the cursor (hot and archived), saving summary and cursor."""
+messages after the cursor (hot and archived), saving summary and cursor.
+
+The cursor is the sequence number of the last summarised message (`cursor_seq`), not its
+time: clients set `created_at`, so a future-dated message would otherwise freeze the
+summary and a backdated one would never be summarised. `cursor_at` is kept as that
+message's time, for information."""
 
 from __future__ import annotations
 
@@ -27,8 +32,17 @@ TEMP_PREFIX = "temp-"
 class RollingState:
     session_id: uuid.UUID
     summary: dict[str, Any] | None
+    cursor_seq: int | None
     cursor_at: datetime | None
     attempts: int
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where the summary stands: the last summarised message's number and time."""
+
+    seq: int
+    at: datetime | None
 
 
 class RollingRepository:
@@ -59,7 +73,8 @@ class RollingRepository:
               AND (r.session_id IS NULL
                    OR s.last_active > r.updated_at
                    OR r.attempts > 0
-                   OR (r.cursor_at IS NULL AND r.summary IS NOT NULL))
+                   OR (r.cursor_seq IS NULL AND r.cursor_at IS NULL
+                       AND r.summary IS NOT NULL))
             ORDER BY s.last_active
             LIMIT :limit
             """
@@ -85,7 +100,8 @@ class RollingRepository:
         row = (
             await self.session.execute(
                 text(
-                    "SELECT session_id, summary, cursor_at, attempts FROM rolling_summaries "
+                    "SELECT session_id, summary, cursor_seq, cursor_at, attempts "
+                    "FROM rolling_summaries "
                     "WHERE user_id = :uid AND session_id = :sid FOR UPDATE SKIP LOCKED"
                 ),
                 {"uid": user_id, "sid": session_id},
@@ -93,13 +109,14 @@ class RollingRepository:
         ).first()
         if row is None:
             return None
-        return RollingState(row.session_id, row.summary, row.cursor_at, int(row.attempts))
+        return _state(row)
 
     async def get(self, user_id: str, session_id: uuid.UUID) -> RollingState | None:
         row = (
             await self.session.execute(
                 text(
-                    "SELECT session_id, summary, cursor_at, attempts FROM rolling_summaries "
+                    "SELECT session_id, summary, cursor_seq, cursor_at, attempts "
+                    "FROM rolling_summaries "
                     "WHERE user_id = :uid AND session_id = :sid"
                 ),
                 {"uid": user_id, "sid": session_id},
@@ -107,14 +124,14 @@ class RollingRepository:
         ).first()
         if row is None:
             return None
-        return RollingState(row.session_id, row.summary, row.cursor_at, int(row.attempts))
+        return _state(row)
 
     async def messages_after(
-        self, user_id: str, session_id: uuid.UUID, cursor_at: datetime | None, limit: int
+        self, user_id: str, session_id: uuid.UUID, cursor_seq: int | None, limit: int
     ) -> list[TranscriptMessage]:
-        """Summarisable messages newer than the cursor (all when None), in time order,
+        """Summarisable messages after the cursor (all when None), in sequence order,
         from the hot table and the archive."""
-        after = "AND created_at > :cursor" if cursor_at is not None else ""
+        after = "AND sequence_number > :cursor" if cursor_seq is not None else ""
         cols = "sequence_number, role, content, created_at, name"
         stmt = text(
             f"""
@@ -124,12 +141,12 @@ class RollingRepository:
                 UNION ALL
                 SELECT {cols} FROM session_messages_archive
                 WHERE user_id = :uid AND session_id = :sid AND {_SUMMARISABLE} {after}
-            ) m ORDER BY created_at, sequence_number LIMIT :limit
+            ) m ORDER BY sequence_number LIMIT :limit
             """
         )
         params: dict[str, Any] = {"uid": user_id, "sid": session_id, "limit": limit}
-        if cursor_at is not None:
-            params["cursor"] = cursor_at
+        if cursor_seq is not None:
+            params["cursor"] = cursor_seq
         rows = await self.session.execute(stmt, params)
         return [
             TranscriptMessage(
@@ -142,51 +159,69 @@ class RollingRepository:
             for r in rows
         ]
 
-    async def latest_message_at(self, user_id: str, session_id: uuid.UUID) -> datetime | None:
-        return (
+    async def latest_message(self, user_id: str, session_id: uuid.UUID) -> Cursor | None:
+        """The session's newest message by sequence number (hot or archived)."""
+        return await self._last(user_id, session_id, "")
+
+    async def cursor_at_time(
+        self, user_id: str, session_id: uuid.UUID, at: datetime
+    ) -> Cursor | None:
+        """A time cursor (an older release's, or an older export's) as a sequence cursor:
+        the newest message at or before `at`; None when there is none."""
+        return await self._last(user_id, session_id, "AND created_at <= :at", {"at": at})
+
+    async def _last(
+        self, user_id: str, session_id: uuid.UUID, where: str, extra: dict[str, Any] | None = None
+    ) -> Cursor | None:
+        row = (
             await self.session.execute(
                 text(
-                    "SELECT max(created_at) FROM ("
-                    "SELECT max(created_at) AS created_at FROM session_messages "
-                    "WHERE user_id = :uid AND session_id = :sid UNION ALL "
-                    "SELECT max(created_at) FROM session_messages_archive "
-                    "WHERE user_id = :uid AND session_id = :sid) t"
+                    f"""
+                    SELECT sequence_number, created_at FROM (
+                        SELECT sequence_number, created_at FROM session_messages
+                        WHERE user_id = :uid AND session_id = :sid {where}
+                        UNION ALL
+                        SELECT sequence_number, created_at FROM session_messages_archive
+                        WHERE user_id = :uid AND session_id = :sid {where}
+                    ) m ORDER BY sequence_number DESC LIMIT 1
+                    """
                 ),
-                {"uid": user_id, "sid": session_id},
+                {"uid": user_id, "sid": session_id, **(extra or {})},
             )
-        ).scalar_one_or_none()
+        ).first()
+        return None if row is None else Cursor(int(row.sequence_number), row.created_at)
 
     async def save(
         self,
         user_id: str,
         session_id: uuid.UUID,
         summary: dict[str, Any] | None,
-        cursor_at: datetime | None,
+        cursor: Cursor,
     ) -> None:
         """Summary and cursor after a chunk (the attempt counter starts over)."""
         await self.session.execute(
             text(
                 "UPDATE rolling_summaries SET summary = CAST(:summary AS jsonb), "
-                "cursor_at = :cursor, updated_at = now(), attempts = 0, last_error = NULL "
+                "cursor_seq = :seq, cursor_at = :at, updated_at = now(), attempts = 0, "
+                "last_error = NULL "
                 "WHERE user_id = :uid AND session_id = :sid"
             ),
             {
                 "uid": user_id,
                 "sid": session_id,
                 "summary": json.dumps(summary, ensure_ascii=False) if summary is not None else None,
-                "cursor": cursor_at,
+                "seq": cursor.seq,
+                "at": cursor.at,
             },
         )
 
-    async def set_cursor(
-        self, user_id: str, session_id: uuid.UUID, cursor_at: datetime | None
-    ) -> None:
+    async def set_cursor(self, user_id: str, session_id: uuid.UUID, cursor: Cursor) -> None:
         await self.session.execute(
             text(
-                "UPDATE rolling_summaries SET cursor_at = :cursor, updated_at = now() "
-                "WHERE user_id = :uid AND session_id = :sid"
+                "UPDATE rolling_summaries SET cursor_seq = :seq, cursor_at = :at, "
+                "updated_at = now() WHERE user_id = :uid AND session_id = :sid"
             ),
-            {"uid": user_id, "sid": session_id, "cursor": cursor_at},
+            {"uid": user_id, "sid": session_id, "seq": cursor.seq, "at": cursor.at},
         )
 
     async def touch(self, user_id: str, session_id: uuid.UUID) -> None:
@@ -206,3 +241,13 @@ class RollingRepository:
             ),
             {"uid": user_id, "sid": session_id, "err": error[:1000]},
         )
+
+
+def _state(row: Any) -> RollingState:
+    return RollingState(
+        row.session_id,
+        row.summary,
+        None if row.cursor_seq is None else int(row.cursor_seq),
+        row.cursor_at,
+        int(row.attempts),
+    )

@@ -5,8 +5,10 @@ Every ROLLING_SUMMARY_INTERVAL_SECONDS, sessions whose profile has
 profiles named `temp-…` excepted) are summarised further:
 
 1. a session with a summary but no cursor only gets the cursor set to its newest
-   message — no LLM call;
-2. the messages after the cursor are cut into chunks (≤ ROLLING_SUMMARY_CHUNK_CHARS,
+   message — no LLM call; a cursor that is only a time (`cursor_at`, from an older
+   release or export) becomes the newest message at or before that time;
+2. the messages after the cursor (by sequence number: clients set message times, so a
+   time cannot be the cursor) are cut into chunks (≤ ROLLING_SUMMARY_CHUNK_CHARS,
    never ending on a user message);
 3. optionally (ROLLING_SUMMARY_NOISE_FILTER) one decision call per chunk drops noise
    exchanges (confidence ≥ 0.7) and the entries of the previous summary they overturn;
@@ -27,7 +29,6 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ from app.db.engine import transaction
 from app.domain.kernel.hooks import DemotionHooks
 from app.domain.kernel.profiles import Profiles
 from app.domain.kernel.runtime import Runtime
-from app.domain.rolling.repositories import RollingRepository
+from app.domain.rolling.repositories import Cursor, RollingRepository
 from app.domain.rolling.summary import (
     EMPTY_SUMMARY,
     SummaryParseError,
@@ -210,20 +211,26 @@ class _SessionJob:
         if state is None:
             run.skipped = run.chunks == 0
             return False
-        if state.summary is not None and state.cursor_at is None:
-            await repo.set_cursor(
-                user_id, session_id, await repo.latest_message_at(user_id, session_id)
-            )
+        cursor_seq = state.cursor_seq
+        if cursor_seq is None and state.cursor_at is not None:  # a time cursor: convert it
+            found = await repo.cursor_at_time(user_id, session_id, state.cursor_at)
+            cursor_seq = found.seq if found is not None else -1
+        elif cursor_seq is None and state.summary is not None:
+            latest = await repo.latest_message(user_id, session_id)
+            if latest is not None:
+                await repo.set_cursor(user_id, session_id, latest)
+            else:
+                await repo.touch(user_id, session_id)
             run.cursor_only = True
             return False
-        msgs = await repo.messages_after(user_id, session_id, state.cursor_at, ROWS_PER_LOAD)
+        msgs = await repo.messages_after(user_id, session_id, cursor_seq, ROWS_PER_LOAD)
         chunks = chunk_messages(msgs, self.settings.rolling_summary_chunk_chars)
         if not chunks:
             if run.chunks == 0:
                 await repo.touch(user_id, session_id)
             return False
         chunk = chunks[0]
-        cursor = chunk[-1].created_at
+        cursor = Cursor(chunk[-1].sequence_number, chunk[-1].created_at)
         # the chunk, noise included, goes to the raw-history index as compression's
         # demoted messages do (a failure is logged there, never raised here)
         if self.hooks is not None and len(self.hooks):
@@ -242,7 +249,7 @@ class _SessionJob:
         attempts: int,
         previous: dict[str, Any] | None,
         kept: list[TranscriptMessage],
-        cursor: datetime,
+        cursor: Cursor,
     ) -> bool:
         """`kept` folded into `previous` and saved with the new cursor; on a failure the
         row records it and the run ends (False)."""

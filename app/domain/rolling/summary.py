@@ -3,13 +3,13 @@
 In `rolling` mode a session's LLM context is its last `max_history_messages` (16)
 messages plus a `Prior summary` JSON block in the turn context (a user-role message
 right before the incoming input). The summary is kept up to date incrementally by a
-periodic job (`rolling_service.py`) with a cursor: the time of the last summarised
-message.
+periodic job (`rolling/services.py`) with a cursor: the sequence number of the last
+summarised message.
 
 Here: the summary document and its normalisation (`key_decisions` ≤ 8, each starting
 with the English marker `Do: ` or `Don't: `), the parsing of the model's answer, the
 chunking of new messages (≤ ROLLING_SUMMARY_CHUNK_CHARS, never ending on a user
-message, never between two messages with the same timestamp — the cursor is a time),
+message),
 the transcript, the noise filter's exchanges, and the rolling context itself.
 """
 
@@ -179,20 +179,17 @@ def render_transcript(msgs: Sequence[TranscriptMessage]) -> str:
 
 
 def _can_end_after(msgs: Sequence[TranscriptMessage], i: int) -> bool:
-    """A chunk may end after msgs[i]: not a user message, and the next message (if any)
-    is strictly newer (the cursor is a time: equal times must stay together)."""
-    if msgs[i].role == "user":
-        return False
-    return i + 1 >= len(msgs) or msgs[i + 1].created_at > msgs[i].created_at
+    """A chunk may end after msgs[i]: not a user message (its answer belongs with it).
+    The cursor is a sequence number, so messages with equal times may be split."""
+    return msgs[i].role != "user"
 
 
 def chunk_messages(
     msgs: Sequence[TranscriptMessage], max_chars: int
 ) -> list[list[TranscriptMessage]]:
-    """Cut `msgs` (time order) into chunks of at most `max_chars` rendered characters.
+    """Cut `msgs` (sequence order) into chunks of at most `max_chars` rendered characters.
 
-    A chunk never ends on a user message (its answer belongs with it) and never between
-    two messages with the same timestamp. Messages after the last allowed end wait for
+    A chunk never ends on a user message (its answer belongs with it). Messages after the last allowed end wait for
     the next run. A stretch without an allowed end longer than `max_chars` becomes one
     oversized chunk rather than being cut wrongly.
     """

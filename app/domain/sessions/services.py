@@ -117,8 +117,10 @@ def validate_messages(messages: list[MessageIn], settings: Settings) -> list[Mes
             )
         if m.role == "tool" and m.is_summary:
             raise Unprocessable(f"messages[{i}]: a tool result cannot be a summary")
-        if m.created_at is not None:
-            check_time(m.created_at, f"messages[{i}].created_at")
+        if m.created_at is not None:  # naive = UTC, stored as such
+            at = check_time(m.created_at, f"messages[{i}].created_at")
+            if at is not m.created_at:
+                m = msgspec.structs.replace(m, created_at=at)
         # A tool result may be empty (the command printed nothing); nothing else may.
         if m.role != "tool" and not (m.content.strip() or m.tool_calls or m.images):
             raise Unprocessable(f"messages[{i}]: empty — needs content, tool_calls or images")

@@ -318,3 +318,63 @@ async def test_summarised_chunks_go_to_the_raw_history_index(
         await run_rolling_summaries(state)
         again = _sql(db_url, "select count(*) from memory_chunks where session_id = %s", sid)
         assert again[0][0] == 2
+
+
+async def _append(make_client, settings: Settings, sid: str, n: int, at: datetime | None) -> None:  # type: ignore[no-untyped-def]
+    """Exchange `n` (question, answer), dated `at` by the client (None: the server's time)."""
+    msgs: list[dict[str, Any]] = [
+        {"role": "user", "content": f"question {n}{PAD}"},
+        {"role": "assistant", "content": f"answer {n}{PAD}"},
+    ]
+    if at is not None:
+        for m in msgs:
+            m["created_at"] = at.isoformat()
+    async with make_client(settings) as c:
+        c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        r = await c.post(f"/sessions/{sid}/messages", json={"messages": msgs})
+        assert r.status_code == 201, r.text
+
+
+async def test_client_times_cannot_freeze_or_skip_the_summary(
+    make_client, rolling_settings, db_url, ollama
+) -> None:  # type: ignore[no-untyped-def]
+    """The cursor is the last summarised message's sequence number, not its client-set time:
+    a future-dated exchange does not freeze the summary, a backdated one is not skipped."""
+    sid = await _session(make_client, rolling_settings, "chat", exchanges=1)
+    await _append(make_client, rolling_settings, sid, 1, datetime(2099, 1, 1, tzinfo=UTC))
+    ollama.chat_replies = [summariser() for _ in range(4)]
+    async with replica(db_url, rolling_settings) as state:
+        assert (await run_rolling_summaries(state)).chunks == 1
+        assert _state(db_url, sid)[0]["past_discussions"] == ["answers 0,1"]
+        await _append(make_client, rolling_settings, sid, 2, None)  # now
+        await _append(make_client, rolling_settings, sid, 3, T0 - timedelta(days=365))
+        report = await run_rolling_summaries(state)
+    summary, cursor, attempts, _ = _state(db_url, sid)
+    assert report.chunks == 1 and attempts == 0
+    assert summary["past_discussions"] == ["answers 0,1", "answers 2,3"]
+    assert cursor == T0 - timedelta(days=365)  # the time of the last summarised message
+    seq = _sql(db_url, "select cursor_seq from rolling_summaries where session_id = %s", sid)
+    assert seq[0][0] == 7
+
+
+async def test_a_time_cursor_from_before_becomes_a_sequence_cursor(
+    make_client, rolling_settings, db_url, ollama
+) -> None:  # type: ignore[no-untyped-def]
+    """A row with only `cursor_at` (an older release's, an older export's) continues after
+    the newest message at or before that time."""
+    sid = await _session(make_client, rolling_settings, "chat", exchanges=3)
+    _sql(
+        db_url,
+        "insert into rolling_summaries (session_id, user_id, summary, cursor_at, updated_at)"
+        " select id, user_id, %s, %s, last_active - interval '1 second' from sessions"
+        " where id = %s",
+        json.dumps({"key_decisions": [], "past_discussions": ["old"], "current_discussion": ""}),
+        T0 + timedelta(minutes=1),
+        sid,
+    )
+    ollama.chat_replies = [summariser()]
+    async with replica(db_url, rolling_settings) as state:
+        assert (await run_rolling_summaries(state)).chunks == 1
+    summary, cursor, _, _ = _state(db_url, sid)
+    assert summary["past_discussions"] == ["old", "answers 1,2"]
+    assert cursor == T0 + timedelta(minutes=5)

@@ -5,11 +5,13 @@ message, a pasted file that is not an image: each a clear 4xx naming the field, 
 from __future__ import annotations
 
 import base64
+from datetime import UTC, datetime
 from typing import Any
 
 from litestar.testing import AsyncTestClient
 
 from app.config import Settings
+from tests.conftest import ADMIN_TOKEN
 from tests.unit.compression.images import png
 
 INT4_OVER = 2**31
@@ -241,3 +243,35 @@ async def test_a_missing_required_parameter_is_named_without_echoing_the_url(
             "error": "unprocessable",
             "detail": f"{name}: a required query parameter is missing",
         }
+
+
+async def test_a_naive_created_at_is_utc_whatever_the_server_zone(
+    make_client, settings, db_url: str
+) -> None:  # type: ignore[no-untyped-def]
+    """The docs promise naive times are UTC; PostgreSQL would read them in its session's
+    TimeZone."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    plain = db_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    name = make_url(db_url).database
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute(f"ALTER DATABASE \"{name}\" SET timezone = 'America/New_York'")
+    try:
+        async with make_client(settings) as c:
+            c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+            sid = await _session(c)
+            msg = {"role": "user", "content": "x", "created_at": "2026-07-01T12:00:00"}
+            r = await c.post(f"/sessions/{sid}/messages", json={"messages": [msg]})
+            assert r.status_code == 201, r.text
+            r = await c.get(f"/sessions/{sid}/messages")
+            at = datetime.fromisoformat(r.json()["messages"][0]["created_at"])
+        assert at == datetime(2026, 7, 1, 12, 0, tzinfo=UTC)
+        with psycopg.connect(plain) as conn:
+            stored = conn.execute(
+                "select created_at from session_messages where session_id = %s", (sid,)
+            ).fetchone()
+        assert stored is not None and stored[0] == datetime(2026, 7, 1, 12, 0, tzinfo=UTC)
+    finally:
+        with psycopg.connect(plain, autocommit=True) as conn:
+            conn.execute(f'ALTER DATABASE "{name}" RESET timezone')

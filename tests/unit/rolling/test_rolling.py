@@ -109,13 +109,17 @@ def test_chunks_respect_the_size_and_keep_tool_runs_together() -> None:
     assert all(sum(len(render_message(m)) + 2 for m in c) <= size for c in chunks)
 
 
-def test_equal_timestamps_stay_in_one_chunk_and_oversized_stretch() -> None:
-    # one append: user + assistant share a timestamp with the next user message
+def test_equal_timestamps_may_split_and_oversized_stretch() -> None:
+    # one append: user + assistant share a timestamp with the next user message; the
+    # cursor is a sequence number, so the chunk may end between them
     msgs = [msg(0, "user", minute=0), msg(1, "assistant", minute=1), msg(2, "user", minute=1)]
     msgs += [msg(3, "assistant", minute=2)]
     per = len(render_message(msgs[0])) + 2
     chunks = chunk_messages(msgs, max_chars=per * 2)
-    # the end after #1 is not allowed (#2 has the same time): one oversized chunk
+    assert [[m.sequence_number for m in c] for c in chunks] == [[0, 1], [2, 3]]
+    # no allowed end within the size (a run of user messages): one oversized chunk
+    msgs = [msg(0, "user"), msg(1, "user"), msg(2, "user"), msg(3, "assistant")]
+    chunks = chunk_messages(msgs, max_chars=per * 2)
     assert [[m.sequence_number for m in c] for c in chunks] == [[0, 1, 2, 3]]
 
 
