@@ -44,7 +44,7 @@ from app.domain.kernel.principal import (
 from app.domain.kernel.runtime import Runtime
 from app.domain.kernel.session_files import remove_session_dirs
 from app.domain.sessions.services import SessionService
-from app.domain.system.controllers import health_report
+from app.domain.system.health import health_report
 from app.lib.errors import Forbidden, Unprocessable
 
 PAGE_SIZE = 50

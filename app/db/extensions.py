@@ -53,6 +53,11 @@ def extension_state(conn: Connection) -> ExtensionState:
     return ExtensionState(vector=rows.get("vector"), pg_trgm=rows.get("pg_trgm"))
 
 
+def in_recovery(conn: Connection) -> bool:
+    """Whether the server is a standby (replaying WAL: read-only), not a primary."""
+    return bool(conn.execute(text("SELECT pg_is_in_recovery()")).scalar())
+
+
 def try_create_pg_trgm(conn: Connection) -> bool:
     """CREATE EXTENSION pg_trgm if available and permitted; never fails the caller."""
     available = conn.execute(

@@ -72,7 +72,7 @@ async def test_ready_and_live(  # type: ignore[no-untyped-def]
         assert body["revision"] == body["head"] == migrate.head_revision()
         assert ollama.count("/api/embed") - embeds <= 1
         runtime = client.app.state.runtime
-        from app.domain.system.controllers import probes
+        from app.domain.system.health import probes
 
         assert probes(runtime).db.runs <= 2  # 50 concurrent callers, one probe
 
