@@ -262,6 +262,9 @@ class FakeOllama:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._wakeup = threading.Event()
+        #: bumped by `reset`: a request that began before (a slow call a test gave up on)
+        #: answers with the default reply, never one the next test scripted
+        self._generation = 0
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -367,6 +370,7 @@ class FakeOllama:
             self.chat_replies.clear()
             self.chat_times.clear()
             self.embed_batch_seconds = 0.0
+            self._generation += 1
         self.reset_stats()
         self.recover()
 
@@ -405,6 +409,7 @@ class FakeOllama:
 
     # ------------------------------------------------------------------ request handling
     def _handle(self, h: _Handler, method: str) -> None:
+        h.generation = self._generation  # type: ignore[attr-defined]
         path = h.path.split("?", 1)[0]
         body: Any = None
         raw = b""
@@ -533,9 +538,10 @@ class FakeOllama:
             },
         )
 
-    def _next_reply(self, body: dict[str, Any]) -> ScriptedReply:
+    def _next_reply(self, body: dict[str, Any], generation: int) -> ScriptedReply:
         with self._lock:
-            reply = self.chat_replies.pop(0) if self.chat_replies else self.default_reply
+            scripted = self.chat_replies and generation == self._generation
+            reply = self.chat_replies.pop(0) if scripted else self.default_reply
         if isinstance(reply, ScriptedReply):
             return reply
         return ScriptedReply(reply(body) if callable(reply) else reply)
@@ -557,7 +563,7 @@ class FakeOllama:
         prompt_tokens = sum(
             _count_tokens(str(m.get("content") or "")) for m in messages if isinstance(m, dict)
         )
-        reply = self._next_reply(body)
+        reply = self._next_reply(body, getattr(h, "generation", self._generation))
         if reply.status is not None:
             return self._send_json(h, reply.status, {"error": f"fake ollama: HTTP {reply.status}"})
         content = reply.content
