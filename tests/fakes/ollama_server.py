@@ -538,10 +538,12 @@ class FakeOllama:
             },
         )
 
-    def _next_reply(self, body: dict[str, Any], generation: int) -> ScriptedReply:
+    def _next_reply(self, body: dict[str, Any]) -> ScriptedReply:
         with self._lock:
-            scripted = self.chat_replies and generation == self._generation
-            reply = self.chat_replies.pop(0) if scripted else self.default_reply
+            reply = self.chat_replies.pop(0) if self.chat_replies else self.default_reply
+        return self._as_reply(reply, body)
+
+    def _as_reply(self, reply: ChatReply, body: dict[str, Any]) -> ScriptedReply:
         if isinstance(reply, ScriptedReply):
             return reply
         return ScriptedReply(reply(body) if callable(reply) else reply)
@@ -563,7 +565,10 @@ class FakeOllama:
         prompt_tokens = sum(
             _count_tokens(str(m.get("content") or "")) for m in messages if isinstance(m, dict)
         )
-        reply = self._next_reply(body, getattr(h, "generation", self._generation))
+        if getattr(h, "generation", self._generation) != self._generation:
+            reply = self._as_reply(self.default_reply, body)  # began before a reset()
+        else:
+            reply = self._next_reply(body)
         if reply.status is not None:
             return self._send_json(h, reply.status, {"error": f"fake ollama: HTTP {reply.status}"})
         content = reply.content
