@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -94,11 +95,13 @@ class ForgetMemoryRepository:
         if not changes:
             return
         hashes = await self._hashes(user_id, changes)
+        now = datetime.now(UTC)
         await self.session.execute(
             text(
                 "UPDATE memory_chunks SET content = :content, breadcrumbs = CAST(:crumbs AS text[]),"
                 " content_hash = :hash, vectors_stale = true,"
-                " stale_since = COALESCE(stale_since, now()) WHERE id = :id AND user_id = :uid"
+                " stale_since = COALESCE(stale_since, CAST(:now AS timestamptz))"
+                " WHERE id = :id AND user_id = :uid"
             ),
             [
                 {
@@ -107,6 +110,7 @@ class ForgetMemoryRepository:
                     "content": c.content,
                     "crumbs": c.breadcrumbs,
                     "hash": hashes[c.id],
+                    "now": now,  # bound: Citus takes no volatile function in a COALESCE
                 }
                 for c in changes
             ],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from sqlalchemy import Row, Table, func, select, text
@@ -106,7 +107,7 @@ class ChunkWriter:
                     "UPDATE memory_chunks SET content = content || :suffix, content_hash = :hash,"
                     " end_seq = :end, started_at = :started, ended_at = :ended,"
                     " breadcrumbs = :crumbs, vectors_stale = true,"
-                    " stale_since = COALESCE(stale_since, now())"
+                    " stale_since = COALESCE(stale_since, CAST(:now AS timestamptz))"
                     " WHERE user_id = :uid AND id = :id AND content_hash = :old"
                     " AND NOT EXISTS (SELECT 1"
                     " FROM memory_chunks o WHERE o.user_id = :uid AND o.session_id = :sid"
@@ -117,6 +118,8 @@ class ChunkWriter:
                     "uid": user_id,
                     "sid": session_id,
                     "id": chunk_id,
+                    # a bound value: Citus takes no volatile function in a COALESCE
+                    "now": datetime.now(UTC),
                     "suffix": chunk.content[len(old.content) :],
                     "old": old.content_hash,
                     "hash": chunk.content_hash,
