@@ -6,6 +6,7 @@ search, the match positions, planning logs. A session's messages are
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -38,7 +39,9 @@ from app.lib.sql import contains_pattern
 # process: the index appears with pg_trgm at start-up (app.db.extensions), not mid-run.
 _TRIGRAM_INDEXED: dict[str, bool] = {}
 
-#: session_metadata key of the turn running on the session: ``{"id", "until"}`` (a lease).
+#: session_metadata key of the turn running on the session: ``{"id", "until"}`` (a lease;
+#: `until` in seconds since the epoch: Citus takes no STABLE function of a column, such
+#: as a text-to-timestamptz cast, in an UPDATE on a distributed table).
 TURN_LEASE_KEY = "running_turn"
 #: session_metadata key of the auto-naming under way: ``{"until"}`` (a lease).
 NAMING_LEASE_KEY = "auto_naming"
@@ -52,12 +55,13 @@ SET session_metadata = session_metadata || jsonb_build_object(
     CAST(:key AS text),
     jsonb_build_object(
         'id', CAST(:token AS text),
-        'until', now() + make_interval(secs => CAST(:secs AS double precision))
+        'until', CAST(:until AS double precision)
     )
 )
 WHERE id = :sid AND user_id = :uid {extra}
   AND (session_metadata -> CAST(:key AS text) IS NULL
-       OR CAST(session_metadata -> CAST(:key AS text) ->> 'until' AS timestamptz) < now())
+       OR CAST(session_metadata -> CAST(:key AS text) ->> 'until' AS double precision)
+          < CAST(:now AS double precision))
 """
 _TRIGRAM_INDEX = f"{TRIGRAM_INDEX_PREFIX}session_messages_content"
 
@@ -166,7 +170,15 @@ class SessionRepository(SessionLookupRepository):
         another unexpired one is held (with `unnamed`: only while it has no name); True
         when taken. `user_id` is the session's (the tenant key)."""
         sql = _TAKE_LEASE_SQL.format(extra="AND name IS NULL" if unnamed else "")
-        params = {"key": key, "token": token, "secs": seconds, "sid": session_id, "uid": user_id}
+        now = time.time()
+        params = {
+            "key": key,
+            "token": token,
+            "until": now + seconds,
+            "now": now,
+            "sid": session_id,
+            "uid": user_id,
+        }
         result = await self.session.execute(text(sql), params)
         return bool(result.rowcount)  # type: ignore[attr-defined]
 

@@ -85,11 +85,11 @@ async def test_a_crashed_turns_lease_expires(
     sid = await new_session(served)
     lease = "jsonb_build_object('running_turn', jsonb_build_object('id', 'dead', 'until', %s))"
     set_lease = f"update sessions set session_metadata = session_metadata || {lease} where id = %s"
-    run_sql(db_url, set_lease.replace("%s", "now() + interval '1 hour'", 1), sid)
+    run_sql(db_url, set_lease.replace("%s", str(time.time() + 3600), 1), sid)
     body = {"message": {"content": "hello"}}
     r = await served.post(f"/sessions/{sid}/turns", json=body)
     assert r.status_code == 409, r.text
-    run_sql(db_url, set_lease.replace("%s", "now() - interval '1 second'", 1), sid)
+    run_sql(db_url, set_lease.replace("%s", str(time.time() - 1), 1), sid)
     r = await served.post(f"/sessions/{sid}/turns", json=body)
     assert r.status_code == 200, r.text
     meta = (await served.get(f"/sessions/{sid}")).json()["session_metadata"]
