@@ -24,13 +24,16 @@ from litestar.middleware import ASGIMiddleware
 from litestar.template.config import TemplateConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import NullPool
 
 from app.config import Settings, get_settings
 from app.console.web import TEMPLATES as CONSOLE_TEMPLATES
 from app.console.web import on_http_error as console_error
 from app.db.embedded import EmbeddedWatchdog
 from app.db.engine import (
+    behind_pooler,
     create_engine,
+    direct_url,
     embedded_server,
     normalize_url,
     pool_stats,
@@ -290,7 +293,11 @@ async def build_runtime(settings: Settings, profiles: Profiles, eng: AsyncEngine
         llm,
         session_factory(eng),
         # READ_ONLY_STANDALONE's sessions: the same pool, each statement its own transaction
-        autocommit_sessions=session_factory(eng.execution_options(isolation_level="AUTOCOMMIT")),
+        # (none behind a transaction pooler: there a statement needs its transaction's
+        # SET LOCAL statement limit)
+        autocommit_sessions=None
+        if behind_pooler(eng)
+        else session_factory(eng.execution_options(isolation_level="AUTOCOMMIT")),
         engine=eng,
         session_hooks=ContextSessionHooks(),
         principal_cache=PrincipalCache(settings.auth_cache_ttl_seconds),
@@ -329,7 +336,7 @@ async def _start(runtime: Runtime, background_jobs: bool) -> None:
         # is missing, and then concurrently, in the background (app/db/extensions.py)
         missing = await (await session.connection()).run_sync(trigram_indexes_missing)
     if missing and runtime.engine is not None:
-        spawn(runtime.jobs, _build_trigram_indexes(runtime.engine), "db.trigram_indexes")
+        spawn(runtime.jobs, _build_trigram_indexes(runtime), "db.trigram_indexes")
     if not settings.auth_enabled:
         log.warning("app.auth_disabled", hint="every request is the user anonymous")
     elif not settings.admin_token:
@@ -349,13 +356,31 @@ async def _start(runtime: Runtime, background_jobs: bool) -> None:
     log.info("app.started", auth_enabled=settings.auth_enabled)
 
 
-async def _build_trigram_indexes(engine: AsyncEngine) -> None:
+async def _build_trigram_indexes(runtime: Runtime) -> None:
     """`CREATE INDEX CONCURRENTLY` of the missing trigram indexes, outside a transaction
-    and without a statement limit (it blocks no writer; on a large table it takes long)."""
-    with statement_budget(0):
-        async with engine.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.run_sync(build_trigram_indexes)
+    and without a statement limit (it blocks no writer; on a large table it takes long).
+    Behind a transaction pooler on `DATABASE_DIRECT_URL` (its session advisory lock and
+    its statements need one server connection), or not at all without one."""
+    engine = runtime.engine
+    assert engine is not None
+    own = None
+    if behind_pooler(engine):
+        settings = runtime.settings
+        if not settings.database_direct_url:
+            log.warning(
+                "db.trigram_indexes_not_built",
+                reason="behind a transaction pooler (DB_POOLER) without DATABASE_DIRECT_URL",
+            )
+            return
+        engine = own = create_engine(direct_url(settings, ""), None, poolclass=NullPool)
+    try:
+        with statement_budget(0):
+            async with engine.connect() as conn:
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
+                await conn.run_sync(build_trigram_indexes)
+    finally:
+        if own is not None:
+            await own.dispose()
 
 
 def create_app(

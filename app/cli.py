@@ -54,7 +54,7 @@ def _exit_on_sigterm() -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
-    from app.db.engine import resolve_database_url
+    from app.db.engine import direct_url, resolve_database_url
 
     settings = _settings_or_exit()
     from app.lib.logging import configure_logging
@@ -63,7 +63,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     configure_logging(settings.log_level, settings.log_json)
     url = resolve_database_url(settings)  # starts the embedded server when needed
     settings = _offline_fallback(settings, url)  # before anything imports the models
-    _migrate_on_start(settings, url)
+    _migrate_on_start(settings, direct_url(settings, url))
     from app.domain.reembed.commands import check_database_dimension
 
     mismatch = check_database_dimension(settings, url)
@@ -231,9 +231,10 @@ async def _indexer(settings: Any, url: str, parent: int | None) -> None:
 
 def cmd_migrate(args: argparse.Namespace) -> None:
     from app.db import migrate
-    from app.db.engine import resolve_database_url
+    from app.db.engine import direct_url, resolve_database_url
 
-    url = resolve_database_url(_settings_or_exit())
+    settings = _settings_or_exit()
+    url = direct_url(settings, resolve_database_url(settings))
     if args.revision.startswith("-") or args.down:
         migrate.downgrade(url, args.revision)
     else:

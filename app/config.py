@@ -60,6 +60,30 @@ class Settings:
             'replicas"); empty = every read on the primary.'
         ),
     )
+    database_direct_url: str = setting(
+        "DATABASE_DIRECT_URL",
+        "",
+        doc=(
+            "`postgresql+psycopg://…` straight to the server behind a pooler (`DB_POOLER`): "
+            "migrations and start-up DDL (`CREATE INDEX CONCURRENTLY` under a session "
+            "advisory lock) need one connection for their whole run, which a transaction "
+            "pooler does not give. Empty = `DATABASE_URL`."
+        ),
+    )
+    db_pooler: str = setting(
+        "DB_POOLER",
+        "none",
+        choices=("none", "transaction"),
+        doc=(
+            "`transaction`: `DATABASE_URL` is a pooler in transaction mode (PgBouncer "
+            "`pool_mode=transaction`), where consecutive transactions of one client "
+            "connection run on different server connections. The statement limit is then "
+            "set per transaction (`SET LOCAL`, one round trip more per transaction) instead "
+            "of once per connection, no statement runs outside a transaction, and no "
+            "server-side prepared statement is used (psycopg `prepare_threshold=None`). "
+            '`none`: a direct connection (docs/scaling.md, "Connection poolers").'
+        ),
+    )
     replica_max_lag_seconds: float = setting(
         "REPLICA_MAX_LAG_SECONDS",
         5.0,
@@ -733,6 +757,10 @@ def _check(s: Settings) -> None:
         ("postgresql", "postgres://")
     ):
         raise SettingsError("DATABASE_REPLICA_URL: expected a postgresql+psycopg:// URL")
+    if s.database_direct_url and not s.database_direct_url.startswith(
+        ("postgresql", "postgres://")
+    ):
+        raise SettingsError("DATABASE_DIRECT_URL: expected a postgresql+psycopg:// URL")
     if s.admin_token and len(s.admin_token) < 32:
         raise SettingsError("NAVI_ADMIN_TOKEN: must be at least 32 characters")
     if s.metrics_token and len(s.metrics_token) < 32:

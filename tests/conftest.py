@@ -153,9 +153,25 @@ def empty_db_url(pg_server: str) -> Iterator[str]:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def pooler_url_of(db_url: str) -> str | None:
+    """TEST_DATABASE_POOLER_URL (a PgBouncer in transaction mode in front of
+    TEST_DATABASE_URL, made by scripts/provision-pgbouncer.sh) with `db_url`'s database;
+    None without it."""
+    pooler = os.environ.get("TEST_DATABASE_POOLER_URL")
+    if not pooler:
+        return None
+    return _with_db(normalize_url(pooler), make_url(db_url).database or "")
+
+
 @pytest.fixture
 async def engine(db_url: str) -> AsyncIterator[AsyncEngine]:
-    eng = create_engine(db_url)
+    # With TEST_DATABASE_POOLER_URL the app talks to the test's database through the
+    # pooler, as DB_POOLER=transaction (the "PgBouncer" run of .ci/run)
+    pooled = pooler_url_of(db_url)
+    if pooled:
+        eng = create_engine(pooled, Settings(db_pooler="transaction"))
+    else:
+        eng = create_engine(db_url)
     yield eng
     await eng.dispose()
 
@@ -220,6 +236,7 @@ def settings(ollama: FakeOllama, tmp_path: Path, request: pytest.FixtureRequest)
         replica = replica_url_of(request.getfixturevalue("db_url"))
     return Settings(
         database_replica_url=replica,
+        db_pooler="transaction" if os.environ.get("TEST_DATABASE_POOLER_URL") else "none",
         auth_enabled=True,
         admin_token=ADMIN_TOKEN,
         ollama_host=ollama.url,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -30,6 +31,9 @@ log = structlog.get_logger()
 T = TypeVar("T")
 
 _embedded: dict[str, Any] = {}
+
+#: The engines whose URL is a transaction-mode pooler (`DB_POOLER=transaction`).
+_behind_pooler: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def normalize_url(url: str) -> str:
@@ -78,12 +82,25 @@ def resolve_database_url(settings: Settings) -> str:
     return start_embedded(settings.data_path)
 
 
+def direct_url(settings: Settings, url: str) -> str:
+    """The URL migrations and start-up DDL use: `DATABASE_DIRECT_URL` when set (the
+    server behind a pooler), else `url`."""
+    return normalize_url(settings.database_direct_url) if settings.database_direct_url else url
+
+
+def behind_pooler(engine: AsyncEngine | None) -> bool:
+    """`engine` talks to a transaction-mode pooler: no session state, no autocommit."""
+    return engine is not None and engine.sync_engine in _behind_pooler
+
+
 def create_engine(url: str, settings: Settings | None = None, **kwargs: Any) -> AsyncEngine:
     """The async engine: the pool of `settings` (SQLAlchemy's defaults without), and
     always the connect, pool and statement limits of app.db.faults (`settings`' or the
-    defaults)."""
+    defaults). Behind a transaction pooler (`DB_POOLER=transaction`) the statement limit
+    is set per transaction and psycopg prepares no statement on the server."""
     pool = {}
     ping_idle = 0.0
+    pooler = settings is not None and settings.db_pooler == "transaction"
     if settings is not None:
         pool = {"pool_size": settings.db_pool_size, "max_overflow": settings.db_max_overflow}
         ping_idle = settings.db_ping_idle_seconds
@@ -91,6 +108,7 @@ def create_engine(url: str, settings: Settings | None = None, **kwargs: Any) -> 
     connect_args = {
         "connect_timeout": timeouts.connect,
         "async_creator_fn": guarded_connection_class(timeouts).connect,
+        **({"prepare_threshold": None} if pooler else {}),
         **kwargs.pop("connect_args", {}),
     }
     common: dict[str, Any] = {
@@ -105,7 +123,11 @@ def create_engine(url: str, settings: Settings | None = None, **kwargs: Any) -> 
     else:
         engine = create_async_engine(url, **pool, **common, **kwargs)
         _ping_when_idle(engine, ping_idle, timeouts)
-    _apply_statement_timeout(engine, timeouts)
+    if pooler:
+        _behind_pooler.add(engine.sync_engine)
+        _statement_timeout_per_transaction(engine, timeouts)
+    else:
+        _apply_statement_timeout(engine, timeouts)
     return engine
 
 
@@ -147,6 +169,23 @@ def _apply_statement_timeout(engine: AsyncEngine, timeouts: DbTimeouts) -> None:
         finally:
             dbapi_connection.autocommit = was
         record.info["navi_statement_ms"] = want
+
+
+def _statement_timeout_per_transaction(engine: AsyncEngine, timeouts: DbTimeouts) -> None:
+    """Behind a transaction pooler a session-level `SET` lands on whichever server
+    connection ran it and stays there for the pooler's other clients (a job's 600 s
+    limit on a request's connection, the health check's 1.5 s on a job's). So every
+    transaction begins with `SET LOCAL statement_timeout`: it ends with the transaction,
+    on the server connection that ran it."""
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _begun(conn: Any) -> None:
+        dbapi_connection = conn.connection.dbapi_connection
+        if dbapi_connection is None or dbapi_connection.autocommit:
+            return  # no transaction to scope it to (not used behind a pooler)
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"SET LOCAL statement_timeout = {int(timeouts.statement_ms())}")
+        cursor.close()
 
 
 def _ping_when_idle(engine: AsyncEngine, idle_seconds: float, timeouts: DbTimeouts) -> None:
@@ -204,8 +243,14 @@ async def in_own_session(
     therefore sees its own snapshot, and `SET LOCAL` has no effect there (a statement
     can still scope a setting to itself with `set_config(…, true)`)."""
     async with factory() as db:
-        await db.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+        if not behind_pooler(_engine_of(factory)):  # there each statement needs its SET LOCAL
+            await db.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
         return await fn(db)
+
+
+def _engine_of(factory: async_sessionmaker[AsyncSession]) -> AsyncEngine | None:
+    bind = factory.kw.get("bind")
+    return bind if isinstance(bind, AsyncEngine) else None
 
 
 @asynccontextmanager

@@ -20,7 +20,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.db.engine import in_own_session
+from app.db.engine import behind_pooler, in_own_session
 from app.domain.error_memory.services import unified_error_search
 from app.domain.facts.memory_hits import search_fact_hits
 from app.domain.kernel.hits import MemoryHit
@@ -286,15 +286,22 @@ async def _leg(
     else `[]`), is logged and noted in `failed`; the other stores still answer. On the
     caller's own session (`own`) the store runs inside a savepoint, so a failed
     statement does not abort the caller's transaction (the turn loop goes on using it);
-    a side connection is in autocommit, where a failed statement ends alone."""
+    a side connection is in autocommit, where a failed statement ends alone (behind a
+    transaction pooler it is in a transaction too, and gets the savepoint)."""
     try:
-        if own and not _autocommit(db):
+        if (own or _side_in_transaction(db)) and not _autocommit(db):
             async with db.begin_nested():
                 return await run(db)
         return await run(db)
     except Exception as exc:
         _store_failed(store, exc, failed)
         return cast(T, [] if default is None else default)
+
+
+def _side_in_transaction(db: AsyncSession) -> bool:
+    """A side connection (`in_own_session`) runs its statements in one transaction."""
+    bind = db.bind
+    return isinstance(bind, AsyncEngine) and behind_pooler(bind)
 
 
 def _autocommit(db: AsyncSession) -> bool:
