@@ -75,6 +75,9 @@ typecheck: install ## mypy over app/
 bench-turns: install ## POST /sessions/{id}/turns: overhead over the (fake) model, TTFT, turns/s, with and without compression (ARGS="--turns 150")
 	$(BIN)/python bench/bench_turns.py $(ARGS)
 
+bench-slow-model: install ## GET /sessions p50/p99 idle, then during 20 post-turn compressions whose summaries take 30 s (the service as make run starts it; ARGS="--compressions 5 --summary-seconds 5")
+	$(BIN)/python bench/bench_slow_model.py $(ARGS)
+
 bench-compression: install ## Plan/compress a 2,000-message session; compressions per 1,000 turns (ARGS="--no-db")
 	$(BIN)/python bench/bench_compression.py $(ARGS)
 
@@ -141,4 +144,4 @@ bench-export: install ## Peak RSS of GET /me/export streaming 100k messages vs l
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-clients test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions bench-console backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness bench-embed-cost bench-burst
+.PHONY: help install run migrate test test-clients test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions bench-console backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness bench-embed-cost bench-burst bench-slow-model

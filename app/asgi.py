@@ -303,7 +303,10 @@ async def build_runtime(settings: Settings, profiles: Profiles, eng: AsyncEngine
         principal_cache=PrincipalCache(settings.auth_cache_ttl_seconds),
     )
     if settings.memory_search_enabled:  # the raw history index (memory_chunks)
-        runtime.demotion_hooks.register(raw_history_hook(llm))
+        # its chunks' vectors: embedded before the compression's lock when this process
+        # embeds, else by the indexer processes (INDEX_EMBEDDING=external)
+        embeds = settings.index_embedding != "external"
+        runtime.demotion_hooks.register(raw_history_hook(llm, embed=embeds))
     if settings.database_replica_url:  # read-only endpoints may read there (db/replica.py)
         replica_engine = create_engine(
             normalize_url(settings.database_replica_url),

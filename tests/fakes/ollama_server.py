@@ -21,6 +21,7 @@ It speaks the subset of Ollama's HTTP API that Navi uses:
   installed: the WordPiece tokens the local model reads, at most 256 a text, and before
   that cut; else null), ``last_embed_at`` (unix time the last embedding was answered)
 * ``POST /_fake/stats/reset``   -> those counters back to zero (``reset()`` does it too)
+* ``GET /_fake/counts``   -> the requests received so far, per path (``counts``)
 
 One request per connection (HTTP/1.0), so that ``"refuse"`` below refuses the next call;
 ``keep_alive=True`` answers in HTTP/1.1 with keep-alive instead, as the real server
@@ -474,6 +475,9 @@ class FakeOllama:
     def _fake_route(self, h: _Handler, method: str, path: str) -> None:
         if path == "/_fake/stats" and method == "GET":
             return self._send_json(h, 200, self.stats())
+        if path == "/_fake/counts" and method == "GET":  # requests per path (a bench's probe)
+            with self._lock:
+                return self._send_json(h, 200, dict(self.counts))
         if path == "/_fake/stats/reset" and method == "POST":
             self.reset_stats()
             return self._send_json(h, 200, self.stats())

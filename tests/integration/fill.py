@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory, transaction
-from app.domain.raw_history.indexer import index_demoted
+from app.domain.raw_history.indexer import embed_demoted, index_demoted
 from tests.conftest import run_sql
 from tests.fakes.ollama_server import fake_embedding
 from tests.integration.raw_history.test_raw_and_search import T0, Demoted
@@ -79,15 +79,11 @@ async def fill_every_store(
     # raw chunks + segment vectors, through the indexer
     llm = build_gateway(settings)
     try:
-        async with transaction(session_factory(engine)) as db:
-            assert await index_demoted(
-                db,
-                llm,
-                user_id=user_id,
-                session_id=uuid.UUID(sid),
-                demoted=DEMOTED,
-                keys=("server_port",),
-            )
+        where = {"user_id": user_id, "session_id": uuid.UUID(sid), "demoted": DEMOTED}
+        factory = session_factory(engine)
+        vectors = await embed_demoted(factory, llm, **where, keys=("server_port",))  # type: ignore[arg-type]
+        async with transaction(factory) as db:
+            assert await index_demoted(db, **where, keys=("server_port",), vectors=vectors)  # type: ignore[arg-type]
     finally:
         await llm.aclose()
     for key, value in (("editor", "neovim"), ("shell", "zsh"), ("language", "Python")):

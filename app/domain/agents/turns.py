@@ -52,7 +52,7 @@ from app.domain.agents.stream import (
 from app.domain.agents.toolbox import Toolbox
 from app.domain.compression import ContextTooLargeError
 from app.domain.context.schemas import IncomingMessage, PrepareOut
-from app.domain.context.services import ContextService
+from app.domain.context.services import ContextService, PostTurn
 from app.domain.forget.tool import redact_round
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.events import UsageIn
@@ -409,18 +409,21 @@ class TurnLoop:
         await self._post_turn(reply, emit, answer=message)
 
     async def _post_turn(self, reply: Reply, emit: Emit, answer: MessageIn | None = None) -> None:
-        """The post-turn check (with the turn's answer stored first, in the same step);
-        a turn that ends after a tool round (``max_rounds``) has no answer to store."""
+        """The turn's answer stored and the post-turn check (calibration) in one step;
+        the compression it finds due after that step committed, in its own (a failure
+        there never loses the answer). A turn that ends after a tool round
+        (``max_rounds``) has no answer to store."""
+        due: PostTurn | None = None
         async with self._step() as (db, ctx):
             if answer is not None:
                 await SessionService.of(db, self.runtime).append(
                     self.session_id, self.viewer, [answer]
                 )
-            events: list[Any] = []
-            if reply.prompt_eval_count > 0:  # calibration, then compression when needed
+            if reply.prompt_eval_count > 0:  # calibration; the compression due, if any
                 usage = UsageIn(model=reply.model, prompt_eval_count=reply.prompt_eval_count)
-                events = await ctx.after_append(self.session_id, self.viewer, usage)
+                due = await ctx.after_append(self.session_id, self.viewer, usage)
         if answer is not None and self.unnamed[1]:  # committed: the first exchange names it
             start_naming(self.runtime, self.unnamed[0], self.session_id)
+        events = await ctx.compress_post_turn(due) if due is not None else []
         for ev in compression_events(events, "postturn"):
             emit(ev)

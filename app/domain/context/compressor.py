@@ -1,4 +1,5 @@
-"""compress_and_save_session: plan, summarize (or hard-truncate), persist — one transaction.
+"""compress_and_save_session: plan, summarize (or hard-truncate), then persist in one short
+transaction of its own.
 
 Every trigger (pre-turn, mid-turn, post-turn, forced) ends here, so the guarantees hold
 on every path:
@@ -17,29 +18,36 @@ on every path:
 * messages past ``session_messages_window`` move to the archive;
 * the exact demoted messages and the KEYS go to the demotion hooks.
 
-The LLM call happens before the session row is locked; the lock is then taken and the
-plan re-checked against the stored context, so a concurrent compression of the same
-session is detected (the second one gives up) instead of demoting twice.
+Every model call happens with no transaction open and no pooled connection held: the
+caller has committed (or ended) its own transaction first (`kernel.commits.commit_now`),
+the summary and the demotion hooks' ``prepare`` steps (the raw index's chunk
+embeddings) run, and only then does a short transaction of its own take the session's
+row lock, re-check the draft against the stored context — a concurrent compression of
+the same session is detected (the second one gives up) instead of demoting twice — and
+apply it. A slow model therefore delays only the compression: other writers of the
+session, and the worker's connection pool, never wait on it.
 
 The steps: load and plan (:mod:`~app.domain.context.loading`, :func:`plan_for`) →
-summarize with retry, else truncate (:func:`_draft`) → lock and re-check, demote and
-append the summary and the marker, record the session state and archive
-(:class:`~app.domain.context.writer.CompressionWriter`) → the demotion hooks → the log.
+summarize with retry, else truncate (:func:`_draft`) → the hooks' ``prepare`` → in its
+own transaction: lock and re-check, demote and append the summary and the marker,
+record the session state and archive
+(:class:`~app.domain.context.writer.CompressionWriter`), the demotion hooks → the log.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Literal
 
 import structlog
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
+from app.db.engine import transaction
 from app.domain.compression import Estimator, Msg, Plan, hard_truncate, plan_compression
 from app.domain.context.loading import LoadedContext, estimator_for
 from app.domain.context.summarizer import Summarizer, SummaryError, breadcrumbs_of, merge_keys
@@ -72,7 +80,7 @@ class CompressionResult:
 
 # --------------------------------------------------------------------------- the run
 async def compress_and_save_session(
-    db: AsyncSession,
+    factory: async_sessionmaker[AsyncSession],
     settings: Settings,
     *,
     session_id: uuid.UUID,
@@ -86,9 +94,11 @@ async def compress_and_save_session(
     loaded: LoadedContext,
     tokens_before: int | None = None,
     hooks: DemotionHooks = demotion_hooks,
-    sessions: SessionService,
+    sessions: Callable[[AsyncSession], SessionService],
 ) -> CompressionResult | None:
-    """Compress the session's context and persist the outcome (see module docstring).
+    """Compress the session's context and persist the outcome in a transaction of its own
+    on `factory` (see module docstring). The caller holds no transaction: `loaded` was
+    read (and committed) before.
 
     Returns None when there is nothing to compress, or when a concurrent compression of
     the same session won the race.
@@ -121,13 +131,15 @@ async def compress_and_save_session(
         estimate=estimate,
         session_id=session_id,
     )
-    run = CompressionWriter(db, settings, sessions, session_id, viewer, reason)
-    session = await run.lock(draft)
-    if session is None:
-        return None
-    stored = await run.write(draft, loaded, estimate, tokens_before=before)
-    stored.archived = await run.record(draft.method, stored)
-    await hooks.run(db, session.user_id, session_id, draft.demoted, draft.keys)
+    ready = await hooks.prepare(factory, user_id, session_id, draft.demoted, draft.keys)
+    async with transaction(factory) as db:  # short: no model call from here on
+        run = CompressionWriter(db, settings, sessions(db), session_id, viewer, reason)
+        session = await run.lock(draft)
+        if session is None:
+            return None
+        stored = await run.write(draft, loaded, estimate, tokens_before=before)
+        stored.archived = await run.record(draft.method, stored)
+        await hooks.run(db, session.user_id, session_id, draft.demoted, draft.keys, ready)
     result = _result(reason, draft, stored, len(loaded.msgs), before)
     _log_compressed(result, session_id, window, started)
     return result

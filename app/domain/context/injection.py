@@ -19,7 +19,14 @@ from app.domain.facts.memory_hits import search_fact_hits
 from app.domain.facts.prompt_notes import memory_notes
 from app.domain.facts.services import FactService
 from app.domain.kernel.messages import MessageOut
-from app.domain.search.recall import INJECTED_KEY, recall_for_turn, remembered_ids
+from app.domain.search.recall import (
+    INJECTED_KEY,
+    recall_for_turn,
+    remembered_ids,
+    turn_recall_query,
+)
+from app.domain.search.services import QueryEmbeddings
+from app.llm.errors import LLMError
 from app.llm.gateway import LLMGateway
 
 #: session_metadata: chars of the memory notes the last pre-turn prepare injected.
@@ -70,6 +77,27 @@ def system_note(content: str, source: str, **meta: Any) -> MessageOut:
     )
 
 
+async def query_embeddings(
+    llm: LLMGateway | None, settings: Settings, context: Sequence[Msg], incoming: Msg | None
+) -> QueryEmbeddings | None:
+    """The gateway with the turn's query embeddings already made — the facts' query (the
+    incoming message) and the recall's — so that `build_injection`, run after, makes no
+    model call while it holds a connection. Called with no connection held. A failure
+    is remembered: the stores then degrade to word search as before."""
+    if llm is None:
+        return None
+    cached = QueryEmbeddings(llm)
+    query = incoming.content if incoming else ""
+    recall = turn_recall_query(settings, context, query)
+    texts = [t.strip() for t in (query, recall or "") if t.strip()]
+    if texts:
+        try:
+            await cached.embed(texts)
+        except LLMError:
+            pass
+    return cached
+
+
 async def build_injection(
     db: AsyncSession,
     llm: LLMGateway | None,
@@ -82,6 +110,8 @@ async def build_injection(
     model: str,
     window: int,
 ) -> Injection:
+    """The turn's memory notes. `llm` (and the one of `facts`) should hold the query
+    embeddings already (`query_embeddings`): this reads the database between them."""
     out = Injection()
     user_id = session.user_id or "anonymous"
     query = incoming.content if incoming else ""

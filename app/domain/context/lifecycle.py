@@ -6,6 +6,7 @@ against the new window at once."""
 from __future__ import annotations
 
 import uuid
+from functools import partial
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -14,7 +15,7 @@ from app.domain.facts.extraction import extract_stale_sessions
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.events import ContextEvent, UsageIn
 from app.domain.kernel.jobs import spawn
-from app.domain.kernel.runtime import Runtime, SessionHooks
+from app.domain.kernel.runtime import AfterCommit, Runtime, SessionHooks
 
 
 class ContextSessionHooks(SessionHooks):
@@ -30,8 +31,10 @@ class ContextSessionHooks(SessionHooks):
         session_id: uuid.UUID,
         viewer: Viewer,
         usage: UsageIn,
-    ) -> list[ContextEvent]:
-        return await ContextService.of(db, runtime).after_append(session_id, viewer, usage)
+    ) -> AfterCommit | None:
+        service = ContextService.of(db, runtime)
+        due = await service.after_append(session_id, viewer, usage)
+        return None if due is None else partial(service.compress_post_turn, due)
 
     async def profile_changed(
         self, db: AsyncSession, runtime: Runtime, session_id: uuid.UUID, viewer: Viewer

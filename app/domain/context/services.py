@@ -7,9 +7,17 @@
   :class:`ContextTooLargeError` when even that cannot fit;
 * **post-turn** (:meth:`ContextService.after_append`): after the reply is stored with the
   ``usage`` its LLM reported, record the real prompt size (calibration + session
-  baseline) unless the prompt was silently truncated, then compress when over the
-  threshold — or unconditionally when it was truncated;
+  baseline) unless the prompt was silently truncated, in the append's transaction; then,
+  once that has committed, compress when over the threshold — or unconditionally when it
+  was truncated (:meth:`ContextService.compress_post_turn`: a failure there is logged,
+  never undoes the stored reply);
 * **forced** (:meth:`ContextService.compact`): compress regardless of the threshold.
+
+Every compression runs with the caller's transaction committed first (``_release``) and
+in a short transaction of its own (:mod:`~app.domain.context.compressor`): no model call
+(summary, chunk or query embedding) is made while this service's session holds a
+transaction, a row lock or a pooled connection. The memory notes of a pre-turn prepare
+embed their queries first, then read (:func:`~app.domain.context.injection.query_embeddings`).
 
 Session state lives in ``sessions.session_metadata``: ``baseline`` =
 ``{"tokens", "count", "model"}`` (the real ``prompt_eval_count`` of a prompt that held
@@ -23,7 +31,10 @@ import base64
 import binascii
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import cast
 
+import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
@@ -34,7 +45,7 @@ from app.domain.context.compressor import (
     Reason,
     compress_and_save_session,
 )
-from app.domain.context.injection import build_injection
+from app.domain.context.injection import build_injection, query_embeddings
 from app.domain.context.loading import LoadedContext, load_context
 from app.domain.context.pricing import Pricing
 from app.domain.context.repositories import ContextRepository
@@ -45,6 +56,7 @@ from app.domain.context.system_prompt import prompt_note
 from app.domain.context.writer import BASELINE_KEY
 from app.domain.facts.services import FactService
 from app.domain.kernel.access import Viewer
+from app.domain.kernel.commits import commit_now
 from app.domain.kernel.events import CompressionStarted, ContextCompressed, ContextEvent, UsageIn
 from app.domain.kernel.messages import MessageOut
 from app.domain.kernel.ownership import SessionAccess
@@ -52,8 +64,24 @@ from app.domain.kernel.profiles import Profile
 from app.domain.kernel.runtime import Runtime
 from app.domain.sessions.services import SessionService
 from app.lib.errors import Conflict, PayloadTooLarge, Unprocessable
+from app.llm.gateway import LLMGateway
 
-__all__ = ["ContextService"]
+__all__ = ["ContextService", "PostTurn"]
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True)
+class PostTurn:
+    """A post-turn compression found due in the append's transaction, to run once that
+    has committed (:meth:`ContextService.compress_post_turn`)."""
+
+    session_id: uuid.UUID
+    viewer: Viewer
+    profile: Profile
+    model: str
+    loaded: LoadedContext
+    tokens: int
 
 
 def incoming_msg(message: IncomingMessage | None, settings: Settings) -> Msg | None:
@@ -120,8 +148,9 @@ class ContextService:
         tokens: int,
         keep_messages: int | None,
     ) -> CompressionResult | None:
+        await self._release()
         return await compress_and_save_session(
-            self.db,
+            self.runtime.session_factory,
             self.settings,
             session_id=session_id,
             viewer=viewer,
@@ -134,8 +163,15 @@ class ContextService:
             loaded=loaded,
             tokens_before=tokens,
             hooks=self.hooks,
-            sessions=SessionService.of(self.db, self.runtime),
+            sessions=lambda db: SessionService.of(db, self.runtime),
         )
+
+    async def _release(self) -> None:
+        """Commit this service's transaction, if one is open, before a model call: its
+        row locks and its pooled connection are given back (the next statement begins
+        a new transaction)."""
+        if self.db.in_transaction():
+            await commit_now(self.db)
 
     # ------------------------------------------------------------------ pre/mid-turn
     async def prepare(
@@ -293,12 +329,17 @@ class ContextService:
         model: str,
         window: int,
     ) -> tuple[list[MessageOut], int]:
-        """The view with the turn's memory notes when they fit; what they were recorded."""
+        """The view with the turn's memory notes when they fit; what they were recorded.
+        The queries are embedded first, with this service's transaction committed."""
+        await self._release()
+        llm = cast(
+            LLMGateway | None, await query_embeddings(self.llm, self.settings, context, incoming)
+        )
         extra = await build_injection(
             self.db,
-            self.llm,
+            llm,
             self.settings,
-            FactService.of(self.db, self.runtime),
+            FactService(self.db, llm),
             session=session,
             context=context,
             incoming=incoming,
@@ -316,14 +357,16 @@ class ContextService:
     # ------------------------------------------------------------------ post-turn
     async def after_append(
         self, session_id: uuid.UUID, viewer: Viewer, usage: UsageIn
-    ) -> list[ContextEvent]:
-        """Record the reported prompt size, then run the post-turn check."""
+    ) -> PostTurn | None:
+        """Record the reported prompt size (in the append's transaction), then the
+        post-turn check: the compression due, to run once that transaction has committed
+        (:meth:`compress_post_turn`), or None."""
         session = await SessionAccess(self.db).get(session_id, viewer)
         profile = self.profiles.get(session.profile_id)
         if profile.context_mode == "rolling":
             # Rolling mode sends its own window (prepare): the stored context is not the
             # prompt, so neither calibration nor compression applies.
-            return []
+            return None
         window = profile.context_window
         loaded = await load_context(self.db, session.user_id, session_id)
         metadata = dict(session.session_metadata or {})
@@ -348,42 +391,44 @@ class ContextService:
             drop_metadata=calibration.drop_metadata,
         )
         if not self.settings.context_compression_enabled:
-            return []
+            return None
         if not (calibration.truncated or self.price.over_threshold(tokens, window)):
-            return []
-        return await self._compress_after_turn(
-            session_id, viewer, profile, usage.model, loaded, tokens, user_id=user_id
-        )
-
-    async def _compress_after_turn(
-        self,
-        session_id: uuid.UUID,
-        viewer: Viewer,
-        profile: Profile,
-        model: str,
-        loaded: LoadedContext,
-        tokens: int,
-        *,
-        user_id: str,
-    ) -> list[ContextEvent]:
-        """The post-turn compression, keeping the mid-turn share of recent messages."""
-        window = profile.context_window
+            return None
         keep_messages = profile.mid_turn_keep_messages()
-        if not self.price.can_compress(loaded.msgs, profile, model, keep_messages, user_id=user_id):
+        if not self.price.can_compress(
+            loaded.msgs, profile, usage.model, keep_messages, user_id=user_id
+        ):
+            return None
+        return PostTurn(session_id, viewer, profile, usage.model, loaded, tokens)
+
+    async def compress_post_turn(self, due: PostTurn) -> list[ContextEvent]:
+        """The post-turn compression (keeping the mid-turn share of recent messages),
+        after the append committed: with no transaction held during the summary, in a
+        transaction of its own. A failure is logged and answers no event: the stored
+        messages stay, and the next pre-turn prepare compresses when still needed."""
+        window = due.profile.context_window
+        try:
+            result = await self._compress(
+                due.session_id,
+                due.viewer,
+                due.profile,
+                model=due.model,
+                reason="postturn",
+                loaded=due.loaded,
+                tokens=due.tokens,
+                keep_messages=due.profile.mid_turn_keep_messages(),
+            )
+        except Exception as exc:
+            log.warning(
+                "context.postturn_failed",
+                session_id=str(due.session_id),
+                error_type=type(exc).__name__,
+                error=str(exc)[:300],
+            )
             return []
         events: list[ContextEvent] = [
-            CompressionStarted(context_tokens=tokens, max_context_tokens=window)
+            CompressionStarted(context_tokens=due.tokens, max_context_tokens=window)
         ]
-        result = await self._compress(
-            session_id,
-            viewer,
-            profile,
-            model=model,
-            reason="postturn",
-            loaded=loaded,
-            tokens=tokens,
-            keep_messages=keep_messages,
-        )
         if result is not None:
             events.append(_compressed_event(result, window))
         return events

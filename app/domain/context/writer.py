@@ -1,6 +1,7 @@
-"""What a compression writes, once the summary (or the truncate) is decided: under the
-session row's lock, the demotion, the summary that leads the new context, the transcript
-marker, the session's new token count and compression note, the archive move.
+"""What a compression writes, once the summary (or the truncate) is decided: in a short
+transaction of its own, under the session row's lock, the demotion, the summary that
+leads the new context, the transcript marker, the session's new token count and
+compression note, the archive move.
 
 Steps of :func:`app.domain.context.compressor.compress_and_save_session`.
 """
@@ -75,7 +76,8 @@ class Stored:
 
 @dataclass
 class CompressionWriter:
-    """The steps of a compression that write, in the request's transaction."""
+    """The steps of a compression that write, in the compression's own short transaction
+    (the summary is already decided: no model call under its lock)."""
 
     db: AsyncSession
     settings: Settings

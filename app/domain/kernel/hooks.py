@@ -11,21 +11,25 @@ service is built without an app.
 
 A hook runs inside the compression's transaction, in a SAVEPOINT of its own: when it
 raises, its writes are rolled back, the failure is logged (``compressor.hook_failed``)
-and the compression is committed all the same.
+and the compression is committed all the same. That transaction holds the session's row
+lock, so a hook makes no model call there: a hook that needs one (the raw-history index
+embeds the chunks it will write) also has a ``prepare`` step (:class:`PreparingHook`),
+run by :meth:`DemotionHooks.prepare` before the lock, with no transaction open; what it
+returns is handed to the hook as ``ready``.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.domain.compression import Msg
 
-__all__ = ["DemotionHook", "DemotionHooks", "demotion_hooks"]
+__all__ = ["DemotionHook", "DemotionHooks", "PreparingHook", "Ready", "demotion_hooks"]
 
 log = structlog.get_logger()
 
@@ -39,6 +43,39 @@ class DemotionHook(Protocol):
         demoted: Sequence[Msg],
         keys: Sequence[str],
     ) -> None: ...
+
+
+class PreparingHook(Protocol):
+    """A hook with a step before the lock: ``prepare`` (model calls; database reads on
+    short sessions of `factory`, none held across a model call), then the call under the
+    lock with what ``prepare`` returned (None when it failed or did not run)."""
+
+    async def prepare(
+        self,
+        factory: async_sessionmaker[AsyncSession],
+        user_id: str,
+        session_id: uuid.UUID,
+        demoted: Sequence[Msg],
+        keys: Sequence[str],
+    ) -> Any: ...
+
+    async def __call__(
+        self,
+        db: AsyncSession,
+        user_id: str,
+        session_id: uuid.UUID,
+        demoted: Sequence[Msg],
+        keys: Sequence[str],
+        ready: Any = None,
+    ) -> None: ...
+
+
+#: What the hooks' ``prepare`` steps returned, by hook.
+Ready = dict[int, Any]
+
+
+def _name(hook: object) -> str:
+    return getattr(hook, "__qualname__", type(hook).__name__)
 
 
 class DemotionHooks:
@@ -59,6 +96,36 @@ class DemotionHooks:
     def __len__(self) -> int:
         return len(self._hooks)
 
+    async def prepare(
+        self,
+        factory: async_sessionmaker[AsyncSession],
+        user_id: str,
+        session_id: uuid.UUID,
+        demoted: Sequence[Msg],
+        keys: Sequence[str],
+    ) -> Ready:
+        """The ``prepare`` step of every hook that has one, before the compression locks
+        the session (no transaction open); a failure is logged and leaves that hook's
+        ``ready`` None."""
+        ready: Ready = {}
+        if not demoted:
+            return ready
+        for hook in list(self._hooks):
+            prepare = getattr(hook, "prepare", None)
+            if prepare is None:
+                continue
+            try:
+                ready[id(hook)] = await prepare(factory, user_id, session_id, demoted, keys)
+            except Exception as exc:
+                log.warning(
+                    "compressor.hook_prepare_failed",
+                    session_id=str(session_id),
+                    hook=_name(hook),
+                    error_type=type(exc).__name__,
+                    error=str(exc)[:300],
+                )
+        return ready
+
     async def run(
         self,
         db: AsyncSession,
@@ -66,21 +133,27 @@ class DemotionHooks:
         session_id: uuid.UUID,
         demoted: Sequence[Msg],
         keys: Sequence[str],
+        ready: Ready | None = None,
     ) -> int:
-        """Run every hook; returns how many failed (each failure is logged, never raised)."""
+        """Run every hook (a preparing hook with what its ``prepare`` returned); returns
+        how many failed (each failure is logged, never raised)."""
         failed = 0
         if not demoted:
             return 0
         for hook in list(self._hooks):
             try:
                 async with db.begin_nested():
-                    await hook(db, user_id, session_id, demoted, keys)
+                    if hasattr(hook, "prepare"):
+                        got = (ready or {}).get(id(hook))
+                        await hook(db, user_id, session_id, demoted, keys, got)  # type: ignore[call-arg]
+                    else:
+                        await hook(db, user_id, session_id, demoted, keys)
             except Exception as exc:
                 failed += 1
                 log.warning(
                     "compressor.hook_failed",
                     session_id=str(session_id),
-                    hook=getattr(hook, "__qualname__", type(hook).__name__),
+                    hook=_name(hook),
                     error_type=type(exc).__name__,
                     error=str(exc)[:300],
                 )

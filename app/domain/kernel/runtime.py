@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,9 +32,12 @@ from app.llm.gateway import LLMGateway
 # (Imported at run time, not under TYPE_CHECKING: Litestar resolves the annotations of
 # the dependencies it provides, the Runtime's fields among them.)
 
-__all__ = ["NoSessionHooks", "Runtime", "SessionHooks", "SessionMaker"]
+__all__ = ["AfterCommit", "NoSessionHooks", "Runtime", "SessionHooks", "SessionMaker"]
 
 SessionMaker = async_sessionmaker[AsyncSession]
+#: Work an append set off that must wait for the append's commit (the post-turn
+#: compression): run by the handler once it committed, its events in the answer.
+AfterCommit = Callable[[], Awaitable[list[ContextEvent]]]
 
 
 class SessionHooks(ABC):
@@ -53,8 +57,10 @@ class SessionHooks(ABC):
         session_id: uuid.UUID,
         viewer: Viewer,
         usage: UsageIn,
-    ) -> list[ContextEvent]:
-        """Messages were appended with the turn's usage report: the post-turn check."""
+    ) -> AfterCommit | None:
+        """Messages were appended with the turn's usage report: the post-turn check, in
+        the append's transaction; what it finds due (a compression) comes back, to be
+        run once that transaction has committed."""
 
     @abstractmethod
     async def profile_changed(
@@ -76,8 +82,8 @@ class NoSessionHooks(SessionHooks):
         session_id: uuid.UUID,
         viewer: Viewer,
         usage: UsageIn,
-    ) -> list[ContextEvent]:
-        return []
+    ) -> AfterCommit | None:
+        return None
 
     async def profile_changed(
         self, db: AsyncSession, runtime: Runtime, session_id: uuid.UUID, viewer: Viewer

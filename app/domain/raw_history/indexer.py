@@ -5,6 +5,12 @@ hard-truncate). It runs inside a SAVEPOINT: an indexing failure is logged
 (`compressor.chunk_index_failed`) and never fails — or poisons — the compression's
 transaction; the messages it could not index stay uncovered in `raw_index_state`, and
 the idle-session job (`idle_index.py`) indexes them once the session is idle.
+
+It runs under the session's row lock, so it embeds nothing: `embed_demoted`, the hook's
+step before the lock (no transaction open), embeds the chunks it will probably write, by
+content hash, when this process embeds (not with `INDEX_EMBEDDING=external`: the indexer
+processes do). A chunk written without its vectors (none prepared, the embedder failed)
+is marked `vectors_stale`, for the embedding queue (`embed_queue.py`).
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ from typing import Protocol
 
 import structlog
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.db.engine import in_own_session
 from app.domain.raw_history.breadcrumbs import extract_breadcrumbs, merge_breadcrumbs
 from app.domain.raw_history.chunk_writer_repository import ChunkWriter
 from app.domain.raw_history.chunks import ChunkMessage, RawChunk, build_chunks
@@ -120,18 +127,56 @@ async def fresh_chunks(
     return [c for c in chunks if c.content_hash not in known]
 
 
-async def index_demoted(
+async def _fresh_of(
     db: AsyncSession,
+    user_id: str,
+    session_id: uuid.UUID,
+    demoted: Sequence[DemotedMessage],
+    keys: Sequence[str],
+) -> tuple[set[int], list[RawChunk]]:
+    """The demoted sequence numbers the index does not cover yet, and the chunks of
+    those messages the session does not hold yet."""
+    new = await RawIndexRepository(db).uncovered(
+        user_id, session_id, [m.sequence_number for m in demoted]
+    )
+    chunks = chunks_of([m for m in demoted if m.sequence_number in new], keys)
+    return new, await fresh_chunks(db, user_id, session_id, chunks)
+
+
+async def embed_demoted(
+    factory: async_sessionmaker[AsyncSession],
     llm: LLMGateway,
     *,
     user_id: str,
     session_id: uuid.UUID,
     demoted: Sequence[DemotedMessage],
     keys: Sequence[str] = (),
+) -> dict[str, Segments]:
+    """Before the compression's lock: the segment vectors of the chunks `index_demoted`
+    will likely write, by content hash. The read is on a short session of its own, closed
+    before the embedding: no connection is held across the model call."""
+    _, fresh = await in_own_session(
+        factory, lambda db: _fresh_of(db, user_id, session_id, demoted, keys)
+    )
+    segments = await embed_chunks(llm, [c.content for c in fresh])
+    return {c.content_hash: s for c, s in zip(fresh, segments, strict=True) if s}
+
+
+async def index_demoted(
+    db: AsyncSession,
+    *,
+    user_id: str,
+    session_id: uuid.UUID,
+    demoted: Sequence[DemotedMessage],
+    keys: Sequence[str] = (),
+    vectors: dict[str, Segments] | None = None,
 ) -> int:
     """Write the demoted messages the index does not cover yet as raw chunks (the idle
-    job may have indexed some already: `raw_index_state`); returns the number of new
-    chunks. The session's index row stays locked until the compression commits."""
+    job may have indexed some already: `raw_index_state`), with the `vectors` prepared
+    for them (`embed_demoted`) — a chunk without is marked `vectors_stale` for the
+    embedding queue; returns the number of new chunks. No model call: this runs under
+    the session's lock. The session's index row stays locked until the compression
+    commits."""
     try:
         state = RawIndexRepository(db)
         seqs = [m.sequence_number for m in demoted]
@@ -142,13 +187,19 @@ async def index_demoted(
             log.info("memory.chunk_index_deferred", session_id=str(session_id), error=str(exc))
             return 0
         async with db.begin_nested():
-            new = await state.uncovered(user_id, session_id, seqs)
-            chunks = chunks_of([m for m in demoted if m.sequence_number in new], keys)
-            fresh = await fresh_chunks(db, user_id, session_id, chunks)
-        segments = await embed_chunks(llm, [c.content for c in fresh])
-        async with db.begin_nested():
+            new, fresh = await _fresh_of(db, user_id, session_id, demoted, keys)
+            ready = vectors or {}
+            embedded = [c for c in fresh if c.content_hash in ready]
+            stale = [c for c in fresh if c.content_hash not in ready]
             writer = ChunkWriter(db)
-            written = await writer.add_chunks(user_id, session_id, fresh, segments)
+            written = await writer.add_chunks(
+                user_id, session_id, embedded, [ready[c.content_hash] for c in embedded]
+            )
+            if stale:  # the embedding queue gives them their vectors
+                ids = await writer.insert_chunks(
+                    user_id, session_id, stale, [[] for _ in stale], vectors_stale=True
+                )
+                written += sum(i is not None for i in ids)
             await state.cover(user_id, session_id, seqs)
             earlier = [s for s in seqs if s not in new]
             if keys and earlier:  # indexed before (live or idle): they get the KEYS too
@@ -158,6 +209,7 @@ async def index_demoted(
             "memory.chunks_indexed",
             session_id=str(session_id),
             chunks=written,
+            stale=len(stale),
             already_indexed=len(seqs) - len(new),
         )
         return written

@@ -82,6 +82,22 @@ def render_recall(hits: Sequence[MemoryHit], query: str) -> str:
     return "\n".join(parts)
 
 
+def turn_recall_query(
+    settings: Settings, context: Sequence[RecentMessage], incoming: str
+) -> str | None:
+    """What `recall_for_turn` searches for (and embeds); None when it will not search
+    (disabled, no summary in the context, no term to search)."""
+    if not settings.memory_recall_enabled or settings.memory_recall_k <= 0:
+        return None
+    if not any(m.is_summary for m in context):
+        return None
+    recent = [
+        (m.role, m.content) for m in context if m.role in ("user", "assistant") and not m.is_summary
+    ]
+    query = recall_query(recent, incoming)
+    return query if query_terms(query) else None
+
+
 async def recall_for_turn(
     db: AsyncSession,
     llm: LLMGateway | None,
@@ -96,15 +112,8 @@ async def recall_for_turn(
 ) -> Recall | None:
     """The recall message for this turn, or None (disabled, no summary, nothing good)."""
     k = settings.memory_recall_k
-    if not settings.memory_recall_enabled or k <= 0:
-        return None
-    if not any(m.is_summary for m in context):
-        return None
-    recent = [
-        (m.role, m.content) for m in context if m.role in ("user", "assistant") and not m.is_summary
-    ]
-    query = recall_query(recent, incoming)
-    if not query_terms(query):
+    query = turn_recall_query(settings, context, incoming)
+    if query is None:
         return None
     try:
         hits = await search_raw(

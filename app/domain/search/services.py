@@ -175,6 +175,13 @@ class UnifiedSearch:
         scope_ = normalize_scope(scope)
         k_ = clamp_k(k)
         llm = cast(LLMGateway, QueryEmbeddings(self.llm)) if self.llm is not None else None
+        if llm is not None and query.strip():
+            # the query's vector first, with no connection of this search checked out yet:
+            # every store's embed call then finds it (a failure too: they degrade)
+            try:
+                await llm.embed([query.strip()])
+            except LLMError:
+                pass
         want_raw = scope_ in ("all", "raw")
         # scope `raw` reads the facts too, for the freshness labels only (not returned):
         # an outdated excerpt shown as current is worse than a slower answer. The same

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.db.models import Session
 from app.domain.kernel.access import Viewer
-from app.domain.kernel.commits import after_commit
+from app.domain.kernel.commits import after_commit, commit_now
 from app.domain.kernel.deps import READ_ONLY, READ_ONLY_STANDALONE
 from app.domain.kernel.events import ContextEvent
 from app.domain.kernel.jobs import LIVE_INDEX_JOB, wake
@@ -219,9 +219,10 @@ class SessionController(Controller):
             name_after_commit(db, runtime, await sessions.get(session_id, viewer))  # 1st exchange
         events: list[ContextEvent] = []
         if data.usage is not None:  # the post-turn check (app/domain/context)
-            events = await runtime.session_hooks.appended(
-                db, runtime, session_id, viewer, data.usage
-            )
+            then = await runtime.session_hooks.appended(db, runtime, session_id, viewer, data.usage)
+            if then is not None:  # a compression: once the append is stored, no lock held
+                await commit_now(db)
+                events = await then()
         return AppendResult(session_id=session_id, messages=refs, events=events)
 
     @get("/{session_id:uuid}/messages", dependencies=READ_ONLY_STANDALONE)

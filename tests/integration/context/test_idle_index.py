@@ -21,7 +21,7 @@ from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory, transaction
 from app.domain.raw_history.idle_index import EMBED_ATTEMPTS, IndexPassResult, index_idle_sessions
-from app.domain.raw_history.indexer import index_demoted
+from app.domain.raw_history.indexer import embed_demoted, index_demoted
 from app.domain.raw_history.state_repository import RawIndexRepository
 from tests.conftest import ROOT, new_user
 from tests.fakes.ollama_server import FakeOllama
@@ -185,10 +185,11 @@ async def test_compression_after_idle_index_writes_nothing_twice(
     demoted = [Demoted(m["role"], m["content"], n, None) for n, m in enumerate(SHORT)]
     llm = build_gateway(settings)
     try:
-        async with transaction(session_factory(engine)) as db:
-            written = await index_demoted(
-                db, llm, user_id="admin", session_id=uuid.UUID(sid), demoted=demoted, keys=["k"]
-            )
+        where = {"user_id": "admin", "session_id": uuid.UUID(sid), "demoted": demoted}
+        factory = session_factory(engine)
+        vectors = await embed_demoted(factory, llm, **where, keys=["k"])  # type: ignore[arg-type]
+        async with transaction(factory) as db:
+            written = await index_demoted(db, **where, keys=["k"], vectors=vectors)  # type: ignore[arg-type]
     finally:
         await llm.aclose()
     assert written == 0

@@ -7,7 +7,7 @@ from sqlalchemy import text
 
 from app.asgi import build_gateway
 from app.db.engine import session_factory, transaction
-from app.domain.raw_history.indexer import index_demoted
+from app.domain.raw_history.indexer import embed_demoted, index_demoted
 from app.domain.raw_history.repositories import ChunkRepository
 from app.domain.raw_history.search import search_raw
 from app.domain.raw_history.search_cache import Walkers
@@ -44,10 +44,11 @@ async def _session(client: AsyncTestClient, headers=None) -> str:  # type: ignor
 async def _index(engine, settings, user_id: str, sid: str, demoted=DEMOTED, keys=("server_port",)):  # type: ignore[no-untyped-def]
     llm = build_gateway(settings)
     try:
-        async with transaction(session_factory(engine)) as db:
-            return await index_demoted(
-                db, llm, user_id=user_id, session_id=uuid.UUID(sid), demoted=demoted, keys=keys
-            )
+        where = {"user_id": user_id, "session_id": uuid.UUID(sid), "demoted": demoted, "keys": keys}
+        factory = session_factory(engine)
+        vectors = await embed_demoted(factory, llm, **where)
+        async with transaction(factory) as db:
+            return await index_demoted(db, **where, vectors=vectors)
     finally:
         await llm.aclose()
 
