@@ -186,6 +186,13 @@ class Settings:
         ge=1,
         doc="Largest body of `POST /me/import` (an export file, NDJSON; 413 above).",
     )
+    planning_max_session_bytes: int = setting(
+        "PLANNING_MAX_SESSION_BYTES",
+        8 * 1024 * 1024,
+        ge=256 * 1024,  # one entry's limit (PLANNING_ENTRY_MAX_BYTES): the newest always fits
+        doc="Bytes (as JSON text) of a session's planning log kept: an append past it "
+        "drops the oldest entries, like the count cap (200 entries).",
+    )
     message_max_chars: int = setting(
         "MESSAGE_MAX_CHARS", 1_000_000, ge=1, doc="Largest content of one message (413 above)."
     )
