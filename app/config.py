@@ -653,6 +653,20 @@ class Settings:
     session_files_max_size_mb: int = setting(
         "SESSION_FILES_MAX_SIZE_MB", 200, ge=1, doc="Largest uploaded session file."
     )
+    files_max_bytes_per_user: int = setting(
+        "FILES_MAX_BYTES_PER_USER",
+        5 * 1024**3,
+        ge=0,
+        doc="Bytes of uploaded session files one user may keep (all their sessions); an "
+        "upload past it is 413. 0: no quota.",
+    )
+    files_uploads_per_minute: int = setting(
+        "FILES_UPLOADS_PER_MINUTE",
+        120,
+        ge=0,
+        doc="Uploads (`POST /sessions/{id}/files`) per user and minute, per worker process "
+        "(a token bucket in memory); past it 429 with Retry-After. 0: no limit.",
+    )
     share_file_max_size_mb: int = setting(
         "SHARE_FILE_MAX_SIZE_MB", 1024, ge=1, doc="Largest file `share_file` copies."
     )
