@@ -83,13 +83,17 @@ from app.routes import BACKGROUND_JOBS, ROUTE_HANDLERS
 log = structlog.get_logger()
 
 
-def _error(status: int, kind: str, detail: str) -> Response[dict[str, str]]:
-    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
+def _error(
+    status: int, kind: str, detail: str, retry_after: int | None = None
+) -> Response[dict[str, str]]:
+    if retry_after is None and status == 503:
+        retry_after = RETRY_AFTER_SECONDS
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
     return Response({"error": kind, "detail": detail}, status_code=status, headers=headers)
 
 
 def handle_app_error(_: Request, exc: AppError) -> Response[dict[str, str]]:
-    return _error(exc.status_code, exc.kind, exc.detail)
+    return _error(exc.status_code, exc.kind, exc.detail, getattr(exc, "retry_after", None))
 
 
 def handle_validation(_: Request, exc: ValidationException) -> Response[dict[str, str]]:

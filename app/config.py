@@ -210,6 +210,13 @@ class Settings:
         ge=1,
         doc="Largest body of `POST /me/import` (an export file, NDJSON; 413 above).",
     )
+    planning_max_session_bytes: int = setting(
+        "PLANNING_MAX_SESSION_BYTES",
+        8 * 1024 * 1024,
+        ge=256 * 1024,  # one entry's limit (PLANNING_ENTRY_MAX_BYTES): the newest always fits
+        doc="Bytes (as JSON text) of a session's planning log kept: an append past it "
+        "drops the oldest entries, like the count cap (200 entries).",
+    )
     message_max_chars: int = setting(
         "MESSAGE_MAX_CHARS", 1_000_000, ge=1, doc="Largest content of one message (413 above)."
     )
@@ -669,6 +676,20 @@ class Settings:
     # --- files
     session_files_max_size_mb: int = setting(
         "SESSION_FILES_MAX_SIZE_MB", 200, ge=1, doc="Largest uploaded session file."
+    )
+    files_max_bytes_per_user: int = setting(
+        "FILES_MAX_BYTES_PER_USER",
+        5 * 1024**3,
+        ge=0,
+        doc="Bytes of uploaded session files one user may keep (all their sessions); an "
+        "upload past it is 413. 0: no quota.",
+    )
+    files_uploads_per_minute: int = setting(
+        "FILES_UPLOADS_PER_MINUTE",
+        120,
+        ge=0,
+        doc="Uploads (`POST /sessions/{id}/files`) per user and minute, per worker process "
+        "(a token bucket in memory); past it 429 with Retry-After. 0: no limit.",
     )
     share_file_max_size_mb: int = setting(
         "SHARE_FILE_MAX_SIZE_MB", 1024, ge=1, doc="Largest file `share_file` copies."

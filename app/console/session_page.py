@@ -260,12 +260,11 @@ def _may_edit(principal: Principal, session: Session) -> bool:
     return principal.is_admin or session.user_id == principal.id
 
 
-def _planning(logs: Sequence[Any]) -> list[tuple[int, Shown]]:
-    """The newest PLANNING_SHOWN entries, newest first, as numbered JSON."""
-    shown = list(enumerate(logs, 1))[-PLANNING_SHOWN:]
+def _planning(newest_first: Sequence[Any], total: int) -> list[tuple[int, Shown]]:
+    """The newest entries (newest first) as JSON numbered by their place in the log."""
     return [
-        (n, capped(json.dumps(entry, indent=2, ensure_ascii=False, default=str)))
-        for n, entry in reversed(shown)
+        (total - i, capped(json.dumps(entry, indent=2, ensure_ascii=False, default=str)))
+        for i, entry in enumerate(newest_first)
     ]
 
 
@@ -308,6 +307,7 @@ class SessionPage(Controller):
         else:
             context_total, context = await sessions.context_tail(session, CONTEXT_SHOWN)
         msgs = history.messages
+        planning, planning_total = await sessions.planning_newest(session, PLANNING_SHOWN)
         return page(
             request,
             "session.html",
@@ -329,8 +329,8 @@ class SessionPage(Controller):
             context=[(m, capped(m.content)) for m in context],
             context_total=context_total,
             context_all=context_all,
-            planning=_planning(session.planning_logs or []),
-            planning_total=len(session.planning_logs or []),
+            planning=_planning(planning, planning_total),
+            planning_total=planning_total,
         )
 
     @post("/{session_id:uuid}/rename")

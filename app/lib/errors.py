@@ -45,6 +45,17 @@ class PayloadTooLarge(AppError):
     kind = "payload_too_large"
 
 
+class TooManyRequests(AppError):
+    """429; the answer carries `Retry-After: retry_after` (whole seconds, at least 1)."""
+
+    status_code = 429
+    kind = "rate_limited"
+
+    def __init__(self, detail: str, retry_after: int) -> None:
+        super().__init__(detail)
+        self.retry_after = max(1, retry_after)
+
+
 class UnsupportedMedia(AppError):
     status_code = 415
     kind = "unsupported_media_type"

@@ -40,6 +40,7 @@ _DESCRIPTIONS = {
     "409": "Conflicts with the stored state",
     "413": "Request body or a field too large",
     "415": "Unsupported media type",
+    "429": "Too many requests of this kind (`rate_limited`); retry after `Retry-After` seconds",
     "422": "A value breaks the rules of its field (the detail names it)",
     "502": "The model server refused the request (`llm_rejected`)",
     "503": "A dependency (the database) is unavailable; retry after `Retry-After` seconds",

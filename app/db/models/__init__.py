@@ -10,7 +10,13 @@ from app.db.models.memory import (
     RawIndexState,
     SessionMemoryState,
 )
-from app.db.models.sessions import Message, MessageArchive, Session, SessionShare
+from app.db.models.sessions import (
+    Message,
+    MessageArchive,
+    PlanningEntry,
+    Session,
+    SessionShare,
+)
 from app.db.models.sketches import Sketch
 from app.db.models.users import ApiToken, User
 
@@ -25,6 +31,7 @@ __all__ = [
     "Message",
     "MessageArchive",
     "MessageEmbedding",
+    "PlanningEntry",
     "RawIndexState",
     "RollingSummary",
     "Session",

@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    Computed,
     DateTime,
     Float,
     ForeignKey,
@@ -24,6 +25,9 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, created_at_column
+
+# An immutable expression (a generated column): the bytes of the entry's JSON text.
+PLANNING_ENTRY_BYTES = "octet_length(CAST(entry AS text))"
 
 
 class Session(Base):
@@ -47,7 +51,8 @@ class Session(Base):
     session_metadata: Mapped[dict[str, Any]] = mapped_column(
         JSONB, nullable=False, server_default="{}"
     )
-    planning_logs: Mapped[list[Any]] = mapped_column(JSONB, nullable=False, server_default="[]")
+    # The next planning log entry's `seq` (session_planning_entries), bumped on append.
+    next_planning_seq: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
     # Next sequence number and next display position; bumped under the row lock on append.
     next_seq: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
     next_display_index: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
@@ -154,3 +159,22 @@ class SessionShare(Base):
         UniqueConstraint("token", "user_id"),
         UniqueConstraint("token_hash", "user_id"),
     )
+
+
+class PlanningEntry(Base):
+    """One entry of a session's planning log (append-only, oldest trimmed): its own row,
+    so reading a session never reads its log and appending writes one row."""
+
+    __tablename__ = "session_planning_entries"
+
+    session_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    entry: Mapped[Any] = mapped_column(JSONB, nullable=False)
+    # The entry's size as JSON text: what the per-session byte cap counts.
+    bytes: Mapped[int] = mapped_column(
+        Integer, Computed(PLANNING_ENTRY_BYTES, persisted=True), nullable=False
+    )
+    created_at: Mapped[datetime] = created_at_column()
+
+    __table_args__ = (session_fk(),)

@@ -34,12 +34,14 @@ class SessionFilesController(Controller):
         files: FileService,
     ) -> UploadOut:
         """Multipart upload (one or more `files` parts), streamed to disk."""
-        await files.check_session(session_id, Viewer.editor(principal))
+        files.take_upload(principal.id)  # 429 past FILES_UPLOADS_PER_MINUTE
+        owner = await files.check_session(session_id, Viewer.editor(principal))
         outs, block = await files.upload(
             session_id,
             request.headers.get("content-type", ""),
             request.content_length,
             request.stream(),
+            owner=owner,  # within its quota (FILES_MAX_BYTES_PER_USER)
         )
         return UploadOut(files=outs, message_block=block)
 

@@ -21,3 +21,8 @@ class FilesRepository:
             return set()
         rows = await self.session.execute(select(Session.id).where(Session.id.in_(list(ids))))
         return set(rows.scalars())
+
+    async def user_session_ids(self, user_id: str) -> list[uuid.UUID]:
+        """The ids of the user's sessions (their file directories make the user's usage)."""
+        rows = await self.session.execute(select(Session.id).where(Session.user_id == user_id))
+        return list(rows.scalars())

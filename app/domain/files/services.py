@@ -24,6 +24,7 @@ import structlog
 from app.config import Settings
 from app.db.engine import transaction
 from app.domain.files.names import sanitize_filename
+from app.domain.files.quota import quota_detail, rate_limited, usage_bytes
 from app.domain.files.repositories import FilesRepository
 from app.domain.files.schemas import CardOut, FileOut
 from app.domain.files.storage import (
@@ -41,6 +42,7 @@ from app.domain.kernel.access import Viewer
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.runtime import Runtime, SessionMaker
 from app.lib.errors import Forbidden, NotFound, PayloadTooLarge, Unprocessable
+from app.lib.rate_limit import TokenBuckets
 
 log = structlog.get_logger()
 
@@ -78,20 +80,41 @@ class FileService:
     connection is held while bytes move; the other handlers check it through the
     request's `SessionAccess` first."""
 
-    def __init__(self, settings: Settings, sessions: SessionMaker) -> None:
+    def __init__(
+        self, settings: Settings, sessions: SessionMaker, buckets: TokenBuckets | None = None
+    ) -> None:
         self.settings = settings
         self.sessions = sessions
+        self.buckets = buckets if buckets is not None else TokenBuckets()
 
     @classmethod
     def of(cls, runtime: Runtime) -> FileService:
         """The service of the runtime's files folder and database (no request session)."""
-        return cls(runtime.settings, runtime.session_factory)
+        return cls(runtime.settings, runtime.session_factory, runtime.upload_buckets)
 
-    async def check_session(self, session_id: uuid.UUID, viewer: Viewer) -> None:
+    async def check_session(self, session_id: uuid.UUID, viewer: Viewer) -> str:
         """404 unless the session is in the viewer's scope (403 for an editor who may only
-        read it); a transaction of its own."""
+        read it); a transaction of its own. The session's owner."""
         async with transaction(self.sessions) as db:
-            await SessionAccess(db).get(session_id, viewer)
+            return (await SessionAccess(db).get(session_id, viewer)).user_id
+
+    def take_upload(self, user_id: str) -> None:
+        """One upload of `user_id` from this process's bucket, or 429 with Retry-After."""
+        per_minute = self.settings.files_uploads_per_minute
+        if per_minute:
+            wait = self.buckets.take(user_id, per_minute)
+            if wait > 0:
+                raise rate_limited(per_minute, wait)
+
+    async def quota_left(self, owner: str) -> tuple[int, str] | None:
+        """Bytes `owner` may still upload and the 413 detail past them; None: no quota."""
+        quota = self.settings.files_max_bytes_per_user
+        if not quota:
+            return None
+        async with transaction(self.sessions) as db:
+            ids = await FilesRepository(db).user_session_ids(owner)
+        usage = await anyio.to_thread.run_sync(usage_bytes, self.settings, ids)
+        return quota - usage, quota_detail(quota, usage)
 
     async def upload(
         self,
@@ -99,16 +122,25 @@ class FileService:
         content_type: str,
         content_length: int | None,
         chunks: AsyncIterator[bytes],
+        owner: str | None = None,
     ) -> tuple[list[FileOut], str]:
+        """Stream the files into the session's directory; with `owner`, within the bytes
+        left of that user's quota (413 naming the quota and the usage)."""
         settings = self.settings
+        left = await self.quota_left(owner) if owner is not None else None
         limits = UploadLimits(
-            max_file_bytes=settings.session_files_max_size_mb * MB, max_files=MAX_FILES_PER_UPLOAD
+            max_file_bytes=settings.session_files_max_size_mb * MB,
+            max_files=MAX_FILES_PER_UPLOAD,
+            quota_left=left[0] if left else None,
+            quota_detail=left[1] if left else "",
         )
         if content_length is not None and content_length > limits.max_body_bytes:
             raise PayloadTooLarge(
                 f"request body: {content_length} bytes, more than {MAX_FILES_PER_UPLOAD} files "
                 f"of {settings.session_files_max_size_mb} MB (SESSION_FILES_MAX_SIZE_MB)"
             )
+        if left is not None and left[0] <= 0:
+            raise PayloadTooLarge(left[1])
         directory = session_dir(settings, session_id)
         stored = await receive(chunks, content_type, directory, limits)
         infos = await anyio.to_thread.run_sync(

@@ -42,6 +42,9 @@ _FILENAME_STAR = re.compile(r"filename\*\s*=\s*([^']*)'[^']*'([^;\s]+)", re.IGNO
 class UploadLimits:
     max_file_bytes: int
     max_files: int
+    #: Bytes of files this request may store in all (the user's quota left); None: any.
+    quota_left: int | None = None
+    quota_detail: str = ""  # the 413's detail past `quota_left`
 
     @property
     def max_body_bytes(self) -> int:
@@ -99,6 +102,7 @@ class UploadReceiver:
         self.stored: list[StoredUpload] = []
         self.ended = False
         self.file_count = 0
+        self.file_bytes = 0  # of every file part so far (the quota counts them)
         self._part: _Part | None = None
         self._header_field = b""
         self._header_value = b""
@@ -163,6 +167,10 @@ class UploadReceiver:
             return
         chunk = data[start:end]
         part.size += len(chunk)
+        self.file_bytes += len(chunk)
+        quota_left = self.limits.quota_left
+        if quota_left is not None and self.file_bytes > quota_left:
+            raise PayloadTooLarge(self.limits.quota_detail)
         if part.size > self.limits.max_file_bytes:
             raise PayloadTooLarge(
                 f"{part.original}: larger than {self.limits.max_file_mb} MB "

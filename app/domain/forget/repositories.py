@@ -48,9 +48,11 @@ class MessageChange:
 
 @dataclass(frozen=True)
 class SessionChange:
+    """A session's redacted name (None: unchanged) and planning entries (`seq` → entry)."""
+
     id: uuid.UUID
     name: str | None
-    planning_logs: Any
+    planning: dict[int, Any]
 
 
 @dataclass(frozen=True)
@@ -160,35 +162,53 @@ class ForgetSessionRepository:
         )
 
     async def find_sessions(self, user_id: str, needle: Needle) -> list[SessionChange]:
-        rows = await self.session.execute(
-            text(
-                "SELECT id, name, planning_logs FROM sessions WHERE user_id = :uid"
-                " AND (name ILIKE :like OR CAST(planning_logs AS text) ILIKE :jlike)"
-            ),
-            {"uid": user_id, "like": needle.like, "jlike": needle.json_like},
+        names = await self.session.execute(
+            text("SELECT id, name FROM sessions WHERE user_id = :uid AND name ILIKE :like"),
+            {"uid": user_id, "like": needle.like},
         )
-        out = []
-        for r in rows:
-            change = SessionChange(
-                r.id, redact_text(needle, r.name), redact_json(needle, r.planning_logs)
-            )
-            if (change.name, change.planning_logs) != (r.name, r.planning_logs):
-                out.append(change)
-        return out
+        entries = await self.session.execute(
+            text(
+                "SELECT session_id, seq, entry FROM session_planning_entries"
+                " WHERE user_id = :uid AND CAST(entry AS text) ILIKE :jlike"
+            ),
+            {"uid": user_id, "jlike": needle.json_like},
+        )
+        renamed: dict[uuid.UUID, str | None] = {}
+        for r in names:
+            name = redact_text(needle, r.name)
+            if name != r.name:
+                renamed[r.id] = name
+        planning: dict[uuid.UUID, dict[int, Any]] = {}
+        for r in entries:
+            entry = redact_json(needle, r.entry)
+            if entry != r.entry:
+                planning.setdefault(r.session_id, {})[r.seq] = entry
+        return [
+            SessionChange(sid, renamed.get(sid), planning.get(sid, {}))
+            for sid in sorted(renamed.keys() | planning.keys())
+        ]
 
     async def write_sessions(self, user_id: str, changes: Sequence[SessionChange]) -> None:
-        if not changes:
-            return
-        await self.session.execute(
-            text(
-                "UPDATE sessions SET name = :name, planning_logs = CAST(:logs AS jsonb)"
-                " WHERE id = :id AND user_id = :uid"
-            ),
-            [
-                {"id": c.id, "uid": user_id, "name": c.name, "logs": as_json(c.planning_logs)}
-                for c in changes
-            ],
-        )
+        names = [
+            {"id": c.id, "uid": user_id, "name": c.name} for c in changes if c.name is not None
+        ]
+        if names:
+            await self.session.execute(
+                text("UPDATE sessions SET name = :name WHERE id = :id AND user_id = :uid"), names
+            )
+        entries = [
+            {"sid": c.id, "uid": user_id, "seq": seq, "entry": as_json(entry)}
+            for c in changes
+            for seq, entry in c.planning.items()
+        ]
+        if entries:  # `bytes` follows (a generated column)
+            await self.session.execute(
+                text(
+                    "UPDATE session_planning_entries SET entry = CAST(:entry AS jsonb)"
+                    " WHERE session_id = :sid AND user_id = :uid AND seq = :seq"
+                ),
+                entries,
+            )
 
     async def find_rolling(self, user_id: str, needle: Needle) -> list[RollingChange]:
         rows = await self.session.execute(

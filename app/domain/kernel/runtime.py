@@ -27,6 +27,7 @@ from app.domain.kernel.hooks import DemotionHooks
 from app.domain.kernel.jobs import Jobs
 from app.domain.kernel.principal_cache import PrincipalCache
 from app.domain.kernel.profiles import Profiles, load_profiles
+from app.lib.rate_limit import TokenBuckets
 from app.llm.gateway import LLMGateway
 
 # (Imported at run time, not under TYPE_CHECKING: Litestar resolves the annotations of
@@ -111,6 +112,8 @@ class Runtime:
     #: A stand-in for the summary model call of compressions (benches and tests that
     #: measure without a model); None: the LLM summarizer on `llm`.
     summarizer: Any = None
+    #: This process's upload rate limit, per user (FILES_UPLOADS_PER_MINUTE).
+    upload_buckets: TokenBuckets = field(default_factory=TokenBuckets)
 
     def side_sessions(self, db: AsyncSession) -> SessionMaker:
         """The factory of extra read connections beside `db`: the replica's when `db`

@@ -39,7 +39,7 @@ from app.domain.sessions.schemas import (
 )
 from app.domain.sessions.services import SessionService, check_profile_id
 from app.lib.errors import Unprocessable
-from app.lib.pagination import MAX_LIMIT, BeforeSeq, Limit, Offset, Page, page, page_of
+from app.lib.pagination import MAX_LIMIT, BeforeSeq, Limit, Offset, Page, page
 
 MAX_MATCH_SESSIONS = 100
 MAX_POSITIONS = 1000
@@ -254,15 +254,14 @@ class SessionController(Controller):
         limit: Limit = MAX_LIMIT,  # the default is every kept entry (PLANNING_LOGS_KEPT)
         offset: Offset = 0,
     ) -> PlanningOut:
-        s = await sessions.get(session_id, Viewer.of(principal))
-        logs = page_of(list(s.planning_logs or []), limit, offset)
+        logs, total = await sessions.planning_page(session_id, Viewer.of(principal), limit, offset)
         return PlanningOut(
             session_id=session_id,
-            planning_logs=logs.items,
-            total=logs.total,
+            planning_logs=logs,
+            total=total,
             limit=limit,
             offset=offset,
-            has_more=logs.has_more,
+            has_more=offset + len(logs) < total,
         )
 
     @post("/{session_id:uuid}/planning", status_code=204)

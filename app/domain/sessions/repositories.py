@@ -1,11 +1,10 @@
 """All SQL of the session rows: create, lock, update, delete, the sidebar list and its
-search, the match positions, planning logs. A session's messages are
-`MessageRepository`'s (message_repository.py).
+search, the match positions. A session's messages are `MessageRepository`'s
+(message_repository.py), its planning log `PlanningRepository`'s (planning_repository.py).
 """
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Sequence
@@ -288,36 +287,6 @@ class SessionRepository(SessionLookupRepository):
             return rows, 0
         # Past the end: the window saw no row, so count on its own.
         return rows, await self.count_summaries(viewer, profile_id=profile_id, search=search)
-
-    async def append_planning_log(
-        self, session_id: uuid.UUID, viewer: Viewer, entry: dict[str, Any], keep: int
-    ) -> bool:
-        # Append, keeping the newest `keep` entries.
-        owner = await scope_owner(self.session, session_id, viewer)
-        if owner is None:
-            return False
-        stmt = text(
-            """
-            UPDATE sessions SET planning_logs = (
-                SELECT coalesce(jsonb_agg(e ORDER BY i), '[]'::jsonb) FROM (
-                    SELECT e, i FROM jsonb_array_elements(planning_logs || jsonb_build_array(
-                        CAST(:entry AS jsonb))) WITH ORDINALITY AS t(e, i)
-                    ORDER BY i DESC LIMIT :keep
-                ) kept
-            )
-            WHERE id = :id AND user_id = :uid
-            """
-        )
-        result = await self.session.execute(
-            stmt,
-            {
-                "entry": json.dumps(entry),
-                "keep": keep,
-                "id": session_id,
-                "uid": owner,
-            },
-        )
-        return bool(result.rowcount)  # type: ignore[attr-defined]
 
     async def search_matches(
         self, session_ids: Sequence[uuid.UUID], viewer: Viewer, term: str, max_positions: int

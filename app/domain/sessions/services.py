@@ -25,6 +25,7 @@ from app.domain.kernel.profiles import Profiles
 from app.domain.kernel.runtime import Runtime
 from app.domain.sessions.compaction import after_append
 from app.domain.sessions.message_repository import MessageRepository
+from app.domain.sessions.planning_repository import PlanningRepository
 from app.domain.sessions.repositories import SessionRepository
 from app.domain.sessions.schemas import MAX_APPEND, AppendedRef, HistoryPage
 from app.lib.errors import PayloadTooLarge, Unprocessable
@@ -189,6 +190,7 @@ class SessionService:
     def __init__(self, db: AsyncSession, settings: Settings, profiles: Profiles) -> None:
         self.repo = SessionRepository(db)
         self.messages = MessageRepository(db)
+        self.planning = PlanningRepository(db)
         self.access = SessionAccess(db)
         self.settings = settings
         self.profiles = profiles  # a pasted image is priced in its session's window
@@ -357,5 +359,23 @@ class SessionService:
         size = len(msgspec.json.encode(entry))
         if size > PLANNING_ENTRY_MAX_BYTES:
             raise PayloadTooLarge(f"entry: {size} bytes, the limit is {PLANNING_ENTRY_MAX_BYTES}")
-        if not await self.repo.append_planning_log(session_id, viewer, entry, PLANNING_LOGS_KEPT):
+        seq = await self.planning.append(
+            session_id,
+            viewer,
+            entry,
+            keep=PLANNING_LOGS_KEPT,
+            max_bytes=self.settings.planning_max_session_bytes,
+        )
+        if seq is None:
             await self.refuse(session_id, viewer)
+
+    async def planning_page(
+        self, session_id: uuid.UUID, viewer: Viewer, limit: int, offset: int
+    ) -> tuple[list[Any], int]:
+        """A page of the planning log, oldest first, and how many entries it keeps."""
+        session = await self.get(session_id, viewer)
+        return await self.planning.page(session.user_id, session_id, limit, offset)
+
+    async def planning_newest(self, session: Session, limit: int) -> tuple[list[Any], int]:
+        """The newest `limit` planning entries, newest first, and how many are kept."""
+        return await self.planning.page(session.user_id, session.id, limit, 0, newest=True)

@@ -44,6 +44,7 @@ from app.db.models import (
     Message,
     MessageArchive,
     MessageEmbedding,
+    PlanningEntry,
     RawIndexState,
     RollingSummary,
     Session,
@@ -132,6 +133,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("extraction_state", _t(SessionMemoryState), (), by_session=True),
     Kind("raw_index_state", _t(RawIndexState), (), by_session=True),
     Kind("share", _t(SessionShare), (), by_session=True),
+    Kind("planning_entry", _t(PlanningEntry), ("seq",), by_session=True, page_rows=100),
     Kind("sketch", _t(Sketch), ("scope", "id")),  # ix (user_id, scope)
     # chunks have no foreign key to their session (it may be gone): read by user
     # (an indexer's lease on a chunk is this server's business: not exported)
@@ -347,6 +349,25 @@ def decode(kind: Kind, record: dict[str, Any], dimension: int | None) -> dict[st
     return out
 
 
+def split_legacy_planning(record: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A session record of a file made before planning logs had their own table (the
+    list `planning_logs` in the session) as the session record and `planning_entry`
+    records; any other record as it is, with no entries."""
+    if record.get("type") != "session" or "planning_logs" not in record:
+        return record, []
+    session = dict(record)
+    logs = session.pop("planning_logs")
+    if not isinstance(logs, list):
+        raise RecordError("planning_logs: expected a list")
+    session.setdefault("next_planning_seq", len(logs))
+    sid = session.get("id")
+    entries = [
+        {"type": "planning_entry", "session_id": sid, "seq": i, "entry": entry}
+        for i, entry in enumerate(logs)
+    ]
+    return session, entries
+
+
 def _vector(col: Column[Any], value: Any, dimension: int | None) -> list[float] | None:
     if dimension is None or value is None:
         return None
@@ -377,4 +398,5 @@ __all__ = [
     "header",
     "line",
     "row_record",
+    "split_legacy_planning",
 ]

@@ -44,6 +44,7 @@ from app.domain.transfer.records import (
     header,
     line,
     row_record,
+    split_legacy_planning,
 )
 from app.lib.errors import Conflict, NotFound, Unprocessable
 
@@ -53,6 +54,7 @@ log = structlog.get_logger()
 #: message may hold MESSAGE_MAX_CHARS): what an import holds in memory at a time.
 INSERT_BATCH = 500
 INSERT_BATCH_BYTES = 16 * 1024 * 1024
+_PLANNING = KIND_BY_TYPE["planning_entry"]
 
 
 async def require_user(db: AsyncSession, user_id: str) -> None:
@@ -135,6 +137,8 @@ class _Import:
         self.fact_ids: dict[int, int] = {}  # id in the file -> new id
         self.merges: list[tuple[int, int]] = []  # (id, merged_into), ids of the file
         self.chunks = 0
+        # planning entries of the session records of an older file (`planning_logs`)
+        self.legacy_planning: list[dict[str, Any]] = []
 
     async def run(self, lines: AsyncIterable[bytes]) -> ImportReport:
         number = records = 0
@@ -213,7 +217,9 @@ class _Import:
             self.dropped += 1
             return
         try:
+            record, legacy = split_legacy_planning(record)
             values = decode(kind, record, self.dimension)
+            planning = [decode(_PLANNING, r, self.dimension) for r in legacy]
         except RecordError as exc:
             raise Unprocessable(f"line {number} ({type_}): {exc}") from None
         full = len(self.batch.rows) >= INSERT_BATCH or self.batch.bytes >= INSERT_BATCH_BYTES
@@ -221,6 +227,9 @@ class _Import:
             await self._flush()
             self.batch = _Batch(kind, number)
         self.batch.rows.append(values)
+        if planning:  # inserted after their session's batch
+            self.legacy_planning.extend(planning)
+            self.counts[_PLANNING.type] += len(planning)
         self.batch.last_line = number
         self.batch.bytes += size
         self.counts[type_] += 1
@@ -247,6 +256,9 @@ class _Import:
             raise Unprocessable(f"{where}: {detail or type(exc.orig).__name__}") from None
         if kind.type == "session":
             self.sessions.update(r["id"] for r in rows)
+            planning, self.legacy_planning = self.legacy_planning, []
+            if planning:
+                await self.repo.insert(_PLANNING, self.user_id, planning)
         elif kind.type == "chunk":
             self.chunks += len(rows)
 

@@ -56,13 +56,13 @@ def test_decode_converts_and_names_the_bad_field() -> None:
             "id": str(sid),
             "profile_id": "default",
             "created_at": "2026-11-01T12:00:00Z",
-            "planning_logs": [{"step": 1}],
+            "next_planning_seq": 1,
             "next_seq": 4,
         },
         768,
     )
     assert row["id"] == sid and row["created_at"] == datetime(2026, 11, 1, 12, tzinfo=UTC)
-    assert row["next_seq"] == 4 and row["planning_logs"] == [{"step": 1}]
+    assert row["next_seq"] == 4 and row["next_planning_seq"] == 1
     bad = [
         ({"id": str(sid)}, "profile_id: missing"),
         ({"id": "x", "profile_id": "p"}, "id: expected a UUID"),
