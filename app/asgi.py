@@ -7,7 +7,7 @@ import dataclasses
 import functools
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
@@ -62,6 +62,7 @@ from app.domain.kernel.deps import (
     provide_settings,
 )
 from app.domain.kernel.jobs import periodic, spawn
+from app.domain.kernel.leader import run_as_leader
 from app.domain.kernel.principal import Principal
 from app.domain.kernel.principal_cache import PrincipalCache
 from app.domain.kernel.profiles import Profiles, load_profiles
@@ -357,7 +358,10 @@ async def _start(runtime: Runtime, background_jobs: bool) -> None:
         for job in BACKGROUND_JOBS:
             every = job.interval(settings)
             if every > 0:
-                run = functools.partial(job.run, runtime)
+                run: Callable[[], Awaitable[object]] = functools.partial(job.run, runtime)
+                key = job.leader_key(settings)
+                if key is not None:  # one process at a time runs the tick (kernel/leader.py)
+                    run = functools.partial(run_as_leader, runtime.session_factory, key, run)
                 spawn(runtime.jobs, periodic(runtime.jobs, job.name, every, run), job.name)
     freeze_startup_heap()  # after start-up: full GC passes stop walking its objects
     log.info("app.started", auth_enabled=settings.auth_enabled)

@@ -505,6 +505,25 @@ class Settings:
         ge=0,
         doc="Period of the extraction worker; 0 disables the loop.",
     )
+    extraction_max_attempts: int = setting(
+        "MEMORY_EXTRACTION_MAX_ATTEMPTS",
+        5,
+        ge=1,
+        doc=(
+            "Failed extractions of a session in a row before it is parked (logged"
+            " `memory.extraction_parked`); its next append unparks it. An unreachable"
+            " model does not count."
+        ),
+    )
+    extraction_trigger_gap_seconds: float = setting(
+        "MEMORY_EXTRACTION_TRIGGER_GAP_SECONDS",
+        60.0,
+        ge=0,
+        doc=(
+            "Shortest gap between two extraction passes a new session (`POST /sessions`)"
+            " starts in one process; the periodic pass runs regardless."
+        ),
+    )
     raw_index_idle_enabled: bool = setting(
         "RAW_INDEX_IDLE_ENABLED",
         True,

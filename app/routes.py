@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +12,7 @@ from app.console.routes import console_router
 from app.domain.agents.controllers import TurnController, mcp_endpoint
 from app.domain.auth.controllers import AdminUserController, MeController
 from app.domain.context.controllers import ContextController
+from app.domain.context.lifecycle import EXTRACTION_JOB
 from app.domain.error_memory.controllers import ErrorMemoryController
 from app.domain.error_memory.services import purge_expired_errors
 from app.domain.facts.controllers import AdminMemoryController, MemoryController
@@ -70,20 +72,43 @@ ROUTE_HANDLERS: list[Any] = [
 ]
 
 
+#: Who runs a job's tick (`Job.leader`): one process of all the replicas on the database,
+#: one per host's data directory (work on local files), or every process (work this
+#: process's own requests wake, or a queue leased out to many).
+CLUSTER, HOST, PROCESS = "cluster", "host", "process"
+
+
 @dataclass(frozen=True)
 class Job:
     """A periodic background job: `run(runtime)` every `interval(settings)` seconds
-    (0 = disabled). Jobs must be safe with several replicas running them at once."""
+    (0 = disabled). Every worker of every replica starts it; a tick runs where it leads
+    (`leader`, an advisory lock: app/domain/kernel/leader.py). Jobs must still be safe
+    with several processes running them at once (a lock can be lost with its
+    connection mid-tick)."""
 
     name: str
     interval: Callable[[Settings], float]
     run: Callable[[Runtime], Awaitable[object]]
+    leader: str = CLUSTER
+
+    def leader_key(self, settings: Settings) -> str | None:
+        """The advisory lock's key of a tick; None: every process runs its own."""
+        if self.leader == PROCESS:
+            return None
+        if self.leader == HOST:
+            return f"{self.name}:{socket.gethostname()}:{settings.data_path.resolve()}"
+        return self.name
 
 
 BACKGROUND_JOBS: list[Job] = [
-    Job("session_files.cleanup", lambda s: s.session_files_cleanup_seconds, cleanup_orphan_dirs),
     Job(
-        "memory.extraction",
+        "session_files.cleanup",
+        lambda s: s.session_files_cleanup_seconds,
+        cleanup_orphan_dirs,
+        leader=HOST,  # the session directories are on this host's disk
+    ),
+    Job(
+        EXTRACTION_JOB,
         lambda s: s.extraction_interval_seconds if s.extraction_enabled else 0,
         extract_stale_sessions,
     ),
@@ -100,11 +125,13 @@ BACKGROUND_JOBS: list[Job] = [
         LIVE_INDEX_JOB,
         lambda s: s.raw_index_live_interval_seconds if s.memory_search_enabled else 0,
         live_index_job,
+        leader=PROCESS,  # woken by this process's appends (`wake`): its own, at once
     ),
     Job(
         "memory.live_embed",
         lambda s: s.raw_index_live_interval_seconds if embeds_in_process(s) else 0,
         live_embed_job,
+        leader=PROCESS,  # chunks leased one by one: several embedders share the queue
     ),
     Job("error_memory.purge", lambda s: s.error_memory_purge_seconds, purge_expired_errors),
     Job(

@@ -52,11 +52,9 @@ ALLOWED: dict[str, str] = {
         "an admin's fact search across users (all_users=True)"
     ),
     # -- background jobs: candidates across users, then each claimed by its key
-    "app/domain/facts/extraction_repository.py:ExtractionRepository.ensure_state_rows": (
-        f"{_JOB}: every stale session gets its extraction state row (co-located INSERT … SELECT)"
-    ),
-    "app/domain/facts/extraction_repository.py:ExtractionRepository.claim_next": (
-        f"{_JOB}: extraction candidates, each then locked by (user_id, session_id)"
+    "app/domain/facts/extraction_repository.py:ExtractionRepository.candidates": (
+        f"{_JOB}: sessions pending extraction (the partial index of the append's mark),"
+        " each then locked by (user_id, session_id)"
     ),
     "app/domain/raw_history/state_repository.py:RawIndexRepository.ensure_idle_rows": (
         f"{_JOB}: the idle-session raw index gives idle sessions their state rows"

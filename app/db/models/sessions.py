@@ -56,10 +56,20 @@ class Session(Base):
     # Next sequence number and next display position; bumped under the row lock on append.
     next_seq: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
     next_display_index: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    # Fact extraction's work marker, set by the append itself (`MessageRepository.reserve`):
+    # NULL = no user message yet (nothing to learn), true = activity the extraction has
+    # not read, false = read (or parked after too many failures, until the next append).
+    memory_pending: Mapped[bool | None] = mapped_column(Boolean)
 
     __table_args__ = (
         Index("ix_sessions_user_id_last_active", "user_id", "last_active"),
         Index("ix_sessions_last_active", "last_active"),
+        # the extraction's queue: pending sessions by quietness (a range scan, not a join)
+        Index(
+            "ix_sessions_memory_pending",
+            "last_active",
+            postgresql_where=text("memory_pending"),
+        ),
     )
 
 

@@ -1,5 +1,6 @@
 """The session hooks of the running service: a new session starts fact extraction of
-the sessions that went quiet (seed: facts); an append with a usage report runs the
+the sessions that went quiet (seed: facts; debounced, and only where no other process
+runs it); an append with a usage report runs the
 post-turn context check (calibration, compression); a profile switch prices the context
 against the new window at once."""
 
@@ -14,15 +15,28 @@ from app.domain.context.services import ContextService
 from app.domain.facts.extraction import extract_stale_sessions
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.events import ContextEvent, UsageIn
-from app.domain.kernel.jobs import spawn
+from app.domain.kernel.jobs import debounce, spawn
+from app.domain.kernel.leader import run_as_leader
 from app.domain.kernel.runtime import AfterCommit, Runtime, SessionHooks
+
+#: The extraction job's name (its leader lock's key, `app/routes.py`) and the key of the
+#: per-create trigger's debounce.
+EXTRACTION_JOB = "memory.extraction"
+EXTRACTION_TRIGGER = "memory.extraction.trigger"
 
 
 class ContextSessionHooks(SessionHooks):
     def created(self, runtime: Runtime) -> None:
-        if runtime.settings.extraction_enabled:
-            # A new session is when older ones went quiet: learn from them.
-            spawn(runtime.jobs, extract_stale_sessions(runtime), "memory.extraction")
+        settings = runtime.settings
+        # A new session is when older ones went quiet: learn from them — at most one
+        # pass per MEMORY_EXTRACTION_TRIGGER_GAP_SECONDS in this process, and only where
+        # no other process runs one (the periodic job's leader lock).
+        gap = settings.extraction_trigger_gap_seconds
+        if settings.extraction_enabled and debounce(runtime.jobs, EXTRACTION_TRIGGER, gap):
+            run = run_as_leader(
+                runtime.session_factory, EXTRACTION_JOB, lambda: extract_stale_sessions(runtime)
+            )
+            spawn(runtime.jobs, run, EXTRACTION_JOB)
 
     async def appended(
         self,

@@ -1,25 +1,31 @@
 """Automatic extraction: learn durable facts about users from their stale sessions.
 
-A session is *stale* when it has been idle for `MEMORY_EXTRACTION_STALE_MINUTES`, holds
-at least one user message, belongs to a user, and was never extracted or was extracted
-before its last activity. One pass:
+A session is *stale* when it has been idle for `MEMORY_EXTRACTION_STALE_MINUTES` and is
+pending: an append marked it (`sessions.memory_pending`, in the append's own UPDATE of
+the session row) once it held a user message, and no extraction read it since. One pass:
 
-1. gives every stale session a `session_memory_state` row (`INSERT … ON CONFLICT DO
-   NOTHING`), then, one session at a time, claims the next with `SELECT … FOR UPDATE
-   SKIP LOCKED` on that row — the claim, the LLM calls, the fact writes and the mark all
-   happen in that one transaction, so several workers (replicas) never process the same
-   session twice and a crash leaves the session un-extracted;
+1. lists the quietest pending stale sessions through the partial index
+   `ix_sessions_memory_pending` (work found by an index, not by a scan of every
+   session), then, one session at a time, claims the next with `SELECT … FOR UPDATE
+   SKIP LOCKED` on its `session_memory_state` row — the claim, the LLM calls, the fact
+   writes and the mark all happen in that one transaction, so several workers
+   (replicas) never process the same session twice and a crash leaves the session
+   pending;
 2. renders the transcript, asks the LLM for facts (prompt `extract_facts.txt`), parses
    the reply leniently; a malformed reply is asked again (`EXTRACTION_ATTEMPTS` in all);
 3. upserts every fact with `dedupe=True` (confidence by source), embeddings in one batch;
 4. regenerates the user's summary from all their live facts (prompt
    `summarize_facts.txt`; on failure a deterministic bullet list);
-5. marks the session extracted.
+5. marks the session extracted and clears its pending mark (unless it was active again
+   meanwhile: then it stays pending).
 
 When every attempt fails, the session's `attempts` grows and `last_error` says why; the
-session stays un-extracted and the next pass tries it again (after the sessions with
-fewer failures). The LLM server being unreachable ends the pass early. Each pass ends by
-purging facts that expired more than `PURGE_GRACE` ago.
+session stays pending and the next pass tries it again, until
+`MEMORY_EXTRACTION_MAX_ATTEMPTS` failures in a row: then it is *parked* (its mark
+cleared, `memory.extraction_parked` logged) and costs no more model calls until its next
+append marks it again. The LLM server being unreachable ends the pass early and does not
+count against the session. Each pass ends by purging facts that expired more than
+`PURGE_GRACE` ago.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ log = structlog.get_logger()
 
 PROMPTS = Path(__file__).resolve().parents[2] / "llm" / "prompts"
 EXTRACTION_ATTEMPTS = 2
+EXTRACTION_MAX_ATTEMPTS = 5  # the setting's default (`MEMORY_EXTRACTION_MAX_ATTEMPTS`)
 SUMMARY_FACTS = 200
 MAX_SESSIONS_PER_PASS = 50
 PURGE_GRACE = timedelta(days=7)
@@ -134,8 +141,12 @@ async def regenerate_summary(db: AsyncSession, llm: LLMGateway | None, user_id: 
     return text
 
 
-async def extract_session(service: FactService, session_id: Any, user_id: str) -> SessionOutcome:
-    """Extract one claimed session inside the claiming transaction (`service.db`)."""
+async def extract_session(
+    service: FactService, claim: Any, max_attempts: int = EXTRACTION_MAX_ATTEMPTS
+) -> SessionOutcome:
+    """Extract one claimed session (`claim`: `ExtractionRepository.claim`'s row) inside
+    the claiming transaction (`service.db`)."""
+    session_id, user_id, seen = claim.session_id, claim.user_id, claim.last_active
     db, llm = service.db, service.llm
     assert llm is not None  # the runtime's gateway
     repo = ExtractionRepository(db)
@@ -143,14 +154,29 @@ async def extract_session(service: FactService, session_id: Any, user_id: str) -
     try:
         items, problems = await _ask_for_facts(llm, transcript)
     except (ReplyFormatError, LLMError) as exc:
-        await repo.record_failure(user_id, session_id, f"{type(exc).__name__}: {exc}")
+        unavailable = isinstance(exc, LLMUnavailableError)
+        error = f"{type(exc).__name__}: {exc}"
+        attempts = await repo.record_failure(
+            user_id, session_id, error, max_attempts, counts=not unavailable
+        )
         log.error(
             "memory.extraction_failed",
             session_id=str(session_id),
             error_type=type(exc).__name__,
             error=str(exc)[:300],
+            attempts=attempts,
         )
-        return SessionOutcome(ok=False, unavailable=isinstance(exc, LLMUnavailableError))
+        if attempts >= max_attempts:
+            await repo.settle(user_id, session_id, seen)  # parked: its next append unparks it
+            log.warning(
+                "memory.extraction_parked",
+                session_id=str(session_id),
+                user_id=user_id,
+                attempts=attempts,
+                error=str(exc)[:300],
+                hint="no further extraction until the session's next append",
+            )
+        return SessionOutcome(ok=False, unavailable=unavailable)
     for problem in problems:
         log.warning("memory.extraction_item_skipped", session_id=str(session_id), problem=problem)
 
@@ -179,9 +205,23 @@ async def extract_session(service: FactService, session_id: Any, user_id: str) -
             )
     if saved:
         await regenerate_summary(db, llm, user_id)
-    await repo.mark_extracted(user_id, session_id)
+    await repo.mark_extracted(user_id, session_id, seen)
     log.info("memory.session_extracted", session_id=str(session_id), facts=saved)
     return SessionOutcome(ok=True, facts_saved=saved)
+
+
+async def _claim_next(repo: ExtractionRepository, stale_before: datetime, tried: list[Any]) -> Any:
+    """The next pending stale session this pass has not tried, its state row locked
+    until commit; None when there is none (or every candidate is held elsewhere).
+
+    Two steps, so it works the same on one server and on Citus (where a locking read
+    must stay on one shard): the candidates, read across every user without a lock
+    (an index range scan), then each in turn claimed by its key with `SKIP LOCKED`."""
+    for candidate in await repo.candidates(stale_before, tried):
+        claim = await repo.claim(candidate.user_id, candidate.session_id, stale_before)
+        if claim is not None:
+            return claim
+    return None
 
 
 async def run_extraction_pass(
@@ -193,18 +233,17 @@ async def run_extraction_pass(
     now = now or datetime.now(UTC)
     factory = runtime.session_factory
     stale_before = now - timedelta(minutes=runtime.settings.extraction_stale_minutes)
+    max_attempts = runtime.settings.extraction_max_attempts
     result = PassResult()
-    async with transaction(factory) as db:
-        await ExtractionRepository(db).ensure_state_rows(stale_before)
     tried: list[Any] = []
     while len(tried) < max_sessions:
         async with transaction(factory) as db:
-            claim = await ExtractionRepository(db).claim_next(stale_before, tried)
+            claim = await _claim_next(ExtractionRepository(db), stale_before, tried)
             if claim is None:
                 break
             tried.append(claim.session_id)
             facts = FactService.of(db, runtime)
-            outcome = await extract_session(facts, claim.session_id, claim.user_id)
+            outcome = await extract_session(facts, claim, max_attempts)
         if outcome.ok:
             result.extracted += 1
             result.facts_saved += outcome.facts_saved

@@ -1,5 +1,6 @@
-"""SQL of automatic extraction: which quiet sessions still need reading
-(`session_memory_state`), claiming one, its transcript, and recording the outcome.
+"""SQL of automatic extraction: which quiet sessions still need reading (the append's
+mark, `sessions.memory_pending`, read through its partial index), claiming one (its
+`session_memory_state` row), its transcript, and recording the outcome.
 
 The facts it learns are written through `FactRepository` (`repositories.py`).
 """
@@ -32,83 +33,70 @@ class ExtractionRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def ensure_state_rows(self, stale_before: datetime, limit: int = 1000) -> int:
-        """Give stale sessions that hold a user message a `session_memory_state` row, so
-        that they can be claimed with a row lock. Idempotent and race-free."""
-        result = await self.session.execute(
+    async def candidates(
+        self, stale_before: datetime, skip: Sequence[Any], n: int = CLAIM_CANDIDATES
+    ) -> list[Row[Any]]:
+        """(session_id, user_id) of up to `n` sessions pending extraction and quiet since
+        `stale_before`, quietest first: a range scan of the partial index
+        `ix_sessions_memory_pending` (the append marks a session, `MessageRepository.
+        reserve`; a mark or a park clears it), never a scan of every session. Across
+        every user, read without a lock: each is then `claim`ed by its key."""
+        rows = await self.session.execute(
             text(
                 """
-                INSERT INTO session_memory_state (session_id, user_id)
-                SELECT s.id, s.user_id FROM sessions s
-                WHERE s.last_active < :stale_before
-                  AND NOT EXISTS (SELECT 1 FROM session_memory_state m
-                                  WHERE m.session_id = s.id AND m.user_id = s.user_id)
-                  AND (EXISTS (SELECT 1 FROM session_messages x
-                               WHERE x.session_id = s.id AND x.user_id = s.user_id
-                                 AND x.role = 'user')
-                       OR EXISTS (SELECT 1 FROM session_messages_archive x
-                                  WHERE x.session_id = s.id AND x.user_id = s.user_id
-                                    AND x.role = 'user'))
+                SELECT s.id AS session_id, s.user_id FROM sessions s
+                WHERE s.memory_pending AND s.last_active < :stale_before
+                  AND NOT (s.id = ANY(CAST(:skip AS uuid[])))
                 ORDER BY s.last_active
-                LIMIT :limit
-                ON CONFLICT (session_id, user_id) DO NOTHING
-                """
-            ),
-            {"stale_before": stale_before, "limit": limit},
-        )
-        return int(result.rowcount)  # type: ignore[attr-defined]
-
-    async def claim_next(self, stale_before: datetime, skip: Sequence[Any]) -> Row[Any] | None:
-        """The next stale, un-extracted session, its state row locked until commit.
-
-        Two steps, so it works the same on one server and on Citus (where a locking
-        read must stay on one shard): the candidates, fewest failed attempts first (so
-        one session that keeps failing does not starve the others), read across every
-        user without a lock; then each in turn claimed by its key with `FOR UPDATE SKIP
-        LOCKED`, the conditions checked again on the locked row. A session another
-        worker holds is passed over, never waited for; one another worker has just
-        finished no longer matches (READ COMMITTED re-checks the WHERE clause on the row
-        it locks).
-        """
-        candidates = await self.session.execute(
-            text(
-                """
-                SELECT m.session_id, m.user_id
-                FROM session_memory_state m
-                JOIN sessions s ON s.id = m.session_id AND s.user_id = m.user_id
-                WHERE s.last_active < :stale_before
-                  AND (m.extracted_at IS NULL OR m.extracted_at < s.last_active)
-                  AND NOT (m.session_id = ANY(CAST(:skip AS uuid[])))
-                ORDER BY m.attempts, s.last_active
                 LIMIT :n
                 """
             ),
-            {"stale_before": stale_before, "skip": [str(s) for s in skip], "n": CLAIM_CANDIDATES},
+            {"stale_before": stale_before, "skip": [str(s) for s in skip], "n": n},
         )
-        for candidate in candidates.all():
-            row = (
-                await self.session.execute(
-                    text(
-                        """
-                        SELECT m.session_id, s.user_id, s.last_active, m.attempts
-                        FROM session_memory_state m
-                        JOIN sessions s ON s.id = m.session_id AND s.user_id = m.user_id
-                        WHERE m.user_id = :uid AND m.session_id = :sid
-                          AND s.last_active < :stale_before
-                          AND (m.extracted_at IS NULL OR m.extracted_at < s.last_active)
-                        FOR UPDATE OF m SKIP LOCKED
-                        """
-                    ),
-                    {
-                        "uid": candidate.user_id,
-                        "sid": candidate.session_id,
-                        "stale_before": stale_before,
-                    },
-                )
-            ).first()
-            if row is not None:
-                return row
-        return None
+        return list(rows.all())
+
+    async def claim(self, user_id: str, session_id: Any, stale_before: datetime) -> Row[Any] | None:
+        """Lock a candidate's state row (created if missing) until commit: `(session_id,
+        user_id, last_active, attempts)`, or None when another worker holds it (`SKIP
+        LOCKED`: passed over, never waited for) or the session no longer qualifies (the
+        conditions are checked again on the locked row: one another worker has just
+        finished is no longer pending). An append never waits for this lock: it writes
+        the session's row, not this one."""
+        params = {"uid": user_id, "sid": session_id, "stale_before": stale_before}
+        await self.session.execute(
+            text(
+                "INSERT INTO session_memory_state (session_id, user_id) VALUES (:sid, :uid)"
+                " ON CONFLICT (session_id, user_id) DO NOTHING"
+            ),
+            params,
+        )
+        return (
+            await self.session.execute(
+                text(
+                    """
+                    SELECT m.session_id, s.user_id, s.last_active, m.attempts
+                    FROM session_memory_state m
+                    JOIN sessions s ON s.id = m.session_id AND s.user_id = m.user_id
+                    WHERE m.user_id = :uid AND m.session_id = :sid
+                      AND s.memory_pending AND s.last_active < :stale_before
+                    FOR UPDATE OF m SKIP LOCKED
+                    """
+                ),
+                params,
+            )
+        ).first()
+
+    async def settle(self, user_id: str, session_id: Any, seen: datetime) -> None:
+        """Clear the session's pending mark (extracted, or parked), unless it was active
+        after `seen` (the `last_active` the claim read): an append during the extraction
+        keeps it pending, so what it said is read by a later pass."""
+        await self.session.execute(
+            text(
+                "UPDATE sessions SET memory_pending = false"
+                " WHERE user_id = :uid AND id = :sid AND memory_pending AND last_active <= :seen"
+            ),
+            {"uid": user_id, "sid": session_id, "seen": seen},
+        )
 
     async def transcript_messages(
         self, user_id: str, session_id: Any, head: int = 200, tail: int = 400
@@ -134,7 +122,10 @@ class ExtractionRepository:
         )
         return list(rows.all())
 
-    async def mark_extracted(self, user_id: str, session_id: Any) -> None:
+    async def mark_extracted(self, user_id: str, session_id: Any, seen: datetime) -> None:
+        """Extracted as of `seen` (the claim's `last_active`): failures reset, the
+        pending mark cleared (`settle`)."""
+        await self.settle(user_id, session_id, seen)
         await self.session.execute(
             text(
                 """
@@ -147,17 +138,33 @@ class ExtractionRepository:
             {"sid": session_id, "uid": user_id},
         )
 
-    async def record_failure(self, user_id: str, session_id: Any, error: str) -> None:
-        await self.session.execute(
+    async def record_failure(
+        self, user_id: str, session_id: Any, error: str, max_attempts: int, *, counts: bool
+    ) -> int:
+        """Keep a failed attempt's error and, when it `counts` (not an unreachable
+        model), count it; returns the failures in a row. A session that had been parked
+        (`max_attempts` reached) and was claimed again was unparked by an append: its
+        count starts over."""
+        row = await self.session.execute(
             text(
                 """
                 UPDATE session_memory_state
-                SET attempts = attempts + 1, last_error = left(:error, 2000)
+                SET attempts = CASE WHEN attempts >= :max THEN 0 ELSE attempts END
+                               + CAST(:counts AS integer),
+                    last_error = left(:error, 2000)
                 WHERE user_id = :uid AND session_id = :sid
+                RETURNING attempts
                 """
             ),
-            {"uid": user_id, "sid": session_id, "error": error},
+            {
+                "uid": user_id,
+                "sid": session_id,
+                "error": error,
+                "max": max_attempts,
+                "counts": counts,
+            },
         )
+        return int(row.scalar_one())
 
     async def state(
         self, session_id: Any, user_id: str | None, *, all_users: bool

@@ -150,6 +150,17 @@ async def periodic(
 T = TypeVar("T")
 
 
+def debounce(jobs: Jobs, key: str, gap: float) -> bool:
+    """True at most once every `gap` seconds per `key` in this process (the caller
+    then acts), False in between: a trigger that fires on every request starts at most
+    one run per gap."""
+    now = time.monotonic()
+    if now < jobs.due.get(key, 0.0):
+        return False
+    jobs.due[key] = now + gap
+    return True
+
+
 async def unless_running(jobs: Jobs, key: str, fn: Callable[[], Awaitable[T]]) -> T | None:
     """`await fn()`, unless this process is already running it under `key`: a periodic
     pass and one a request spawned never overlap in one process. A call that finds the

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from sqlalchemy import (
+    Boolean,
     Float,
     Integer,
     Row,
@@ -55,6 +56,12 @@ _RESERVE = (
         next_seq=_SESSIONS.c.next_seq + bindparam("n"),
         next_display_index=_SESSIONS.c.next_display_index + bindparam("d"),
         last_active=func.now(),
+        # fact extraction's marker: pending once the session has a user message (this
+        # append's `user`, or an earlier one: not NULL), NULL before (nothing to learn)
+        memory_pending=func.nullif(
+            or_(bindparam("user", type_=Boolean), _SESSIONS.c.memory_pending.is_not(None)),
+            false(),
+        ),
     )
     .returning(
         _SESSIONS.c.next_seq - bindparam("n"),
@@ -209,19 +216,33 @@ class MessageRepository:
         self.session = session
 
     async def reserve(
-        self, session_id: uuid.UUID, viewer: Viewer, n_total: int, n_display: int
+        self,
+        session_id: uuid.UUID,
+        viewer: Viewer,
+        n_total: int,
+        n_display: int,
+        *,
+        has_user: bool = False,
     ) -> tuple[int, int, str] | None:
         """Reserve `n_total` sequence numbers and `n_display` display positions.
 
         One UPDATE takes the session row lock until commit, so concurrent appends to one
         session serialise here and get disjoint, gap-free ranges. Returns the first
         sequence number and display position and the session's user (the messages'
-        tenant key), or None when the session is not visible.
+        tenant key), or None when the session is not visible. The same statement marks
+        the session pending for fact extraction (`sessions.memory_pending`) once it
+        holds a user message (`has_user`: this append has one).
         """
         owner = await scope_owner(self.session, session_id, viewer)
         if owner is None:
             return None
-        params = {"sid": session_id, "uid": owner, "n": n_total, "d": n_display}
+        params = {
+            "sid": session_id,
+            "uid": owner,
+            "n": n_total,
+            "d": n_display,
+            "user": has_user,
+        }
         row = (await self.session.execute(_RESERVE, params)).first()
         return (int(row[0]), int(row[1]), str(row[2])) if row else None
 

@@ -250,7 +250,10 @@ class SessionService:
         request order, display positions for displayed ones; bumps last_active."""
         messages = validate_messages(messages, self.settings)
         n_display = sum(1 for m in messages if m.is_display)
-        reserved = await self.messages.reserve(session_id, viewer, len(messages), n_display)
+        has_user = any(m.role == "user" for m in messages)
+        reserved = await self.messages.reserve(
+            session_id, viewer, len(messages), n_display, has_user=has_user
+        )
         if reserved is None:
             await self.refuse(session_id, viewer)
         seq, disp, user_id = reserved

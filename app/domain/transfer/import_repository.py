@@ -96,5 +96,28 @@ class ImportRepository:
             [{"fact_id": fact_id, "into": into} for fact_id, into in merges],
         )
 
+    async def mark_extraction_pending(self, user_id: str) -> None:
+        """The imported sessions a file did not mark (an older export, before
+        `memory_pending`): pending for fact extraction when they hold a user message and
+        their extraction state (if the file had one) is older than their last activity."""
+        await self.session.execute(
+            text(
+                """
+                UPDATE sessions s SET memory_pending = NOT EXISTS (
+                    SELECT 1 FROM session_memory_state m
+                    WHERE m.user_id = :uid AND m.session_id = s.id
+                      AND m.extracted_at >= s.last_active)
+                WHERE s.user_id = :uid AND s.memory_pending IS NULL
+                  AND (EXISTS (SELECT 1 FROM session_messages x
+                               WHERE x.user_id = :uid AND x.session_id = s.id
+                                 AND x.role = 'user')
+                       OR EXISTS (SELECT 1 FROM session_messages_archive x
+                                  WHERE x.user_id = :uid AND x.session_id = s.id
+                                    AND x.role = 'user'))
+                """
+            ),
+            {"uid": user_id},
+        )
+
     async def count_chunks(self, user_id: str, chunks: int) -> None:
         await ChunkCountRepository(self.session).change(user_id, chunks)

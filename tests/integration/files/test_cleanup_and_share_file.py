@@ -127,3 +127,19 @@ async def test_share_file_is_refused_without_roots(
         f"/sessions/{sid}/share_file", json={"path": str(share_root / "sub" / "result.csv")}
     )
     assert r.status_code == 403 and "SHARE_FILE_ROOTS" in r.json()["detail"]
+
+
+async def test_cleanup_with_70k_directories(
+    client: AsyncTestClient, settings: Settings, engine: AsyncEngine
+) -> None:
+    """70,000 session directories (more than PostgreSQL's 65,535 bind parameters): the
+    ids go to the database as arrays, in batches, and only the orphans are deleted."""
+    live = await _session(client)
+    root = settings.data_path / "session_files"
+    root.mkdir(parents=True, exist_ok=True)
+    (root / live).mkdir()
+    for _ in range(70_000):
+        (root / str(uuid.uuid4())).mkdir()
+    runtime = Runtime.of(settings, session_factory(engine))
+    assert await cleanup_orphan_dirs(runtime) == 70_000
+    assert os.listdir(root) == [live]
