@@ -22,6 +22,7 @@ from app.domain.forget.controllers import (
     ForgetController,
     MemoryToolController,
 )
+from app.domain.forget.runner import resume_stalled
 from app.domain.history.controllers import ChatHistoryController
 from app.domain.kernel.jobs import LIVE_INDEX_JOB
 from app.domain.kernel.runtime import Runtime
@@ -106,6 +107,7 @@ BACKGROUND_JOBS: list[Job] = [
         lambda s: s.raw_index_live_interval_seconds if embeds_in_process(s) else 0,
         live_embed_job,
     ),
+    Job("memory.forget_resume", lambda s: s.forget_resume_seconds, resume_stalled),
     Job("error_memory.purge", lambda s: s.error_memory_purge_seconds, purge_expired_errors),
     Job(
         "history.rolling_summary",
