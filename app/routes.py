@@ -10,6 +10,7 @@ from app.config import Settings
 from app.console.routes import console_router
 from app.domain.agents.controllers import TurnController, mcp_endpoint
 from app.domain.auth.controllers import AdminUserController, MeController
+from app.domain.auth.deletion import finish_deletions
 from app.domain.context.controllers import ContextController
 from app.domain.error_memory.controllers import ErrorMemoryController
 from app.domain.error_memory.services import purge_expired_errors
@@ -107,6 +108,7 @@ BACKGROUND_JOBS: list[Job] = [
         lambda s: s.raw_index_live_interval_seconds if embeds_in_process(s) else 0,
         live_embed_job,
     ),
+    Job("auth.user_deletion", lambda s: s.user_delete_resume_seconds, finish_deletions),
     Job("memory.forget_resume", lambda s: s.forget_resume_seconds, resume_stalled),
     Job("error_memory.purge", lambda s: s.error_memory_purge_seconds, purge_expired_errors),
     Job(

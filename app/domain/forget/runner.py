@@ -136,7 +136,7 @@ class ForgetRunner:
                 after=sids[-1],
                 sessions=len(sids),
                 changed=_sum(locked.changed, done.changed),
-                files=job_files(f for f in found if f.session_id in set(live)),
+                files=job_files([f for f in found if f.session_id in set(live)]),
                 stores_done=False,
                 now=time.time(),
             )
