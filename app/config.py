@@ -669,6 +669,59 @@ class Settings:
         ge=0,
         doc="Period of the job deleting expired error-memory entries; 0 disables.",
     )
+    forget_batch_sessions: int = setting(
+        "FORGET_BATCH_SESSIONS",
+        20,
+        ge=1,
+        le=10_000,
+        doc=(
+            "Sessions a forget redacts per batch: each batch is its own short transaction "
+            'that locks only those sessions (docs/memory.md, "Forgetting a text").'
+        ),
+    )
+    forget_wait_seconds: float = setting(
+        "FORGET_WAIT_SECONDS",
+        5.0,
+        ge=0,
+        le=3600,
+        doc=(
+            "How long a forget request waits for its job: done by then, it answers as "
+            "always (200); otherwise 202 with the job's status URL, the job going on in the "
+            "background."
+        ),
+    )
+    forget_resume_seconds: int = setting(
+        "FORGET_RESUME_SECONDS",
+        30,
+        ge=0,
+        doc=(
+            "Period of the job that resumes unfinished forgets (a restart, a failed "
+            "batch); 0 disables."
+        ),
+    )
+    user_delete_batch_sessions: int = setting(
+        "USER_DELETE_BATCH_SESSIONS",
+        50,
+        ge=1,
+        le=10_000,
+        doc="Sessions a user deletion deletes per transaction (with their rows and chunks).",
+    )
+    user_delete_wait_seconds: float = setting(
+        "USER_DELETE_WAIT_SECONDS",
+        5.0,
+        ge=0,
+        le=3600,
+        doc=(
+            "How long `DELETE /admin/users/{id}` waits for the deletion: done by then, 204; "
+            "otherwise 202, the deletion going on in the background."
+        ),
+    )
+    user_delete_resume_seconds: int = setting(
+        "USER_DELETE_RESUME_SECONDS",
+        30,
+        ge=0,
+        doc="Period of the job that finishes unfinished user deletions; 0 disables.",
+    )
     rolling_summary_interval_seconds: int = setting(
         "ROLLING_SUMMARY_INTERVAL_SECONDS",
         900,

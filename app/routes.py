@@ -11,6 +11,7 @@ from app.config import Settings
 from app.console.routes import console_router
 from app.domain.agents.controllers import TurnController, mcp_endpoint
 from app.domain.auth.controllers import AdminUserController, MeController
+from app.domain.auth.deletion import finish_deletions
 from app.domain.context.controllers import ContextController
 from app.domain.context.lifecycle import EXTRACTION_JOB
 from app.domain.error_memory.controllers import ErrorMemoryController
@@ -24,6 +25,7 @@ from app.domain.forget.controllers import (
     ForgetController,
     MemoryToolController,
 )
+from app.domain.forget.runner import resume_stalled
 from app.domain.history.controllers import ChatHistoryController
 from app.domain.kernel.jobs import LIVE_INDEX_JOB
 from app.domain.kernel.runtime import Runtime
@@ -133,6 +135,8 @@ BACKGROUND_JOBS: list[Job] = [
         live_embed_job,
         leader=PROCESS,  # chunks leased one by one: several embedders share the queue
     ),
+    Job("auth.user_deletion", lambda s: s.user_delete_resume_seconds, finish_deletions),
+    Job("memory.forget_resume", lambda s: s.forget_resume_seconds, resume_stalled),
     Job("error_memory.purge", lambda s: s.error_memory_purge_seconds, purge_expired_errors),
     Job(
         "history.rolling_summary",

@@ -31,11 +31,13 @@ _.dropped_records  # transfer/services.py ImportReport (POST /me/import)
 _.planning_logs  # sessions/schemas.py PlanningOut (GET /sessions/{id}/planning)
 _.backlog_chunks, _.backlog_bytes  # system/controllers.py IndexOut (GET /health)
 _.checked_seconds_ago  # system/controllers.py HealthOut, ReadyOut (/health, /health/ready)
+_.sessions_left  # auth/schemas.py UserDeletionOut (DELETE /admin/users/{id}: 202)
 
 # -- SQLAlchemy mapped columns used only in raw SQL text (db/models/memory.py)
 _.extracted_at  # session_memory_state: facts/extraction_repository.py
 _.covered, _.indexed_at  # raw_index_state: raw_history/state_repository.py
 _.stale_since, _.embed_lease_until  # memory_chunks: raw_history/chunk_writer_repository.py
+_.heartbeat  # forget_jobs: forget/job_repository.py
 
 # -- third-party callbacks and settings
 _.proxy  # 3rd argument of SQLAlchemy's pool "checkout" event (db/engine.py listeners)

@@ -31,10 +31,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.console.web import form_text, page
 from app.domain.auth.controllers import forget_tokens_after_commit, require_admin
+from app.domain.auth.deletion import delete_user
 from app.domain.auth.services import UserService
 from app.domain.facts.services import FactService, fact_out
 from app.domain.kernel.access import Viewer
-from app.domain.kernel.commits import after_commit
 from app.domain.kernel.principal import (
     ALL_PERMISSIONS,
     BUILT_IN_USERS,
@@ -42,7 +42,6 @@ from app.domain.kernel.principal import (
     Principal,
 )
 from app.domain.kernel.runtime import Runtime
-from app.domain.kernel.session_files import remove_session_dirs
 from app.domain.sessions.services import SessionService
 from app.domain.system.health import health_report
 from app.lib.errors import Forbidden, Unprocessable
@@ -299,12 +298,15 @@ class AdminPage(Controller):
         _require_admin_page(principal)
         require_admin(principal)
         users = UserService.of(db, runtime)
-        user = await users.require_user(user_id)
-        sessions = await users.delete_user(user.id, principal)
-        forget_tokens_after_commit(db, runtime, user.id)
-        settings = runtime.settings
-        after_commit(db, lambda: remove_session_dirs(settings, sessions))
-        return _done("/console/admin", f"User {user.name} deleted")
+        user = await users.check_deletable(user_id, principal)
+        state, left = await delete_user(runtime, user.id)
+        if state == "deleted":
+            return _done("/console/admin", f"User {user.name} deleted")
+        return _done(
+            "/console/admin",
+            f"User {user.name} is being deleted ({left} session(s) left): it goes on in"
+            " the background",
+        )
 
     @get("/users/{user_id:str}/memory")
     async def user_memory(

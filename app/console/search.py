@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.console.web import page
 from app.domain.forget.redact import MARKER, MAX_TEXT, MIN_TEXT
-from app.domain.forget.schemas import STORES, ForgetOut
+from app.domain.forget.schemas import STORES, ForgetJobOut, ForgetOut
 from app.domain.forget.services import ForgetService
 from app.domain.kernel.deps import READ_ONLY
 from app.domain.kernel.principal import Principal
@@ -170,13 +170,15 @@ class SearchPage(Controller):
         try:
             if len(text) > MAX_TEXT:  # ForgetIn's bound, before anything runs
                 raise Unprocessable(f"text: at most {MAX_TEXT} characters")
-            out = await forget.forget(principal.id, text, dry_run=not confirmed, via="console")
+            answer = await forget.forget(principal.id, text, dry_run=not confirmed, via="console")
         except Unprocessable as exc:
             return _search_page(
                 request, status_code=422, forget_text=text[:MAX_TEXT], forget_error=exc.detail
             )
+        out = answer.result if isinstance(answer, ForgetJobOut) else answer
         if confirmed:
-            return Redirect(
-                "/console/search", query_params={"done": _forgotten_message(out)}, status_code=303
-            )
+            done = _forgotten_message(out)
+            if isinstance(answer, ForgetJobOut):
+                done = f"Forgetting continues in the background (job {answer.job_id}). {done}"
+            return Redirect("/console/search", query_params={"done": done}, status_code=303)
         return _search_page(request, forget_text=text.strip(), preview=out)

@@ -72,6 +72,9 @@ ALLOWED: dict[str, str] = {
     "app/domain/kernel/repositories.py:EmbedBacklogRepository.backlog": (
         "the embedding queue's size and oldest wait across users (/health, /metrics)"
     ),
+    "app/domain/forget/job_repository.py:ForgetJobRepository.stalled": (
+        f"{_JOB}: running forget jobs no runner advanced lately, each then claimed by (user_id, id)"
+    ),
     "app/domain/rolling/repositories.py:RollingRepository.candidates": (
         f"{_JOB}: rolling-summary candidates, each then locked by (user_id, session_id)"
     ),

@@ -43,7 +43,7 @@ async def fill_every_store(
 ) -> Filled:
     """Sessions, messages (one archived), chunks and segment vectors, facts (one merged),
     the memory summary, a sketch, error memory, a share, a file, rolling summary,
-    extraction and raw index state, message embeddings."""
+    extraction and raw index state, message embeddings, a finished forget job."""
     r = await client.post(
         "/sessions", json={"profile_id": "default", "name": "ops"}, headers=headers
     )
@@ -146,5 +146,12 @@ async def fill_every_store(
         sid,
         user_id,
         vec,
+    )
+    run_sql(  # a finished forget (its text erased)
+        db_url,
+        "insert into forget_jobs (user_id, id, state, text_sha256, via, actor)"
+        " values (%s, gen_random_uuid(), 'done', '0123456789abcdef', 'api', %s)",
+        user_id,
+        user_id,
     )
     return Filled(user_id, headers, sid)

@@ -1,6 +1,7 @@
 """All SQLAlchemy models; importing this package registers every table on Base.metadata."""
 
 from app.db.models.history import ErrorMemory, MessageEmbedding, RollingSummary
+from app.db.models.jobs import ForgetJob
 from app.db.models.memory import (
     MemoryChunk,
     MemoryChunkCount,
@@ -23,6 +24,7 @@ from app.db.models.users import ApiToken, User
 __all__ = [
     "ApiToken",
     "ErrorMemory",
+    "ForgetJob",
     "MemoryChunk",
     "MemoryChunkCount",
     "MemoryChunkVector",

@@ -19,6 +19,9 @@ class User(Base):
     is_admin: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="false")
     permissions: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False, server_default="{}")
     created_at: Mapped[datetime] = created_at_column()
+    #: set when an admin deletes the user: no token of theirs authenticates from then on,
+    #: and their data is deleted batch by batch (app/domain/auth/deletion.py)
+    deleting_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class ApiToken(Base):

@@ -2,18 +2,25 @@ from __future__ import annotations
 
 import uuid
 
-from litestar import Controller, delete, get, post
+from litestar import Controller, Response, delete, get, post
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
 from app.db.models import ApiToken, User
+from app.domain.auth.deletion import delete_user, deletion_state
 from app.domain.auth.deps import DEPENDENCIES
-from app.domain.auth.schemas import MeOut, TokenCreate, TokenIssued, TokenOut, UserCreate, UserOut
+from app.domain.auth.schemas import (
+    MeOut,
+    TokenCreate,
+    TokenIssued,
+    TokenOut,
+    UserCreate,
+    UserDeletionOut,
+    UserOut,
+)
 from app.domain.auth.services import UserService
 from app.domain.kernel.commits import after_commit
 from app.domain.kernel.principal import PERM_USERS_ADMIN, Principal
 from app.domain.kernel.runtime import Runtime
-from app.domain.kernel.session_files import remove_session_dirs
 from app.lib.errors import Forbidden, Unprocessable
 from app.lib.inputs import reject_nul
 from app.lib.pagination import Limit, Offset, Page, page
@@ -98,20 +105,30 @@ class AdminUserController(Controller):
         row, token = await users.issue_token(user_id, name)
         return TokenIssued(id=row.id, user_id=user_id, name=row.name, token=token)
 
-    @delete("/{user_id:str}", status_code=204)
+    @delete("/{user_id:str}", status_code=202)  # 204 when it finished in time
     async def delete_user(
-        self,
-        user_id: str,
-        principal: Principal,
-        users: UserService,
-        db: AsyncSession,
-        runtime: Runtime,
-        settings: Settings,
-    ) -> None:
+        self, user_id: str, principal: Principal, users: UserService, runtime: Runtime
+    ) -> Response[UserDeletionOut | None]:
+        """204 once the user and everything they own are gone; 202 when the deletion
+        goes on past USER_DELETE_WAIT_SECONDS (its state at the status URL)."""
         require_admin(principal)
-        sessions = await users.delete_user(user_id, principal)
-        forget_tokens_after_commit(db, runtime, user_id)
-        after_commit(db, lambda: remove_session_dirs(settings, sessions))
+        await users.check_deletable(user_id, principal)
+        state, left = await delete_user(runtime, user_id)
+        if state == "deleted":
+            return Response(None, status_code=204)
+        return Response(_deletion_out(user_id, state, left), status_code=202)
+
+    @get("/{user_id:str}/deletion")
+    async def deletion(
+        self, user_id: str, principal: Principal, runtime: Runtime
+    ) -> UserDeletionOut:
+        require_admin(principal)
+        state, left = await deletion_state(runtime.session_factory, user_id)
+        return _deletion_out(user_id, state, left)
+
+
+def _deletion_out(user_id: str, state: str, left: int) -> UserDeletionOut:
+    return UserDeletionOut(user_id, state, left, f"/admin/users/{user_id}/deletion")
 
 
 class MeController(Controller):

@@ -7,7 +7,7 @@ from sqlalchemy import func, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import ApiToken, Session, User
+from app.db.models import ApiToken, User
 
 
 class UserRepository:
@@ -44,19 +44,6 @@ class UserRepository:
             .on_conflict_do_nothing()
         )
 
-    async def session_ids(self, user_id: str) -> list[uuid.UUID]:
-        """The ids of the user's sessions (their file directories go with the user)."""
-        rows = await self.session.execute(select(Session.id).where(Session.user_id == user_id))
-        return list(rows.scalars())
-
-    async def delete(self, user_id: str) -> bool:
-        user = await self.get(user_id)
-        if user is None:
-            return False
-        await self.session.delete(user)
-        await self.session.flush()
-        return True
-
 
 class TokenRepository:
     def __init__(self, session: AsyncSession) -> None:
@@ -70,6 +57,7 @@ class TokenRepository:
                 .where(
                     ApiToken.token_hash == token_hash,
                     ApiToken.revoked_at.is_(None),
+                    User.deleting_since.is_(None),  # being deleted: signed out for good
                     or_(ApiToken.expires_at.is_(None), ApiToken.expires_at > func.now()),
                 )
             )
@@ -161,3 +149,94 @@ class TokenRepository:
             .values(revoked_at=datetime.now(UTC))
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+# The user-keyed tables whose rows are not reached through a session (deleted in
+# batches before the user's row, whose cascade then has little left to do).
+_USER_TABLES = ("memory_chunks", "memory_facts", "error_memory")
+
+
+class UserDeletionRepository:
+    """The SQL of deleting a user batch by batch (app/domain/auth/deletion.py): every
+    statement names the user (one shard on Citus) and touches a bounded number of rows."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def mark(self, user_id: str, now: datetime) -> None:
+        """Mark the user as being deleted (a mark already there is kept)."""
+        await self.session.execute(
+            text(
+                "UPDATE navi_users SET deleting_since = :now"
+                " WHERE id = :uid AND deleting_since IS NULL"
+            ),
+            {"uid": user_id, "now": now},
+        )
+
+    async def deleting(self, user_id: str) -> bool | None:
+        """Whether the user is being deleted; None: no such user (any more)."""
+        rows = await self.session.execute(
+            text("SELECT deleting_since IS NOT NULL FROM navi_users WHERE id = :uid"),
+            {"uid": user_id},
+        )
+        found = rows.scalar_one_or_none()
+        return None if found is None else bool(found)
+
+    async def marked_before(self, before: datetime, limit: int) -> list[str]:
+        """Users marked for deletion before `before` (a reference table on Citus)."""
+        rows = await self.session.execute(
+            text(
+                "SELECT id FROM navi_users WHERE deleting_since < :before"
+                " ORDER BY deleting_since LIMIT :n"
+            ),
+            {"before": before, "n": limit},
+        )
+        return list(rows.scalars())
+
+    async def next_sessions(self, user_id: str, limit: int) -> list[uuid.UUID]:
+        rows = await self.session.execute(
+            text("SELECT id FROM sessions WHERE user_id = :uid ORDER BY id LIMIT :n"),
+            {"uid": user_id, "n": limit},
+        )
+        return list(rows.scalars())
+
+    async def count_sessions(self, user_id: str) -> int:
+        rows = await self.session.execute(
+            text("SELECT count(*) FROM sessions WHERE user_id = :uid"), {"uid": user_id}
+        )
+        return int(rows.scalar_one())
+
+    async def delete_sessions(self, user_id: str, ids: list[uuid.UUID]) -> None:
+        """These sessions, with their chunks (no foreign key to the session, by design)
+        and every row that cascades from the session."""
+        params = {"uid": user_id, "sids": ids}
+        await self.session.execute(
+            text("DELETE FROM memory_chunks WHERE user_id = :uid AND session_id = ANY(:sids)"),
+            params,
+        )
+        await self.session.execute(
+            text("DELETE FROM sessions WHERE user_id = :uid AND id = ANY(:sids)"), params
+        )
+
+    async def delete_some(self, user_id: str, limit: int) -> int:
+        """Up to `limit` rows of one of the user-keyed tables not under a session; how
+        many (0: none left in any)."""
+        for table in _USER_TABLES:
+            rows = await self.session.execute(
+                text(
+                    f"DELETE FROM {table} WHERE user_id = :uid AND id IN"
+                    f" (SELECT id FROM {table} WHERE user_id = :uid LIMIT :n)"
+                ),
+                {"uid": user_id, "n": limit},
+            )
+            n = int(rows.rowcount)  # type: ignore[attr-defined]
+            if n:
+                return n
+        return 0
+
+    async def delete_user(self, user_id: str) -> bool:
+        """The user's row (its cascade takes what is left: tokens, summary, counts, …)."""
+        rows = await self.session.execute(
+            text("DELETE FROM navi_users WHERE id = :uid RETURNING id"), {"uid": user_id}
+        )
+        return rows.scalar_one_or_none() is not None

@@ -49,3 +49,12 @@ class MeOut(msgspec.Struct):
     is_admin: bool
     permissions: list[str]
     auth_enabled: bool
+
+
+class UserDeletionOut(msgspec.Struct):
+    """A user deletion still running (202), or its state later."""
+
+    user_id: str
+    state: str  # deleting | deleted | active (not being deleted)
+    sessions_left: int
+    status_url: str

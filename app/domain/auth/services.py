@@ -151,13 +151,11 @@ class UserService:
             raise NotFound(f"no user {user_id!r}")
         return user
 
-    async def delete_user(self, user_id: str, by: Principal) -> list[uuid.UUID]:
-        """Delete a user and everything they own (every table of user data reaches
-        `navi_users` by an `ON DELETE CASCADE` key, directly or through the session);
-        returns the ids of their sessions, whose file directories the caller removes once
-        this is committed. The built-in users are refused (409): without `admin` the
-        bootstrap token fails until a restart re-creates it, and `anonymous` owns every
-        local-mode session."""
+    async def check_deletable(self, user_id: str, by: Principal) -> User:
+        """The user an admin may delete (deletion.py deletes them and everything they own;
+        every table of user data reaches `navi_users` by an `ON DELETE CASCADE` key). The
+        built-in users are refused (409): without `admin` the bootstrap token fails until
+        a restart re-creates it, and `anonymous` owns every local-mode session."""
         if user_id in BUILT_IN_USERS:
             raise Conflict(
                 f"user_id: {user_id!r} is built in ({BUILT_IN_USERS[user_id]}) and cannot "
@@ -165,11 +163,7 @@ class UserService:
             )
         if user_id == by.id:
             raise Unprocessable("user_id: you cannot delete yourself")
-        sessions = await self.users.session_ids(user_id)
-        if not await self.users.delete(user_id):
-            raise NotFound(f"no user {user_id!r}")
-        log.info("auth.user_deleted", user_id=user_id, by=by.id, sessions=len(sessions))
-        return sessions
+        return await self.require_user(user_id)
 
     async def issue_token(
         self, user_id: str, name: str, expires_at: datetime | None = None

@@ -64,14 +64,24 @@ class ForgetMemoryRepository:
         self.session = session
 
     # ------------------------------------------------------------------ raw chunks
-    async def find_chunks(self, user_id: str, needle: Needle) -> list[ChunkChange]:
+    async def find_chunks(
+        self, user_id: str, sids: Sequence[uuid.UUID] | None, needle: Needle
+    ) -> list[ChunkChange]:
+        """The chunks of these sessions; with `sids` None, those of no session of the
+        user (chunks have no foreign key to their session, by design: docs/memory.md)."""
+        where = (
+            "session_id = ANY(:sids)"
+            if sids is not None
+            else "NOT EXISTS (SELECT 1 FROM sessions s WHERE s.user_id = memory_chunks.user_id"
+            " AND s.id = memory_chunks.session_id)"
+        )
         rows = await self.session.execute(
             text(
                 "SELECT id, session_id, content, breadcrumbs FROM memory_chunks WHERE user_id = :uid"
-                " AND (content ILIKE :like"
+                f" AND {where} AND (content ILIKE :like"
                 " OR EXISTS (SELECT 1 FROM unnest(breadcrumbs) b WHERE b ILIKE :like))"
             ),
-            {"uid": user_id, "like": needle.like},
+            {"uid": user_id, "sids": list(sids or ()), "like": needle.like},
         )
         out = []
         for r in rows:
@@ -307,6 +317,28 @@ class ForgetMemoryRepository:
                 for c, v in zip(changes, vectors, strict=True)
             ],
         )
+
+    async def write_error_vectors(
+        self,
+        user_id: str,
+        changes: Sequence[ErrorChange],
+        vectors: Sequence[list[float] | None],
+    ) -> None:
+        """The redacted entries' new vectors, written after their text committed (the
+        model is never called under a row lock); an entry changed meanwhile is left."""
+        rows = [
+            {"id": c.id, "uid": user_id, "err": c.error_text, "emb": vector_literal(v)}
+            for c, v in zip(changes, vectors, strict=True)
+            if v is not None
+        ]
+        if rows:
+            await self.session.execute(
+                text(
+                    "UPDATE error_memory SET embedding = CAST(:emb AS vector)"
+                    " WHERE id = :id AND user_id = :uid AND error_text = :err"
+                ),
+                rows,
+            )
 
     async def user_exists(self, user_id: str) -> bool:
         found = await self.session.execute(

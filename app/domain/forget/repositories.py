@@ -5,8 +5,9 @@ Each `find_*` reads the caller's rows that may hold the text (ILIKE, the text's 
 and `\\` literal; a JSON column through its text form) and returns the changes the
 redaction makes (pure `redact`); rows where it changes nothing are left out. Each
 `write_*` applies them. Every statement says `user_id = :uid` (one shard on Citus), and
-reads a user's messages through their sessions' ids (the messages' indexes lead with the
-session)."""
+the session stores are read for one batch of sessions at a time (`session_id =
+ANY(:sids)`: the messages' indexes lead with the session), so each statement reads a
+bounded part of the user's history (the forget job, `runner.py`)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ MACHINE_KEYS = ("source", "reason", "method")
 MESSAGE_TABLES = ("session_messages", "session_messages_archive")
 # The background jobs' per-session failure notes: an error may quote a model's reply.
 JOB_STATE_TABLES = ("session_memory_state", "raw_index_state", "rolling_summaries")
-_USER_SESSIONS = "session_id IN (SELECT id FROM sessions WHERE user_id = :uid)"
+_BATCH = "session_id = ANY(:sids)"
 
 
 def as_json(value: Any) -> str | None:
@@ -72,40 +73,63 @@ class ForgetSessionRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def session_ids(self, user_id: str, *, lock: bool) -> list[uuid.UUID]:
-        """The user's sessions; with `lock`, each row locked (appends and compressions of
-        those sessions wait for the redaction to commit), then their raw index state rows
-        (the idle indexer, which claims them with SKIP LOCKED, passes them over; one that
-        holds one is waited for, so the chunks it writes are read here)."""
+    async def next_sessions(
+        self, user_id: str, after: uuid.UUID | None, limit: int
+    ) -> list[uuid.UUID]:
+        """The user's next `limit` sessions in id order after `after` (None: the first)."""
         rows = await self.session.execute(
             text(
-                "SELECT id FROM sessions WHERE user_id = :uid ORDER BY id"
-                + (" FOR UPDATE" if lock else "")
+                "SELECT id FROM sessions WHERE user_id = :uid"
+                + ("" if after is None else " AND id > :after")
+                + " ORDER BY id LIMIT :n"
             ),
-            {"uid": user_id},
+            {"uid": user_id, "after": after, "n": limit},
         )
-        ids = list(rows.scalars())
-        if lock and ids:
+        return list(rows.scalars())
+
+    async def count_sessions(self, user_id: str) -> int:
+        rows = await self.session.execute(
+            text("SELECT count(*) FROM sessions WHERE user_id = :uid"), {"uid": user_id}
+        )
+        return int(rows.scalar_one())
+
+    async def lock_sessions(self, user_id: str, ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+        """Lock this batch's session rows (appends and compressions of these sessions wait
+        for the batch to commit; the user's other sessions are not held), then their raw
+        index state rows (the idle indexer, which claims them with SKIP LOCKED, passes
+        them over; one that holds one is waited for, so the chunks it writes are read
+        here). The ids still present, in id order."""
+        rows = await self.session.execute(
+            text(
+                "SELECT id FROM sessions WHERE user_id = :uid AND id = ANY(:sids)"
+                " ORDER BY id FOR UPDATE"
+            ),
+            {"uid": user_id, "sids": list(ids)},
+        )
+        locked = list(rows.scalars())
+        if locked:
             await self.session.execute(
                 text(
-                    "SELECT 1 FROM raw_index_state WHERE user_id = :uid"
+                    "SELECT 1 FROM raw_index_state WHERE user_id = :uid AND session_id = ANY(:sids)"
                     " ORDER BY session_id FOR UPDATE"
                 ),
-                {"uid": user_id},
+                {"uid": user_id, "sids": locked},
             )
-        return ids
+        return locked
 
-    async def find_messages(self, table: str, user_id: str, needle: Needle) -> list[MessageChange]:
+    async def find_messages(
+        self, table: str, user_id: str, sids: Sequence[uuid.UUID], needle: Needle
+    ) -> list[MessageChange]:
         assert table in MESSAGE_TABLES
         rows = await self.session.execute(
             text(
                 f"SELECT id, session_id, sequence_number, content, thinking, tool_calls, metadata"
-                f" FROM {table} WHERE user_id = :uid AND {_USER_SESSIONS}"
+                f" FROM {table} WHERE user_id = :uid AND {_BATCH}"
                 " AND (content ILIKE :like OR thinking ILIKE :like"
                 " OR CAST(tool_calls AS text) ILIKE :jlike OR CAST(metadata AS text) ILIKE :jlike)"
                 " ORDER BY session_id, sequence_number"
             ),
-            {"uid": user_id, "like": needle.like, "jlike": needle.json_like},
+            {"uid": user_id, "sids": list(sids), "like": needle.like, "jlike": needle.json_like},
         )
         out = []
         for r in rows:
@@ -161,17 +185,23 @@ class ForgetSessionRepository:
             [{"uid": user_id, "sid": c.session_id, "seq": c.sequence_number} for c in changes],
         )
 
-    async def find_sessions(self, user_id: str, needle: Needle) -> list[SessionChange]:
+    async def find_sessions(
+        self, user_id: str, sids: Sequence[uuid.UUID], needle: Needle
+    ) -> list[SessionChange]:
         names = await self.session.execute(
-            text("SELECT id, name FROM sessions WHERE user_id = :uid AND name ILIKE :like"),
-            {"uid": user_id, "like": needle.like},
+            text(
+                "SELECT id, name FROM sessions WHERE user_id = :uid AND id = ANY(:sids)"
+                " AND name ILIKE :like"
+            ),
+            {"uid": user_id, "sids": list(sids), "like": needle.like},
         )
         entries = await self.session.execute(
             text(
                 "SELECT session_id, seq, entry FROM session_planning_entries"
-                " WHERE user_id = :uid AND CAST(entry AS text) ILIKE :jlike"
+                " WHERE user_id = :uid AND session_id = ANY(:sids)"
+                " AND CAST(entry AS text) ILIKE :jlike"
             ),
-            {"uid": user_id, "jlike": needle.json_like},
+            {"uid": user_id, "sids": list(sids), "jlike": needle.json_like},
         )
         renamed: dict[uuid.UUID, str | None] = {}
         for r in names:
@@ -210,13 +240,15 @@ class ForgetSessionRepository:
                 entries,
             )
 
-    async def find_rolling(self, user_id: str, needle: Needle) -> list[RollingChange]:
+    async def find_rolling(
+        self, user_id: str, sids: Sequence[uuid.UUID], needle: Needle
+    ) -> list[RollingChange]:
         rows = await self.session.execute(
             text(
                 "SELECT session_id, summary FROM rolling_summaries WHERE user_id = :uid"
-                f" AND {_USER_SESSIONS} AND CAST(summary AS text) ILIKE :jlike"
+                f" AND {_BATCH} AND CAST(summary AS text) ILIKE :jlike"
             ),
-            {"uid": user_id, "jlike": needle.json_like},
+            {"uid": user_id, "sids": list(sids), "jlike": needle.json_like},
         )
         out = []
         for r in rows:
@@ -236,15 +268,17 @@ class ForgetSessionRepository:
             [{"sid": c.session_id, "uid": user_id, "summary": as_json(c.summary)} for c in changes],
         )
 
-    async def find_job_errors(self, user_id: str, needle: Needle) -> list[JobErrorChange]:
+    async def find_job_errors(
+        self, user_id: str, sids: Sequence[uuid.UUID], needle: Needle
+    ) -> list[JobErrorChange]:
         out = []
         for table in JOB_STATE_TABLES:
             rows = await self.session.execute(
                 text(
                     f"SELECT session_id, last_error FROM {table} WHERE user_id = :uid"
-                    f" AND {_USER_SESSIONS} AND last_error ILIKE :like"
+                    f" AND {_BATCH} AND last_error ILIKE :like"
                 ),
-                {"uid": user_id, "like": needle.like},
+                {"uid": user_id, "sids": list(sids), "like": needle.like},
             )
             for r in rows:
                 redacted = redact_text(needle, r.last_error) or ""

@@ -1,8 +1,10 @@
-"""Request and answer of a forget (POST /memory/forget, POST /admin/users/{id}/forget)."""
+"""Request and answers of a forget (POST /memory/forget, POST /admin/users/{id}/forget),
+and the status of its job (GET …/forget/jobs/{id})."""
 
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Annotated
 
 import msgspec
@@ -43,3 +45,23 @@ class ForgetOut(msgspec.Struct):
     changed: dict[str, int]  # per store (STORES): rows redacted, or facts deleted
     files: list[ForgottenFile]  # session files holding the text: listed, not changed
     total: int  # the sum of `changed`
+
+
+class ForgetProgress(msgspec.Struct):
+    sessions_done: int
+    sessions_total: int  # the user's sessions when the job began
+    stores_done: bool  # the user-wide stores (facts, summary, scratchpads, errors)
+
+
+class ForgetJobOut(msgspec.Struct):
+    """A forget that runs on in the background (202), or its status later."""
+
+    job_id: uuid.UUID
+    state: str  # running | done | failed
+    status_url: str
+    progress: ForgetProgress
+    result: ForgetOut  # the counts so far (all of them once `done`)
+    attempts: int  # failed steps in a row (retried by the resume)
+    error: str | None  # the last failed step's error type
+    created_at: datetime
+    finished_at: datetime | None

@@ -15,6 +15,7 @@ from app.domain.facts.schemas import MemoryToolCall, MemoryToolResult
 from app.domain.facts.services import FactService
 from app.domain.facts.tool import run_memory_tool
 from app.domain.forget.redact import Needle, redact_json, redact_text
+from app.domain.forget.schemas import ForgetJobOut
 from app.domain.forget.services import ForgetService
 from app.domain.kernel.messages import MessageIn
 
@@ -29,14 +30,23 @@ async def run_memory_tool_with_forget(
     if not forgets_text(call):
         return await run_memory_tool(facts, user_id, call)
     assert call.text is not None
-    out = await forget.forget(user_id, call.text, via="tool")
+    answer = await forget.forget(user_id, call.text, via="tool")
+    out = answer.result if isinstance(answer, ForgetJobOut) else answer
     deleted = out.changed["facts"]
     if call.key and call.key.strip():
         deleted += await facts.delete_fact(user_id, call.key, call.category)
-    text = (
-        f"Forgot that text everywhere: {out.total} record(s) redacted or deleted"
-        f" ({deleted} fact(s) deleted)."
-    )
+    if isinstance(answer, ForgetJobOut):  # a large account: it goes on in the background
+        p = answer.progress
+        text = (
+            f"Forgetting that text continues in the background (job {answer.job_id},"
+            f" {p.sessions_done} of {p.sessions_total} session(s) done so far):"
+            f" {out.total} record(s) redacted or deleted until now."
+        )
+    else:
+        text = (
+            f"Forgot that text everywhere: {out.total} record(s) redacted or deleted"
+            f" ({deleted} fact(s) deleted)."
+        )
     if out.files:
         text += f" {len(out.files)} session file(s) still hold it (not changed): " + ", ".join(
             f.path for f in out.files
@@ -46,7 +56,7 @@ async def run_memory_tool_with_forget(
         ok=True,
         text=text,
         deleted=deleted,
-        forgotten=msgspec.to_builtins(out),
+        forgotten=msgspec.to_builtins(answer),
     )
 
 

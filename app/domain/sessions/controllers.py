@@ -197,9 +197,11 @@ class SessionController(Controller):
         principal: Principal,
         sessions: SessionService,
         settings: Settings,
+        db: AsyncSession,
     ) -> None:
         await sessions.delete(session_id, Viewer.editor(principal))
-        remove_session_dirs(settings, [session_id])
+        # the files go once the rows are gone for good: a delete that rolls back keeps both
+        after_commit(db, lambda: remove_session_dirs(settings, [session_id]))
 
     @post("/{session_id:uuid}/messages")
     async def append_messages(

@@ -161,6 +161,7 @@ KIND_BY_TYPE = {k.type: k for k in KINDS}
 NOT_EXPORTED = {
     "memory_chunk_counts": "a counter of the user's chunks: the import sets it",
     "navi_api_tokens": "credentials stay with the server: the new account has its own",
+    "forget_jobs": "this server's forgets of a text (the text itself erased when one ends)",
 }
 RECORD_TYPES = (HEADER, *KIND_BY_TYPE, FILE, END)
 

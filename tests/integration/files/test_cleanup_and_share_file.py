@@ -13,7 +13,7 @@ from app.db.engine import session_factory
 from app.domain.files.services import cleanup_orphan_dirs
 from app.domain.kernel.runtime import Runtime
 from app.routes import BACKGROUND_JOBS
-from tests.conftest import ADMIN_TOKEN
+from tests.conftest import ADMIN_TOKEN, run_sql
 
 
 async def _session(client: AsyncTestClient) -> str:
@@ -35,6 +35,30 @@ async def test_deleting_a_session_deletes_its_directory(
     assert _dir(settings, sid).is_dir()
     assert (await client.delete(f"/sessions/{sid}")).status_code == 204
     assert not _dir(settings, sid).exists()
+
+
+async def test_a_session_delete_that_rolls_back_keeps_its_files(
+    client: AsyncTestClient, settings: Settings, db_url: str
+) -> None:
+    """The files go only after the commit: a delete whose commit fails (a deferred
+    trigger that raises at commit time) leaves the session and its files in place."""
+    sid = await _session(client)
+    r = await client.post(f"/sessions/{sid}/files", files=[("files", ("a.txt", b"x", "t/p"))])
+    assert r.status_code == 201
+    run_sql(
+        db_url,
+        "CREATE FUNCTION navi_test_refuse() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'refused at commit'; END $$",
+    )
+    run_sql(
+        db_url,
+        "CREATE CONSTRAINT TRIGGER navi_test_refuse_delete AFTER DELETE ON sessions"
+        " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION navi_test_refuse()",
+    )
+    r = await client.delete(f"/sessions/{sid}")
+    assert r.status_code >= 500, r.text
+    assert (await client.get(f"/sessions/{sid}")).status_code == 200
+    assert (_dir(settings, sid) / "a.txt").read_bytes() == b"x"
 
 
 async def test_cleanup_job_deletes_only_orphan_directories(

@@ -86,6 +86,7 @@ class World:
     share_token: str
     share_root: Path
     names: itertools.count = field(default_factory=itertools.count)
+    forget_job: str = ""  # one of alice's forget jobs (the matrix's FORGET_WAIT_SECONDS: 0)
 
     def name(self, prefix: str) -> str:
         return f"{prefix}{next(self.names)}"
@@ -204,6 +205,14 @@ ROUTES: dict[tuple[str, str], tuple[str, Build]] = {
         "users_admin",
         req(lambda w: {"user_id": w.alice_id}, json={"text": "not-said-anywhere"}),
     ),
+    ("GET", "/admin/users/{user_id:str}/forget/jobs/{job_id:uuid}"): (
+        "users_admin",
+        req(lambda w: {"user_id": w.alice_id, "job_id": w.forget_job}),
+    ),
+    ("GET", "/admin/users/{user_id:str}/deletion"): (
+        "users_admin",
+        req(lambda w: {"user_id": w.alice_id}),
+    ),
     ("GET", "/admin/users/{user_id:str}/export"): (
         "users_admin",
         req(lambda w: {"user_id": w.alice_id}),
@@ -310,6 +319,10 @@ ROUTES: dict[tuple[str, str], tuple[str, Build]] = {
     ("PUT", "/memory/summary"): ("own", req(json={"content": "about me"})),
     ("POST", "/tools/memory"): ("own", req(json={"action": "search", "query": "secret"})),
     ("POST", "/memory/forget"): ("own", req(json={"text": "not-said-anywhere"})),
+    ("GET", "/memory/forget/jobs/{job_id:uuid}"): (
+        "alice_fact",  # the caller's own: anyone else's job is not found
+        req(lambda w: {"job_id": w.forget_job}),
+    ),
     ("POST", "/tools/write_error"): (
         "own",
         req(json={"tool": "pip", "error": "denied", "fix": "use --user"}),
@@ -427,6 +440,9 @@ async def build_world(admin: AsyncTestClient, share_root: Path) -> tuple[World, 
     fact_id = r.json()["id"]
     share_token = (await admin.post(f"/sessions/{sid}/share", headers=alice)).json()["token"]
     world = World(admin, alice_id, alice, sid, fact_id, share_token, share_root)
+    r = await admin.post("/memory/forget", json={"text": "not-said-anywhere"}, headers=alice)
+    assert r.status_code == 202, r.text
+    world.forget_job = r.json()["job_id"]
     headers = {
         "owner": alice,
         "other": bob,
@@ -457,7 +473,9 @@ async def test_role_matrix_over_every_route(
     share_root = tmp_path / "share"
     share_root.mkdir()
     (share_root / "result.csv").write_text("a,b\n")
-    s = Settings(**{**settings.__dict__, "share_file_roots": str(share_root)})
+    s = Settings(
+        **{**settings.__dict__, "share_file_roots": str(share_root), "forget_wait_seconds": 0}
+    )
     async with make_client(s) as admin, make_client(s, auth_enabled=False) as local:
         admin.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
         world, headers = await build_world(admin, share_root)
