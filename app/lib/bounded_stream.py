@@ -61,7 +61,7 @@ class _BoundedASGIStream(ASGIStreamingResponse):
         try:
             with anyio.fail_after(self.total):
                 await super().send_body(bounded_send, receive)
-        except TimeoutError:
+        except* TimeoutError:  # from the task group Litestar runs the body in
             reason = "idle" if stalled else "total"
             limit = self.idle if stalled else self.total
             log.warning("http.stream_cut", what=self.what, reason=reason, seconds=limit)
