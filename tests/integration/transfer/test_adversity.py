@@ -287,3 +287,16 @@ async def test_the_orphan_cleanup_during_an_import_deletes_none_of_its_files(
             up.go.set()
         assert up.status == 201, bytes(up.response)
         assert (session_dir(settings, sid) / "notes.txt").read_bytes() == b"kept"
+
+
+async def test_app_connections_have_an_idle_in_transaction_timeout(db_url, settings) -> None:  # type: ignore[no-untyped-def]
+    s = dataclasses.replace(settings, db_idle_in_transaction_seconds=42.0)
+    engine = create_engine(db_url, s)
+    try:
+        async with engine.connect() as conn:
+            shown = (
+                await conn.exec_driver_sql("SHOW idle_in_transaction_session_timeout")
+            ).scalar()
+        assert shown == "42s"
+    finally:
+        await engine.dispose()
