@@ -147,6 +147,19 @@ class Settings:
             "Either is a 503 `unavailable`."
         ),
     )
+    db_idle_in_transaction_seconds: float = setting(
+        "DB_IDLE_IN_TRANSACTION_SECONDS",
+        300.0,
+        ge=0,
+        le=86400,
+        doc=(
+            "PostgreSQL's `idle_in_transaction_session_timeout` on every connection of the "
+            "app: a session idle this long inside a transaction is ended by the server "
+            "(its connection is replaced). A backstop against a transaction left open by "
+            "a bug or a stall; keep it above the longest model call made inside a "
+            "transaction (memory extraction: `OLLAMA_TIMEOUT` × 2). 0 = none."
+        ),
+    )
     db_job_statement_timeout_seconds: float = setting(
         "DB_JOB_STATEMENT_TIMEOUT_SECONDS",
         600.0,
@@ -216,6 +229,40 @@ class Settings:
         ge=256 * 1024,  # one entry's limit (PLANNING_ENTRY_MAX_BYTES): the newest always fits
         doc="Bytes (as JSON text) of a session's planning log kept: an append past it "
         "drops the oldest entries, like the count cap (200 entries).",
+    )
+    import_idle_seconds: float = setting(
+        "IMPORT_IDLE_SECONDS",
+        30.0,
+        ge=0.01,
+        le=3600,
+        doc=(
+            "`POST /me/import`: a body that sends no byte for this long is cut (408). The "
+            "body is spooled to disk before the import touches the database."
+        ),
+    )
+    import_body_seconds: float = setting(
+        "IMPORT_BODY_SECONDS",
+        900.0,
+        ge=0.01,
+        le=86400,
+        doc="`POST /me/import`: the whole body must arrive within this time (408 past it).",
+    )
+    export_idle_seconds: float = setting(
+        "EXPORT_IDLE_SECONDS",
+        60.0,
+        ge=0.01,
+        le=3600,
+        doc=(
+            "`GET /me/export`: a client that takes no bytes for this long has its stream "
+            "cut (the file then lacks its end record; an import refuses it)."
+        ),
+    )
+    export_max_seconds: float = setting(
+        "EXPORT_MAX_SECONDS",
+        3600.0,
+        ge=0.01,
+        le=86400,
+        doc="`GET /me/export`: the longest an export may take; the stream is cut past it.",
     )
     message_max_chars: int = setting(
         "MESSAGE_MAX_CHARS", 1_000_000, ge=1, doc="Largest content of one message (413 above)."

@@ -153,22 +153,32 @@ def _apply_statement_timeout(engine: AsyncEngine, timeouts: DbTimeouts) -> None:
     """At checkout, the connection's `statement_timeout` becomes the current context's
     limit (a request's or a job's) — one `SET` only when it differs from the value the
     connection already has, so requests on request connections pay nothing. The `SET`
-    runs in autocommit: a rolled-back transaction would otherwise undo it."""
+    runs in autocommit: a rolled-back transaction would otherwise undo it. The first
+    checkout of a connection also sets its `idle_in_transaction_session_timeout`
+    (DB_IDLE_IN_TRANSACTION_SECONDS, the same for every context)."""
+    idle_ms = int(timeouts.idle_in_transaction * 1000)
 
     @event.listens_for(engine.sync_engine.pool, "checkout")
     def _checked_out(dbapi_connection: Any, record: Any, proxy: Any) -> None:
         want = timeouts.statement_ms()
-        if record.info.get("navi_statement_ms") == want:
+        sets = []
+        if record.info.get("navi_statement_ms") != want:
+            sets.append(f"SET statement_timeout = {int(want)}")
+        if record.info.get("navi_idle_tx_ms") != idle_ms:
+            sets.append(f"SET idle_in_transaction_session_timeout = {idle_ms}")
+        if not sets:
             return
         was = dbapi_connection.autocommit
         dbapi_connection.autocommit = True
         try:
             cursor = dbapi_connection.cursor()
-            cursor.execute(f"SET statement_timeout = {int(want)}")
+            for statement in sets:
+                cursor.execute(statement)
             cursor.close()
         finally:
             dbapi_connection.autocommit = was
         record.info["navi_statement_ms"] = want
+        record.info["navi_idle_tx_ms"] = idle_ms
 
 
 def _statement_timeout_per_transaction(engine: AsyncEngine, timeouts: DbTimeouts) -> None:
@@ -256,8 +266,9 @@ def _engine_of(factory: async_sessionmaker[AsyncSession]) -> AsyncEngine | None:
 @asynccontextmanager
 async def read_snapshot(factory: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
     """A session reading one snapshot of the database (REPEATABLE READ READ ONLY) for as
-    long as it is open — what a long read that must be consistent across its statements
-    uses (an export). Rolled back on close: it cannot write."""
+    long as it is open — what a read that must be consistent across its few statements
+    uses (a page of an export). Keep it short: an open snapshot holds back vacuum.
+    Rolled back on close: it cannot write."""
     async with factory() as session:
         await session.connection(
             execution_options={"isolation_level": "REPEATABLE READ", "postgresql_readonly": True}

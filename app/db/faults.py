@@ -63,6 +63,7 @@ class DbTimeouts:
     connect: int
     pool: float
     job_statement: float  # 0 = none
+    idle_in_transaction: float = 0.0  # 0 = none
 
     @classmethod
     def from_settings(cls, s: Settings) -> DbTimeouts:
@@ -70,6 +71,7 @@ class DbTimeouts:
             connect=s.db_connect_timeout_seconds,
             pool=s.db_pool_timeout_seconds,
             job_statement=s.db_job_statement_timeout_seconds,
+            idle_in_transaction=s.db_idle_in_transaction_seconds,
         )
 
     def statement(self) -> float:

@@ -35,6 +35,11 @@ class NotFound(AppError):
     kind = "not_found"
 
 
+class RequestTimeout(AppError):
+    status_code = 408
+    kind = "request_timeout"
+
+
 class Conflict(AppError):
     status_code = 409
     kind = "conflict"

@@ -13,6 +13,7 @@ import functools
 import os
 import shutil
 import stat
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -41,6 +42,7 @@ from app.domain.files.uploads import StoredUpload, UploadLimits, receive
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.runtime import Runtime, SessionMaker
+from app.domain.kernel.session_files import import_staging_root
 from app.lib.errors import Forbidden, NotFound, PayloadTooLarge, Unprocessable
 from app.lib.rate_limit import TokenBuckets
 
@@ -269,13 +271,35 @@ def _session_dir_ids(root: Path) -> dict[uuid.UUID, Path]:
     return out
 
 
+#: An import's staging directory older than this was left by a crash (an import writes
+#: its files there until it commits, then moves them: app/domain/transfer/files_io.py).
+STALE_STAGING_SECONDS = 24 * 3600
+
+
+def _remove_stale_staging(root: Path, now: float) -> None:
+    try:
+        entries = list(os.scandir(root))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            if now - entry.stat(follow_symlinks=False).st_mtime > STALE_STAGING_SECONDS:
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+
 async def cleanup_orphan_dirs(runtime: Runtime) -> int:
     """Delete session directories whose session no longer exists; returns how many.
 
     One query for the whole set of directory names. Safe with several replicas: deleting
-    an already deleted directory is a no-op.
+    an already deleted directory is a no-op. An import's files are not in
+    `session_files/` before its sessions are committed (they wait in its staging
+    directory), so a running import loses none here; staging left by a crash is removed
+    after a day.
     """
     settings = runtime.settings
+    await anyio.to_thread.run_sync(
+        _remove_stale_staging, import_staging_root(settings), time.time()
+    )
     dirs = await anyio.to_thread.run_sync(_session_dir_ids, session_files_root(settings))
     if not dirs:
         return 0

@@ -14,10 +14,17 @@ from pathlib import Path
 from app.config import Settings
 
 SESSION_FILES = "session_files"
+#: Where an import writes its session files (and spools its body) until it commits:
+#: `{data_dir}/import_staging/`, beside `session_files/` (one file system: a rename).
+IMPORT_STAGING = "import_staging"
 
 
 def session_files_root(settings: Settings) -> Path:
     return settings.data_path / SESSION_FILES
+
+
+def import_staging_root(settings: Settings) -> Path:
+    return settings.data_path / IMPORT_STAGING
 
 
 def session_dir(settings: Settings, session_id: uuid.UUID) -> Path:

@@ -5,49 +5,42 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the CLI parses its arguments before importing the heavy modules
     from app.config import Settings
 
-READ_BYTES = 1024 * 1024
-
 
 async def _export(settings: Settings, url: str, user_id: str, out: IO[bytes]) -> None:
-    from app.db.engine import create_engine, read_snapshot, session_factory
-    from app.domain.transfer.services import export_lines, require_user
+    from app.db.engine import create_engine, session_factory, transaction
+    from app.domain.transfer.exporter import export_lines
+    from app.domain.transfer.services import require_user
 
     engine = create_engine(url, settings)
     try:
-        async with read_snapshot(session_factory(engine)) as db:
+        factory = session_factory(engine)
+        async with transaction(factory) as db:
             await require_user(db, user_id)
-            async for chunk in export_lines(db, settings, user_id):
-                out.write(chunk)
+        # a page per short transaction, as over HTTP: no snapshot held for the whole file
+        async for chunk in export_lines(factory, settings, user_id):
+            await asyncio.to_thread(out.write, chunk)
         out.flush()
     finally:
         await engine.dispose()
 
 
-async def _chunks(f: IO[bytes]) -> AsyncIterator[bytes]:
-    while data := await asyncio.to_thread(f.read, READ_BYTES):
-        yield data
-
-
 async def _import(settings: Settings, url: str, user_id: str, f: IO[bytes]) -> Any:
-    from app.db.engine import create_engine, session_factory, transaction
-    from app.domain.kernel.runtime import Runtime
+    from app.db.engine import create_engine, session_factory
     from app.domain.transfer.ndjson import ndjson_lines
-    from app.domain.transfer.services import ImportService
+    from app.domain.transfer.services import import_into
+    from app.domain.transfer.spool import file_chunks
 
     engine = create_engine(url, settings)
-    runtime = Runtime.of(settings, session_factory(engine))
     try:
-        async with transaction(runtime.session_factory) as db:
-            lines = ndjson_lines(_chunks(f), sys.maxsize, "no limit")
-            return await ImportService.of(db, runtime).run(user_id, lines)
+        lines = ndjson_lines(file_chunks(f), sys.maxsize, "no limit")
+        return await import_into(session_factory(engine), settings, user_id, lines)
     finally:
-        await runtime.llm.aclose()
         await engine.dispose()
 
 

@@ -1,43 +1,37 @@
-"""`GET /me/export`, `POST /me/import` and `GET /admin/users/{id}/export`."""
+"""`GET /me/export`, `POST /me/import` and `GET /admin/users/{id}/export`.
+
+Neither holds a pooled connection at the client's pace: the export reads each page in a
+short transaction of its own and is bounded in time (`EXPORT_IDLE_SECONDS`,
+`EXPORT_MAX_SECONDS`); the import spools its body to disk first, then runs in one
+transaction from the file.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 from litestar import Controller, Request, get, post
-from litestar.response import Stream
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
-from app.db.engine import read_snapshot
 from app.domain.auth.controllers import require_admin
 from app.domain.kernel.principal import Principal
 from app.domain.kernel.runtime import Runtime
-from app.domain.transfer.deps import DEPENDENCIES
+from app.domain.transfer.exporter import export_lines
 from app.domain.transfer.ndjson import ndjson_lines
-from app.domain.transfer.services import (
-    ImportReport,
-    ImportService,
-    export_lines,
-    require_user,
-)
+from app.domain.transfer.services import ImportReport, import_into, require_user
+from app.domain.transfer.spool import file_chunks, spool_body
+from app.lib.bounded_stream import BoundedStream
 from app.lib.errors import PayloadTooLarge
 
 NDJSON = "application/x-ndjson"
 
 
-def _export(runtime: Runtime, user_id: str) -> Stream:
-    """The export streamed from a snapshot session of its own, opened when the first
-    line is asked for and closed when the last is sent (or the client goes away)."""
-
-    async def body() -> AsyncIterator[bytes]:
-        async with read_snapshot(runtime.session_factory) as db:
-            async for chunk in export_lines(db, runtime.settings, user_id):
-                yield chunk
-
+def _export(runtime: Runtime, user_id: str) -> BoundedStream:
+    settings = runtime.settings
     filename = f"navi-export-{user_id}.ndjson".replace('"', "")
-    return Stream(
-        body(),
+    return BoundedStream(
+        export_lines(runtime.session_factory, settings, user_id),
+        idle_seconds=settings.export_idle_seconds,
+        max_seconds=settings.export_max_seconds,
+        what="export",
         media_type=NDJSON,
         headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )
@@ -46,22 +40,28 @@ def _export(runtime: Runtime, user_id: str) -> Stream:
 class TransferController(Controller):
     path = "/me"
     tags = ["transfer"]
-    dependencies = DEPENDENCIES
 
     @get("/export", media_type=NDJSON)
-    async def export_mine(self, principal: Principal, runtime: Runtime) -> Stream:
+    async def export_mine(self, principal: Principal, runtime: Runtime) -> BoundedStream:
         return _export(runtime, principal.id)
 
     # The app-wide body limit (MAX_REQUEST_BODY_MB) is for JSON; an export file is read
     # line by line and limited by IMPORT_MAX_MB.
     @post("/import", status_code=201, request_max_body_size=None)
     async def import_mine(
-        self, request: Request, principal: Principal, transfer: ImportService, settings: Settings
+        self, request: Request, principal: Principal, runtime: Runtime
     ) -> ImportReport:
+        settings = runtime.settings
         limit = settings.import_max_mb * 1024 * 1024
         if request.content_length is not None and request.content_length > limit:
             raise PayloadTooLarge(f"body: more than {limit} bytes (IMPORT_MAX_MB)")
-        return await transfer.run(principal.id, ndjson_lines(request.stream(), limit))
+        # the whole body on disk before any connection is taken
+        body = await spool_body(request.stream(), settings)
+        try:
+            lines = ndjson_lines(file_chunks(body), limit)
+            return await import_into(runtime.session_factory, settings, principal.id, lines)
+        finally:
+            body.close()
 
 
 class AdminExportController(Controller):
@@ -71,7 +71,7 @@ class AdminExportController(Controller):
     @get("/{user_id:str}/export", media_type=NDJSON)
     async def export_user(
         self, user_id: str, principal: Principal, db: AsyncSession, runtime: Runtime
-    ) -> Stream:
+    ) -> BoundedStream:
         require_admin(principal)
         await require_user(db, user_id)
         return _export(runtime, user_id)

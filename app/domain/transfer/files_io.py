@@ -4,12 +4,19 @@ Files live on disk (`{data_dir}/session_files/{session_id}/`, app/domain/files/s
 an export carries each listed file as `file` records of at most `FILE_PART_BYTES` bytes
 (base64), so neither side holds a whole file. Dot-files (the pasted-image index) are not
 carried: they are rebuilt from the files.
+
+An import writes the files under a staging directory of its own
+(`{data_dir}/import_staging/<random>/<session_id>/`) and moves each session's directory
+into `session_files/` only after its transaction has committed (`publish`): the hourly
+orphan cleanup deletes a session directory whose session it does not find, and an
+uncommitted import's sessions are not found.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import secrets
 import shutil
 import uuid
 from collections.abc import AsyncIterator
@@ -21,6 +28,7 @@ import anyio.to_thread
 from app.config import Settings
 from app.domain.files.names import is_stored_name
 from app.domain.files.storage import list_files, resolve_stored, session_dir
+from app.domain.kernel.session_files import import_staging_root
 from app.domain.transfer.records import FILE_PART_BYTES, RecordError, file_record
 
 
@@ -48,11 +56,13 @@ async def file_records(settings: Settings, session_id: uuid.UUID) -> AsyncIterat
 
 
 class FileWriter:
-    """Writes imported files; `discard()` removes every directory it wrote to."""
+    """Writes imported files to a staging directory; `publish()` (after the commit) moves
+    them into place, `discard()` removes them."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.dirs: set[Path] = set()
+        self.staging = import_staging_root(settings) / secrets.token_hex(8)
+        self.sessions_written: set[uuid.UUID] = set()
         self.sizes: dict[tuple[uuid.UUID, str], int] = {}
 
     async def write(self, record: dict[str, Any], sessions: set[uuid.UUID]) -> None:
@@ -74,23 +84,36 @@ class FileWriter:
         expected = self.sizes.get((session_id, name), 0)
         if offset != expected or isinstance(offset, bool):
             raise RecordError(f"offset: expected {expected} (parts in order, no gaps)")
-        directory = session_dir(self.settings, session_id)
-        if directory not in self.dirs:
-            # a directory left by a session deleted earlier is an orphan: start clean
+        directory = self.staging / str(session_id)
+        if session_id not in self.sessions_written:
             await anyio.to_thread.run_sync(_fresh_dir, directory)
-            self.dirs.add(directory)
+            self.sessions_written.add(session_id)
         await anyio.to_thread.run_sync(_append, directory / name, raw)
         self.sizes[(session_id, name)] = expected + len(raw)
 
+    async def publish(self) -> None:
+        """Move the staged directories into `session_files/` (the sessions are committed).
+        A directory already there is an orphan of a deleted session with that id: the
+        import checked the id was free, so it is replaced."""
+        for session_id in sorted(self.sessions_written):
+            target = session_dir(self.settings, session_id)
+            await anyio.to_thread.run_sync(_replace, self.staging / str(session_id), target)
+        await self.discard()
+
     async def discard(self) -> None:
-        for directory in self.dirs:
-            await anyio.to_thread.run_sync(shutil.rmtree, directory, True)
-        self.dirs.clear()
+        await anyio.to_thread.run_sync(shutil.rmtree, self.staging, True)
+        self.sessions_written.clear()
 
 
 def _fresh_dir(directory: Path) -> None:
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True, exist_ok=True)
+
+
+def _replace(source: Path, target: Path) -> None:
+    shutil.rmtree(target, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(source, target)  # a rename on one file system
 
 
 def _append(path: Path, data: bytes) -> None:

@@ -1,33 +1,31 @@
-"""Export a user's memory as NDJSON, and import such a file into an empty account.
+"""Import an NDJSON export into an empty account (the export: `exporter.py`).
 
-Export (`export_lines`): on a session reading one snapshot (`app.db.engine.read_snapshot`),
-the header, then every table of `records.KINDS` a page at a time, then the session
-files, then the end record. Nothing holds more than a page of rows or a file part.
-
-Import (`ImportService.run`): in the caller's transaction (all or nothing), the account
-locked and checked empty (409), then line by line: each record checked (422 naming the
-line), rows inserted in batches, facts given new ids (`merged_into` mapped at the end),
-the chunk count set. Vectors are kept when the header's embedder is the server's.
+`import_into`: one transaction (all or nothing) over lines the caller already has (a
+spooled request body, a file): the account locked and checked empty (409), then line
+by line: each record checked (422 naming the line), rows inserted in batches, facts
+given new ids (`merged_into` mapped at the end), the chunk count set. Vectors are kept
+when the header's embedder is the server's. Session files are written to a staging
+directory and moved into place only after the commit (`files_io.FileWriter`), so the
+orphan cleanup never sees a directory whose session is not committed yet.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 import structlog
 from sqlalchemy.exc import DataError, IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.domain.kernel.runtime import Runtime
+from app.db.engine import transaction
 from app.domain.transfer.export_repository import ExportRepository
-from app.domain.transfer.files_io import FileWriter, file_records
+from app.domain.transfer.files_io import FileWriter
 from app.domain.transfer.import_repository import ImportRepository
 from app.domain.transfer.records import (
     END,
@@ -35,15 +33,11 @@ from app.domain.transfer.records import (
     FORMAT,
     HEADER,
     KIND_BY_TYPE,
-    KINDS,
     VERSION,
     Kind,
     RecordError,
     decode,
     embedder_of,
-    header,
-    line,
-    row_record,
     split_legacy_planning,
 )
 from app.lib.errors import Conflict, NotFound, Unprocessable
@@ -60,26 +54,6 @@ _PLANNING = KIND_BY_TYPE["planning_entry"]
 async def require_user(db: AsyncSession, user_id: str) -> None:
     if not await ExportRepository(db).user_exists(user_id):
         raise NotFound(f"no user {user_id!r}")
-
-
-async def export_lines(
-    db: AsyncSession, settings: Settings, user_id: str, now: datetime | None = None
-) -> AsyncIterator[bytes]:
-    """The export of `user_id`, a page of lines at a time. `db` should read one snapshot."""
-    repo = ExportRepository(db)
-    records = 0
-    yield line(header(user_id, now or datetime.now(UTC), settings))
-    for kind in KINDS:
-        async for rows in repo.pages(kind, user_id):
-            records += len(rows)
-            yield b"".join(line(row_record(kind, row)) for row in rows)
-    async for ids in repo.session_id_pages(user_id):
-        for sid in ids:
-            async for record in file_records(settings, sid):
-                records += 1
-                yield line(record)
-    yield line({"type": END, "records": records})
-    log.info("transfer.exported", user_id=user_id, records=records)
 
 
 class ImportReport(msgspec.Struct):
@@ -100,25 +74,38 @@ class _Batch:
     rows: list[dict[str, Any]] = field(default_factory=list)
 
 
+async def import_into(
+    factory: async_sessionmaker[AsyncSession],
+    settings: Settings,
+    user_id: str,
+    lines: AsyncIterable[bytes],
+) -> ImportReport:
+    """Import `lines` into the (empty) account `user_id` in one transaction of its own;
+    the session files are moved into place once it has committed."""
+    files = FileWriter(settings)
+    try:
+        async with transaction(factory) as db:
+            report = await ImportService(db, settings).run(user_id, lines, files)
+    except BaseException:
+        await files.discard()
+        raise
+    await files.publish()
+    return report
+
+
 class ImportService:
     def __init__(self, db: AsyncSession, settings: Settings) -> None:
         self.db = db
         self.settings = settings
         self.repo = ImportRepository(db)
 
-    @classmethod
-    def of(cls, db: AsyncSession, runtime: Runtime) -> ImportService:
-        """The import on `db`: committed whole or not at all by its caller."""
-        return cls(db, runtime.settings)
-
-    async def run(self, user_id: str, lines: AsyncIterable[bytes]) -> ImportReport:
+    async def run(
+        self, user_id: str, lines: AsyncIterable[bytes], files: FileWriter
+    ) -> ImportReport:
+        """The import on `db` (committed whole or not at all by its caller); the files
+        go to `files`' staging directory."""
         await require_user(self.db, user_id)
-        files = FileWriter(self.settings)
-        try:
-            return await _Import(self, user_id, files).run(lines)
-        except BaseException:
-            await files.discard()
-            raise
+        return await _Import(self, user_id, files).run(lines)
 
 
 class _Import:
