@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import subprocess
 import sys
@@ -116,6 +117,16 @@ async def fake_chats(fake_url: str) -> int:
         return int((await c.get("/_fake/counts")).json().get("/api/chat", 0))
 
 
+async def settle(c: httpx.AsyncClient, deadline: float) -> None:
+    """Wait until the indexers have embedded what the fill wrote (`/health`'s backlog),
+    so the idle figure is not taken while they work and the loaded one after."""
+    while time.monotonic() < deadline:
+        index = (await c.get("/health")).json().get("index") or {}
+        if not index.get("backlog_chunks"):
+            return
+        await asyncio.sleep(0.5)
+
+
 async def measure(base: str, fake_url: str, args: argparse.Namespace) -> None:
     async with httpx.AsyncClient(base_url=base, headers=auth(ADMIN_TOKEN), timeout=300) as c:
         step(f"{args.compressions} sessions of 6 exchanges")
@@ -126,6 +137,8 @@ async def measure(base: str, fake_url: str, args: argparse.Namespace) -> None:
             r = await c.post(f"/sessions/{sid}/messages", json={"messages": exchanges(6)})
             assert r.status_code == 201, r.text
             sids.append(sid)
+        step("settling: until the live index's backlog is embedded (at most 120 s)")
+        await settle(c, time.monotonic() + 120)
         step(f"idle: {args.requests} GET /sessions")
         await session_list(c, 20, time.monotonic() + 60)  # warm-up
         idle, idle_503 = await session_list(c, args.requests, time.monotonic() + 300)
@@ -189,12 +202,23 @@ def main() -> None:
     p.add_argument("--requests", type=int, default=300, help="idle GET /sessions requests")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--cwd", type=Path, default=ROOT, help="the checkout whose service runs")
+    p.add_argument(
+        "--request-deadline",
+        type=float,
+        default=None,
+        help="LLM_REQUEST_DEADLINE_SECONDS for the service (default: the setting's, 20 s, "
+        "which cuts a 30 s summary; 60 lets the summaries take their whole time)",
+    )
     args = p.parse_args()
     fake, fake_url = slow_fake(args.summary_seconds)
     server = None
     try:
         target = empty_database("navi_bench_slow_model")
         settings: Any = agent_settings(fake_url, PROFILES, "fake")
+        if args.request_deadline is not None:
+            settings = dataclasses.replace(
+                settings, llm_request_deadline_seconds=args.request_deadline
+            )
         server = serve_navi(settings, target.url, args.workers, ADMIN_TOKEN, cwd=args.cwd)
         asyncio.run(measure(server.base_url, fake_url, args))
     finally:

@@ -185,8 +185,10 @@ def _statement_timeout_per_transaction(engine: AsyncEngine, timeouts: DbTimeouts
     """Behind a transaction pooler a session-level `SET` lands on whichever server
     connection ran it and stays there for the pooler's other clients (a job's 600 s
     limit on a request's connection, the health check's 1.5 s on a job's). So every
-    transaction begins with `SET LOCAL statement_timeout`: it ends with the transaction,
-    on the server connection that ran it."""
+    transaction begins by setting its statement limit and its idle-in-transaction limit
+    locally (`set_config(…, true)`): they end with the transaction, on the server
+    connection that ran it."""
+    idle_ms = int(timeouts.idle_in_transaction * 1000)
 
     @event.listens_for(engine.sync_engine, "begin")
     def _begun(conn: Any) -> None:
@@ -194,7 +196,10 @@ def _statement_timeout_per_transaction(engine: AsyncEngine, timeouts: DbTimeouts
         if dbapi_connection is None or dbapi_connection.autocommit:
             return  # no transaction to scope it to (not used behind a pooler)
         cursor = dbapi_connection.cursor()
-        cursor.execute(f"SET LOCAL statement_timeout = {int(timeouts.statement_ms())}")
+        cursor.execute(
+            f"SELECT set_config('statement_timeout', '{int(timeouts.statement_ms())}', true),"
+            f" set_config('idle_in_transaction_session_timeout', '{idle_ms}', true)"
+        )
         cursor.close()
 
 

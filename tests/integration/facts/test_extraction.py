@@ -331,7 +331,9 @@ async def test_new_sessions_trigger_one_pass_per_gap(
             r = await c.post("/sessions", json={"profile_id": "default"}, headers=alice)
             assert r.status_code == 201
         await asyncio.sleep(1.0)
-        assert ollama.count("/api/chat") == 0
+        # no pass took a scripted reply (a request a test before left running may still
+        # reach the fake: it gets an unscripted one, so the count of calls is no proof)
+        assert len(ollama.chat_replies) == 2
         assert await _facts(c, alice) == {}
 
 

@@ -61,6 +61,8 @@ async def test_a_statement_limit_stays_in_its_transaction(
         with statement_budget(limit):
             async with transaction(factory) as db:
                 assert (await db.execute(text("SHOW statement_timeout"))).scalar() == shown
+                idle = (await db.execute(text("SHOW idle_in_transaction_session_timeout"))).scalar()
+                assert idle == "5min"  # DB_IDLE_IN_TRANSACTION_SECONDS' default, 300
     # the server connections those transactions ran on, as the pooler's next client
     # gets them: the server's own default, none of the limits above
     seen = await asyncio.to_thread(_raw_statement_timeouts, db_url, 12)
