@@ -304,6 +304,11 @@ async def build_runtime(settings: Settings, profiles: Profiles, eng: AsyncEngine
         if behind_pooler(eng)
         else session_factory(eng.execution_options(isolation_level="AUTOCOMMIT")),
         engine=eng,
+        leader_sessions=session_factory(
+            create_engine(
+                eng.url.render_as_string(hide_password=False), settings, poolclass=NullPool
+            )
+        ),
         session_hooks=ContextSessionHooks(),
         principal_cache=PrincipalCache(settings.auth_cache_ttl_seconds),
     )
@@ -361,7 +366,8 @@ async def _start(runtime: Runtime, background_jobs: bool) -> None:
                 run: Callable[[], Awaitable[object]] = functools.partial(job.run, runtime)
                 key = job.leader_key(settings)
                 if key is not None:  # one process at a time runs the tick (kernel/leader.py)
-                    run = functools.partial(run_as_leader, runtime.session_factory, key, run)
+                    leaders = runtime.leader_sessions or runtime.session_factory
+                    run = functools.partial(run_as_leader, leaders, key, run)
                 spawn(runtime.jobs, periodic(runtime.jobs, job.name, every, run), job.name)
     freeze_startup_heap()  # after start-up: full GC passes stop walking its objects
     log.info("app.started", auth_enabled=settings.auth_enabled)

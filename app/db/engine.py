@@ -102,7 +102,8 @@ def create_engine(url: str, settings: Settings | None = None, **kwargs: Any) -> 
     ping_idle = 0.0
     pooler = settings is not None and settings.db_pooler == "transaction"
     if settings is not None:
-        pool = {"pool_size": settings.db_pool_size, "max_overflow": settings.db_max_overflow}
+        if "poolclass" not in kwargs:  # a NullPool engine (the leader locks') has no size
+            pool = {"pool_size": settings.db_pool_size, "max_overflow": settings.db_max_overflow}
         ping_idle = settings.db_ping_idle_seconds
     timeouts = DbTimeouts.from_settings(settings or Settings())
     connect_args = {
@@ -112,7 +113,7 @@ def create_engine(url: str, settings: Settings | None = None, **kwargs: Any) -> 
         **kwargs.pop("connect_args", {}),
     }
     common: dict[str, Any] = {
-        "pool_timeout": timeouts.pool,
+        **({} if "poolclass" in kwargs else {"pool_timeout": timeouts.pool}),
         "connect_args": connect_args,
         # jsonb values decoded by msgspec, not the json module (a history page decodes
         # every message's metadata: docs/performance.md, "Hot paths under wrk")
@@ -264,7 +265,7 @@ async def in_own_session(
 
 
 def _engine_of(factory: async_sessionmaker[AsyncSession]) -> AsyncEngine | None:
-    bind = factory.kw.get("bind")
+    bind = getattr(factory, "kw", {}).get("bind")  # a test's wrapper has none
     return bind if isinstance(bind, AsyncEngine) else None
 
 

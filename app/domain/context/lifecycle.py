@@ -34,7 +34,9 @@ class ContextSessionHooks(SessionHooks):
         gap = settings.extraction_trigger_gap_seconds
         if settings.extraction_enabled and debounce(runtime.jobs, EXTRACTION_TRIGGER, gap):
             run = run_as_leader(
-                runtime.session_factory, EXTRACTION_JOB, lambda: extract_stale_sessions(runtime)
+                runtime.leader_sessions or runtime.session_factory,
+                EXTRACTION_JOB,
+                lambda: extract_stale_sessions(runtime),
             )
             spawn(runtime.jobs, run, EXTRACTION_JOB)
 

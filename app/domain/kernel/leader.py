@@ -5,7 +5,10 @@ without a leader each of them would scan for the same work at every tick. A tick
 takes `pg_try_advisory_xact_lock(hash('navi.job:' || key))` in a transaction of its own
 and holds it — that transaction's one statement — until the tick ends: the first
 process to reach the tick runs it, the others skip theirs at once (no wait, no queue).
-A process that dies mid-tick loses its connection, and the lock with it.
+A process that dies mid-tick loses its connection, and the lock with it. The app takes
+the lock on a connection opened for the tick (`Runtime.leader_sessions`, no pool): a
+tick's work uses the request pool like any job, the lock itself never holds one of its
+connections (with a pool of one, the work would otherwise wait on the lock's).
 
 The lock is a transaction's, not a session's: a transaction keeps its server connection
 under PgBouncer's transaction pooling, a session-level lock would not (and could be

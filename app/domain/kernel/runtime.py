@@ -103,6 +103,10 @@ class Runtime:
     #: The primary's sessions in autocommit (READ_ONLY_STANDALONE routes); None: as above.
     autocommit_sessions: SessionMaker | None = None
     engine: AsyncEngine | None = None
+    #: The periodic jobs' leader locks' sessions (kernel/leader.py): connections of their
+    #: own, opened per tick (NullPool), so a lock held for a tick's length never takes a
+    #: request's pooled connection; None: `session_factory`'s.
+    leader_sessions: SessionMaker | None = None
     replica: ReplicaRouter | None = None
     demotion_hooks: DemotionHooks = field(default_factory=DemotionHooks)
     session_hooks: SessionHooks = field(default_factory=NoSessionHooks)
