@@ -13,7 +13,14 @@ import ollama
 from app.domain.context.system_prompt import SYSTEM_PROMPT_SOURCE
 from app.domain.kernel.messages import MessageOut
 
-__all__ = ["Prompt", "call_id", "pending_calls", "stored_calls", "to_ollama"]
+__all__ = [
+    "Prompt",
+    "call_id",
+    "pending_calls",
+    "round_results",
+    "stored_calls",
+    "to_ollama",
+]
 
 #: Keys of the metadata of a message the turn loop wrote.
 INTERRUPTED_KEY = "interrupted"
@@ -127,3 +134,15 @@ def pending_calls(context: Sequence[MessageOut]) -> dict[str, tuple[str, dict[st
                     out[str(cid)] = (str(fn.get("name", "")), dict(fn.get("arguments") or {}))
             return out
     return {}
+
+
+def round_results(context: Sequence[MessageOut]) -> list[MessageOut]:
+    """The tool messages after the last assistant message with tool calls (that round's
+    results so far); none when a user message came after it."""
+    for i in range(len(context) - 1, -1, -1):
+        m = context[i]
+        if m.role == "user":
+            return []
+        if m.role == "assistant" and m.tool_calls:
+            return [r for r in context[i + 1 :] if r.role == "tool"]
+    return []

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import anyio.to_thread
 import ollama
 import structlog
 from sqlalchemy.exc import SQLAlchemyError
@@ -15,15 +16,22 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.domain.agents.stream import ToolCall, ToolResult, TurnEvent
 from app.domain.agents.tool_types import ToolResult as ToolOutput
 from app.domain.agents.tools import BUILTIN_TOOLS, ToolContext, ollama_tool_defs, run_tool
-from app.domain.kernel.messages import MessageIn
+from app.domain.compression import image_tokens
+from app.domain.files.image_view import read_session_image
+from app.domain.files.notice import image_view_refusal
+from app.domain.kernel.messages import MessageIn, MessageOut
 from app.domain.kernel.principal import Principal
 from app.domain.kernel.profiles import Profile
 from app.domain.kernel.runtime import Runtime
-from app.lib.errors import Unprocessable
+from app.lib.errors import AppError, Unprocessable
 
 log = structlog.get_logger("app.agents.turns")
 
-__all__ = ["Toolbox", "client_tool_names"]
+__all__ = ["VIEWED_KEY", "Toolbox", "client_tool_names"]
+
+#: Metadata of a tool message whose images went to the next model call: their paths,
+#: read again when a resume makes that call (the stored history keeps no image bytes).
+VIEWED_KEY = "viewed_images"
 
 
 def client_tool_names(defs: Sequence[dict[str, Any]]) -> list[str]:
@@ -60,6 +68,9 @@ class Toolbox:
         # Images the last round's tools handed the model (`image_view`): (the tool
         # message's content, the images), attached to the next model call only.
         self.viewed: list[tuple[str, list[ollama.Image]]] = []
+        #: Tokens the next model call still has for such images (`image_budget`, set by
+        #: the turn loop before each round's tools run).
+        self.image_room = 0
 
     @classmethod
     def for_profile(
@@ -88,23 +99,60 @@ class Toolbox:
             emit(ToolCall(id=cid, name=name, arguments=args, builtin=builtin))
             if not builtin:
                 continue
-            result = await self._run_one(db, ctx, name, args)
+            result = self._priced(await self._run_one(db, ctx, name, args))
             text, is_error = result.text, result.is_error
             emit(ToolResult(id=cid, name=name, content=text, is_error=is_error))
             content = text[: self.settings.message_max_chars]
+            meta: dict[str, Any] = {"is_error": True} if is_error else {}
             if result.images:
                 images = [ollama.Image(value=i.data) for i in result.images]
                 self.viewed.append((content, images))
+                path = (result.data or {}).get("path")
+                meta = {**meta, VIEWED_KEY: [path]} if isinstance(path, str) else meta
             out.append(
-                MessageIn(
-                    role="tool",
-                    content=content,
-                    tool_call_id=cid,
-                    name=name,
-                    metadata={"is_error": True} if is_error else {},
-                )
+                MessageIn(role="tool", content=content, tool_call_id=cid, name=name, metadata=meta)
             )
         return out
+
+    def _priced(self, result: ToolOutput) -> ToolOutput:
+        """`result` when its images fit into what is left of `image_room` (then taken
+        from it), else a tool error saying so: no resize path, so never sent over."""
+        if not result.images:
+            return result
+        fallback = self.settings.context_image_tokens
+        cost = sum(image_tokens(i.data, fallback) for i in result.images)
+        if cost <= self.image_room:
+            self.image_room -= cost
+            return result
+        path = str((result.data or {}).get("path") or "the image")
+        log.info("turn.image_view_refused", path=path, tokens=cost, room=self.image_room)
+        return ToolOutput(image_view_refusal(path, cost, self.image_room), None, True)
+
+    async def reload_viewed(
+        self, session_id: uuid.UUID, results: Sequence[MessageOut], room: int
+    ) -> None:
+        """A resume: the images the round's built-in calls handed the model (`results`,
+        their tool messages), read again — the model call that was to carry them never
+        ran, the client's tools came first. Priced again (`room`): the client's results
+        may have filled the window since; one that no longer fits, or is gone, is left
+        out (logged)."""
+        self.viewed, self.image_room = [], room
+        fallback = self.settings.context_image_tokens
+        for m in results:
+            for path in m.metadata.get(VIEWED_KEY) or ():
+                try:
+                    image = await anyio.to_thread.run_sync(
+                        read_session_image, self.settings, session_id, str(path)
+                    )
+                except (AppError, OSError) as exc:
+                    log.warning("turn.viewed_image_lost", path=str(path), error=str(exc))
+                    continue
+                cost = image_tokens(image.data, fallback)
+                if cost > self.image_room:
+                    log.info("turn.viewed_image_dropped", path=str(path), tokens=cost)
+                    continue
+                self.image_room -= cost
+                self.viewed.append((m.content, [ollama.Image(value=image.data)]))
 
     def with_viewed_images(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """`messages` (Ollama's shape) with the images the last round's tools handed the

@@ -27,7 +27,6 @@ from contextlib import AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import ollama
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -37,7 +36,9 @@ from app.domain.agents.prompt import (
     Prompt,
     call_id,
     pending_calls,
+    round_results,
     stored_calls,
+    to_ollama,
 )
 from app.domain.agents.schemas import TurnRequest
 from app.domain.agents.stream import (
@@ -53,6 +54,7 @@ from app.domain.agents.toolbox import Toolbox
 from app.domain.compression import ContextTooLargeError
 from app.domain.context.schemas import IncomingMessage, PrepareOut
 from app.domain.context.services import ContextService, PostTurn
+from app.domain.files.notice import image_budget
 from app.domain.forget.tool import redact_round
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.events import UsageIn
@@ -105,6 +107,7 @@ class TurnLoop:
         self.profile: Profile | None = None
         self.prompt = Prompt()
         self.rounds = self.tool_call_count = 0
+        self.tokens = 0  # the last prepare's estimate of the context (for image_view)
         self.started = time.monotonic()
         # One budget for every model call of the turn, the pre-turn prepare included.
         self.deadline = self.started + self.settings.turn_deadline_seconds
@@ -201,6 +204,10 @@ class TurnLoop:
                     too_large = exc
         if too_large is not None:
             return too_large
+        self.tokens = out.tokens
+        if req.message is None:  # a resume: the round's image_view images ride now
+            room = image_budget(self.profile.context_window, out.tokens)
+            await self.tools.reload_viewed(self.session_id, round_results(out.context), room)
         events: list[TurnEvent] = []
         events.extend(compression_events(out.events, "preturn" if req.message else "midturn"))
         if self.prompt.recall_ids:
@@ -214,13 +221,17 @@ class TurnLoop:
         assert req.message is not None
         msg = req.message
         incoming = IncomingMessage(role="user", content=msg.content, images=msg.images)
-        out = await ctx.prepare(session, self.viewer, incoming, model=self.model)
+        out = await ctx.prepare(
+            session, self.viewer, incoming, model=self.model, admitted_images_only=True
+        )
         user = MessageIn(role="user", content=msg.content, images=msg.images)
-        await SessionService.of(db, self.runtime).append(self.session_id, self.viewer, [user])
+        sessions = SessionService.of(db, self.runtime)
+        [ref] = await sessions.append(self.session_id, self.viewer, [user])
         self.prompt = Prompt.of(out.context)
-        self.prompt.stored.append({"role": "user", "content": msg.content})
-        if msg.images:  # the client's Image type (a bare base64 string is refused)
-            self.prompt.stored[-1]["images"] = [ollama.Image(value=i) for i in msg.images]
+        # The model copy as stored — the admitted images and their notice — from the
+        # first round on, as every later round (a prepare's view) sends it.
+        stored = await ctx.appended_view(session, ref.sequence_number, model=self.model)
+        self.prompt.stored.extend(to_ollama(m) for m in stored)
         return out
 
     async def _begin_resume(
@@ -369,6 +380,11 @@ class TurnLoop:
         calls = [(call_id(), str(c["name"]), dict(c["arguments"])) for c in reply.calls]
         self.tool_call_count += len(calls)
         self.content = reply.content
+        # What the next call has for the images image_view hands it: the real size of
+        # this call's prompt and reply (the prepare's estimate when that is larger).
+        used = max(self.tokens, reply.prompt_eval_count) + reply.eval_count
+        assert self.profile is not None
+        self.tools.image_room = image_budget(self.profile.context_window, used)
         async with self._step() as (db, _):
             results = await self.tools.run_calls(db, self.principal, self.session_id, calls, emit)
             message = self._assistant(reply, tool_calls=stored_calls(calls))
@@ -396,6 +412,7 @@ class TurnLoop:
             raise too_large
         for ev in compression_events(out.events, "midturn"):
             emit(ev)
+        self.tokens = out.tokens
         self.prompt.with_stored(out.context)
 
     async def _finish(self, reply: Reply, emit: Emit) -> None:

@@ -15,7 +15,7 @@ tenant key), not the viewer's.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgspec
@@ -27,6 +27,7 @@ from app.domain.compression import (
     calibration_for,
     context_chars,
     context_limit,
+    image_tokens,
     images_tokens,
     is_plausible_count,
     is_truncated_prompt,
@@ -41,6 +42,7 @@ from app.domain.context.loading import LoadedContext, estimator_for
 from app.domain.context.system_prompt import prompt_tokens
 from app.domain.context.writer import BASELINE_KEY, TRUNCATED_KEY
 from app.domain.files.images import with_context_note
+from app.domain.files.notice import admitted_images, image_budget
 from app.domain.kernel.events import UsageIn
 from app.domain.kernel.messages import MessageOut
 from app.domain.kernel.profiles import Profile
@@ -112,6 +114,37 @@ class Pricing:
             message_budget=self.settings.context_message_token_budget,
             image_fallback=self.settings.context_image_tokens,
         )
+
+    def admitted_incoming(
+        self,
+        msgs: list[Msg],
+        incoming: Msg | None,
+        *,
+        user_id: str,
+        model: str,
+        window: int,
+        metadata: Mapping[str, Any] | None,
+        system_prompt: str | None = None,
+    ) -> Msg | None:
+        """The incoming message with only the pasted images the image budget admits
+        (``0.8 × window`` − the context with the message's text): the others never reach
+        the model — its stored copy names them for ``image_view`` — so they are not
+        priced either."""
+        if incoming is None or not incoming.images:
+            return incoming
+        text_only = replace(incoming, images=None)
+        used = self.tokens(
+            msgs,
+            user_id=user_id,
+            model=model,
+            window=window,
+            metadata=metadata,
+            extra=text_only,
+            system_prompt=system_prompt,
+        )
+        costs = [image_tokens(i, self.settings.context_image_tokens) for i in incoming.images]
+        k = admitted_images(costs, image_budget(window, used))
+        return replace(incoming, images=incoming.images[:k] or None)
 
     def can_compress(
         self,

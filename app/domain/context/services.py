@@ -32,7 +32,7 @@ import binascii
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -46,7 +46,7 @@ from app.domain.context.compressor import (
     compress_and_save_session,
 )
 from app.domain.context.injection import build_injection, query_embeddings
-from app.domain.context.loading import LoadedContext, load_context
+from app.domain.context.loading import LoadedContext, load_context, msg_from_row
 from app.domain.context.pricing import Pricing
 from app.domain.context.repositories import ContextRepository
 from app.domain.context.rolling_mode import prepare_rolling
@@ -55,13 +55,14 @@ from app.domain.context.summarizer import LLMSummarizer, Summarizer
 from app.domain.context.system_prompt import prompt_note
 from app.domain.context.writer import BASELINE_KEY
 from app.domain.facts.services import FactService
-from app.domain.kernel.access import Viewer
+from app.domain.kernel.access import Viewer, reaches_llm
 from app.domain.kernel.commits import commit_now
 from app.domain.kernel.events import CompressionStarted, ContextCompressed, ContextEvent, UsageIn
 from app.domain.kernel.messages import MessageOut
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.profiles import Profile
 from app.domain.kernel.runtime import Runtime
+from app.domain.sessions.message_repository import MessageRepository
 from app.domain.sessions.services import SessionService
 from app.lib.errors import Conflict, PayloadTooLarge, Unprocessable
 from app.llm.gateway import LLMGateway
@@ -182,11 +183,15 @@ class ContextService:
         *,
         mid_turn: bool = False,
         model: str | None = None,
+        admitted_images_only: bool = False,
     ) -> PrepareOut:
         """Compress when needed; raises ContextTooLargeError when the prompt cannot fit.
 
         The compression (if any) is persisted even when the size check then fails: the
-        controller answers 422 without rolling it back.
+        controller answers 422 without rolling it back. ``admitted_images_only``: price
+        only the incoming images the image budget admits — the turn loop sends no other
+        (its stored copy's notice names them); ``/prepare`` prices them all, since its
+        runtime builds its own call.
         """
         profile = self.profiles.get(session.profile_id)
         window = profile.context_window
@@ -197,15 +202,16 @@ class ContextService:
                 session, viewer, profile, model, incoming, mid_turn=mid_turn
             )
         loaded = await load_context(self.db, session.user_id, session.id)
-        tokens = self.price.tokens(
-            loaded.msgs,
-            user_id=session.user_id,
-            model=model,
-            window=window,
-            metadata=session.session_metadata,
-            extra=incoming,
-            system_prompt=profile.system_prompt,
-        )
+        priced: dict[str, Any] = {
+            "user_id": session.user_id,
+            "model": model,
+            "window": window,
+            "metadata": session.session_metadata,
+            "system_prompt": profile.system_prompt,
+        }
+        if admitted_images_only:
+            incoming = self.price.admitted_incoming(loaded.msgs, incoming, **priced)
+        tokens = self.price.tokens(loaded.msgs, extra=incoming, **priced)
         loaded, tokens, events = await self._compress_before_turn(
             session, viewer, profile, model, loaded, tokens, incoming, mid_turn=mid_turn
         )
@@ -215,6 +221,22 @@ class ContextService:
                 session, viewer, loaded.msgs, incoming, view, tokens, model=model, window=window
             )
         return self._prepared(session, profile, view, tokens, events)
+
+    async def appended_view(
+        self, session: Session, first: int, *, model: str | None = None
+    ) -> list[MessageOut]:
+        """The context messages from sequence number ``first`` on (what an append just
+        wrote) as :meth:`prepare` hands them to the model: a pasted-image notice
+        appended, only the admitted images, the per-message view cut."""
+        profile = self.profiles.get(session.profile_id)
+        rows = await MessageRepository(self.db).context_rows_from(
+            session.user_id, session.id, first
+        )
+        rows = [r for r in rows if reaches_llm(r.role, r.is_context, r.message_metadata)]
+        loaded = LoadedContext(rows, [msg_from_row(r) for r in rows])
+        return self.price.view(
+            loaded, model or profile.model, profile.context_window, user_id=session.user_id
+        )
 
     def _prepared(
         self,

@@ -11,7 +11,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-__all__ = ["IMAGE_BUDGET_SHARE", "admitted_images", "image_budget", "image_notice"]
+__all__ = [
+    "IMAGE_BUDGET_SHARE",
+    "admitted_images",
+    "image_budget",
+    "image_notice",
+    "image_view_refusal",
+]
 
 IMAGE_BUDGET_SHARE = 0.8
 
@@ -48,4 +54,14 @@ def image_notice(total: int, in_context: int, paths: Sequence[str | None]) -> st
     return (
         f"[{total} images attached inline — {in_context} are in your context, the rest were "
         f"not loaded;\nopen them with image_view: {rest}]"
+    )
+
+
+def image_view_refusal(path: str, cost: int, room: int) -> str:
+    """The tool result of an `image_view` whose image the window cannot take now."""
+    return (
+        f"image_view: {path} was not loaded: it would take about {cost} tokens and only "
+        f"{max(0, room)} are left for images in this model's context window (80% of the "
+        "window minus the conversation so far). Go on without it, or ask the user to "
+        "describe it or send a smaller copy."
     )

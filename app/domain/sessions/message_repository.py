@@ -326,6 +326,23 @@ class MessageRepository:
         )
         return list(rows.scalars())
 
+    async def context_rows_from(
+        self, user_id: str, session_id: uuid.UUID, first: int
+    ) -> list[Message]:
+        """The is_context rows from sequence number `first` on, in order (what one
+        append just wrote)."""
+        rows = await self.session.execute(
+            select(Message)
+            .where(
+                Message.user_id == user_id,
+                Message.session_id == session_id,
+                Message.is_context.is_(True),
+                Message.sequence_number >= first,
+            )
+            .order_by(Message.sequence_number)
+        )
+        return list(rows.scalars())
+
     async def context_tail(
         self, user_id: str, session_id: uuid.UUID, newest: int
     ) -> tuple[int, list[Message]]:
