@@ -57,10 +57,11 @@ def summary_message(block: str, at: datetime) -> MessageOut:
 def summary_block_last(view: list[MessageOut]) -> list[MessageOut]:
     """The view with the `Prior summary` block moved last (after the recalled excerpts
     the memory notes add at the end): seed 001 puts it right before the user's input."""
-    def is_block(m: MessageOut) -> bool:
-        return m.is_summary and m.metadata.get("source") == SUMMARY_SOURCE
+    return [m for m in view if not _is_block(m)] + [m for m in view if _is_block(m)]
 
-    return [m for m in view if not is_block(m)] + [m for m in view if is_block(m)]
+
+def _is_block(m: MessageOut) -> bool:
+    return m.is_summary and m.metadata.get("source") == SUMMARY_SOURCE
 
 
 async def prepare_rolling(
