@@ -530,6 +530,14 @@ class Settings:
     memory_recall_enabled: bool = setting(
         "MEMORY_RECALL_ENABLED", True, doc="Inject recalled raw excerpts after a summary."
     )
+    memory_guidance_enabled: bool = setting(
+        "MEMORY_GUIDANCE_ENABLED",
+        True,
+        doc=(
+            "A profile with no system prompt of its own that offers memory_search gets the "
+            "memory usage guidance (app/llm/prompts/memory_guidance.txt) as its system prompt."
+        ),
+    )
     memory_recall_k: int = setting(
         "MEMORY_RECALL_K", 2, ge=0, le=20, doc="Excerpts recalled per turn."
     )

@@ -248,6 +248,9 @@ def settings(ollama: FakeOllama, tmp_path: Path, request: pytest.FixtureRequest)
         # A background title call would take another test's scripted chat replies: the
         # naming tests switch it on.
         session_auto_name_enabled=False,
+        # The built-in memory guidance would lead every context of a profile without a
+        # system prompt (and count in every estimate): its own tests switch it on.
+        memory_guidance_enabled=False,
         # Tests take Ollama away and bring it back at once; the circuit breaker would
         # hold calls back for an interval after that (its own tests set it).
         llm_breaker_failures=100,

@@ -48,7 +48,7 @@ MEMORY_DESCRIPTION = (
     "Long-term facts about the user, kept across sessions. action=save stores or updates "
     "a fact (category, key, value; key is unique within its category); action=search finds "
     "saved facts by a query; action=forget with key deletes a fact (only when the user asks, "
-    "or a fact is clearly wrong), with text erases that exact text (case-insensitive, at "
+    "or a fact is clearly wrong or outdated), with text erases that exact text (case-insensitive, at "
     "least 3 characters) from everything remembered about the user - conversations, facts, "
     "notes, summaries - when the user asks to forget it (e.g. a passport number); "
     "action=list names the categories that hold facts. "
@@ -78,7 +78,11 @@ MEMORY_SEARCH_DESCRIPTION = (
     "compressed out of your context) and this session's scratchpad — in one query. Use it "
     "when the user refers back to something you can no longer see ('as we discussed', "
     "'the port we picked', a name, a file, a number, a decision) before saying you do not "
-    "remember. Every hit says where it came from; prefer a newer fact over an older excerpt."
+    "remember; when the user mentions something personal (location, project, preference, "
+    "recurring task) and you need the fact behind it; and to verify before assuming "
+    "anything about the user's environment or preferences. Do not call it out of habit at "
+    "the start of every session: what left your context is recalled automatically. Every "
+    "hit says where it came from; prefer a newer fact over an older excerpt."
 )
 MEMORY_SEARCH = _object(
     {

@@ -209,8 +209,11 @@ def context_limit(window: int, output_reserve_tokens: int) -> int:
 def check_context_size(tokens: int, window: int, output_reserve_tokens: int) -> None:
     """Raise :class:`ContextTooLargeError` when ``tokens`` exceed the limit.
 
-    The error message is written for the user: the caller surfaces it as a
-    synthesized assistant reply.
+    The message is written for the user, to pass on: both callers answer 422
+    ``context_too_large`` with it as the ``detail`` (:meth:`ContextTooLargeError.body`)
+    — ``POST /sessions/{id}/prepare``, and the turn endpoint (before the turn; between
+    rounds as its ``context_too_large`` error, status 422). It is never stored or sent
+    as an assistant reply.
     """
     limit = context_limit(window, output_reserve_tokens)
     if tokens <= limit:

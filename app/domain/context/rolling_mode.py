@@ -3,7 +3,8 @@
 The context is the session's last `max_history_messages` context messages plus, when
 an entry of the rolling summary is relevant to this request (`rolling/relevance.py`), a
 user-role `Prior summary` JSON block of those entries placed last — the turn context,
-right before the incoming input. The caller adds the memory notes (services.py). No LLM call happens here (the
+right before the incoming input. The caller adds the memory notes (services.py), then
+moves the block after the recalled excerpts (:func:`summary_block_last`). No LLM call happens here (the
 summary is kept by the periodic job), so a rolling turn costs its own prompt only.
 
 Rows older than the window are flagged out of the LLM context (`is_context = false`):
@@ -51,6 +52,16 @@ def summary_message(block: str, at: datetime) -> MessageOut:
         is_summary=True,
         metadata={"source": SUMMARY_SOURCE},
     )
+
+
+def summary_block_last(view: list[MessageOut]) -> list[MessageOut]:
+    """The view with the `Prior summary` block moved last (after the recalled excerpts
+    the memory notes add at the end): seed 001 puts it right before the user's input."""
+    return [m for m in view if not _is_block(m)] + [m for m in view if _is_block(m)]
+
+
+def _is_block(m: MessageOut) -> bool:
+    return m.is_summary and m.metadata.get("source") == SUMMARY_SOURCE
 
 
 async def prepare_rolling(

@@ -49,7 +49,7 @@ from app.domain.context.injection import build_injection, query_embeddings
 from app.domain.context.loading import LoadedContext, load_context, msg_from_row
 from app.domain.context.pricing import Pricing
 from app.domain.context.repositories import ContextRepository
-from app.domain.context.rolling_mode import prepare_rolling
+from app.domain.context.rolling_mode import prepare_rolling, summary_block_last
 from app.domain.context.schemas import CompactOut, IncomingMessage, PrepareOut
 from app.domain.context.summarizer import LLMSummarizer, Summarizer
 from app.domain.context.system_prompt import prompt_note
@@ -285,6 +285,7 @@ class ContextService:
                 model=model,
                 window=window,
             )
+            view = summary_block_last(view)  # recall ahead of it: the block comes last
         return self._prepared(session, profile, view, tokens, [])
 
     async def _compress_before_turn(

@@ -12,6 +12,8 @@ from litestar.params import Parameter
 
 from app.domain.facts.deps import DEPENDENCIES
 from app.domain.facts.schemas import (
+    DEFAULT_FACT_SORT_BY,
+    DEFAULT_FACT_SORT_ORDER,
     DEFAULT_SEARCH_LIMIT,
     MAX_QUERY,
     MAX_SEARCH_LIMIT,
@@ -66,8 +68,8 @@ class MemoryController(Controller):
         limit: Limit = 50,
         offset: Offset = 0,
         search: ListSearch = None,
-        sort_by: FactSortBy = "category",
-        sort_order: SortOrder = "asc",
+        sort_by: FactSortBy = DEFAULT_FACT_SORT_BY,
+        sort_order: SortOrder = DEFAULT_FACT_SORT_ORDER,
         category: ExactName = None,
         key: ExactName = None,
     ) -> Page[FactOut]:
@@ -174,8 +176,8 @@ class AdminMemoryController(Controller):
         limit: Limit = 50,
         offset: Offset = 0,
         search: ListSearch = None,
-        sort_by: FactSortBy = "category",
-        sort_order: SortOrder = "asc",
+        sort_by: FactSortBy = DEFAULT_FACT_SORT_BY,
+        sort_order: SortOrder = DEFAULT_FACT_SORT_ORDER,
     ) -> Page[FactOut]:
         _require_read_all(principal)
         rows = await facts.get_all_facts(

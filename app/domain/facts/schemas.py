@@ -14,6 +14,9 @@ Source = Literal["conversation", "tool_call", "auto_discovery", "user_explicit"]
 SOURCES: tuple[str, ...] = ("conversation", "tool_call", "auto_discovery", "user_explicit")
 FactSortBy = Literal["category", "key", "updated_at", "confidence", "created_at"]
 SortOrder = Literal["asc", "desc"]
+# The HTTP lists' default: newest first (the most recently saved or updated fact).
+DEFAULT_FACT_SORT_BY: FactSortBy = "updated_at"
+DEFAULT_FACT_SORT_ORDER: SortOrder = "desc"
 ToolAction = Literal["save", "search", "forget", "list"]
 SearchMode = Literal["vector", "text", "none"]
 

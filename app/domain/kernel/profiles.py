@@ -30,6 +30,9 @@ A session names its profile (``sessions.profile_id``). Each profile may set
   (a file read at start-up, resolved like ``compression_prompt_file``): sent first on every
   model call of the turn endpoint and first in ``/prepare``'s context, never stored, so a
   profile switch takes effect at the next call (at most ``MAX_PROMPT_CHARS`` characters).
+  A profile without one that offers ``memory_search`` gets the built-in memory usage
+  guidance (``llm/prompts/memory_guidance.txt``) instead, unless
+  ``MEMORY_GUIDANCE_ENABLED`` is off; a profile's own prompt replaces the guidance whole.
 
 Built in are ``default`` (all defaults) and ``code`` (``compression_keep_recent=12``).
 ``NAVI_PROFILES_FILE`` points at a JSON object mapping profile ids to such objects; a
@@ -64,6 +67,7 @@ __all__ = [
 DEFAULT_PROFILE_ID = "default"
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "llm" / "prompts"
 MAX_PROMPT_CHARS = 20_000
+MEMORY_SEARCH_TOOL = "memory_search"  # the tool the memory guidance is about
 
 
 class ProfilesError(SettingsError):
@@ -154,6 +158,19 @@ def default_summary_prompt() -> str:
     return (PROMPTS_DIR / "summary.txt").read_text(encoding="utf-8")
 
 
+def memory_guidance() -> str:
+    """The built-in system prompt: when to search memory, when not, what wins, when to
+    forget (seed 000, "Memory usage guidelines")."""
+    return (PROMPTS_DIR / "memory_guidance.txt").read_text(encoding="utf-8").strip()
+
+
+def _default_system_prompt(spec: ProfileSpec, settings: Settings) -> str | None:
+    """The system prompt of a profile that sets none: the memory guidance, when it is on
+    and the profile offers ``memory_search`` (every tool when ``tools`` is unset)."""
+    offers_search = spec.tools is None or MEMORY_SEARCH_TOOL in spec.tools
+    return memory_guidance() if settings.memory_guidance_enabled and offers_search else None
+
+
 def _merge(base: ProfileSpec, over: ProfileSpec) -> ProfileSpec:
     values = {f: getattr(base, f) for f in ProfileSpec.__struct_fields__}
     values.update(
@@ -200,6 +217,8 @@ def _resolve(
         if spec.system_prompt_file
         else spec.system_prompt
     )
+    if not (system_prompt and system_prompt.strip()):  # the profile's own replaces it
+        system_prompt = _default_system_prompt(spec, settings)
     model = spec.model or settings.ollama_model
     return Profile(
         id=profile_id,

@@ -34,6 +34,18 @@ GENERAL_WORDS = frozenset(
     """.split()
 )
 
+# Replies that carry no topic ("ok?", "thanks!", "好的"): a request made only of these
+# (and stopwords) has no content word to judge relevance by (docs/context-modes.md).
+ACKNOWLEDGEMENTS = frozenset(
+    """
+    ok okay okey kk yeah yep yup yea nope nah sure thanks thank thx ty cheers
+    hi hello hey cool great nice fine good alright right perfect awesome agreed
+    understood continue proceed ahead done hmm hm uh um ah oh wow lol
+    ок окей ага угу хорошо ладно понятно отлично спасибо продолжай дальше привет
+    好 好的 好啊 嗯 嗯嗯 對 对 是的 謝謝 谢谢 可以 收到 了解 明白 繼續 继续 嗎 吗 呢 吧 啊
+    """.split()
+)
+
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
 
 
@@ -44,11 +56,23 @@ def _stem(word: str) -> str:
     return word
 
 
-def terms(text: str) -> set[str]:
-    """Content words of `text`, stemmed, plus the character pairs of its CJK runs."""
-    out = {_stem(t) for t in query_terms(text) if not _CJK.fullmatch(t)}
+def terms(text: str, drop: frozenset[str] = frozenset()) -> set[str]:
+    """Content words of `text`, stemmed, plus the character pairs of its CJK runs;
+    words and pairs in `drop` left out (before stemming)."""
+    out = {_stem(t) for t in query_terms(text) if not _CJK.fullmatch(t) and t not in drop}
     for run in _CJK.findall(text or ""):
-        out.update(run[i : i + 2] for i in range(max(1, len(run) - 1)))
+        if run not in drop:
+            pairs = (run[i : i + 2] for i in range(max(1, len(run) - 1)))
+            out.update(p for p in pairs if p not in drop)
+    return out
+
+
+def request_terms(texts: Iterable[str]) -> set[str]:
+    """The content words of a request: :func:`terms` of each text without the
+    acknowledgements ("ok", "thanks", "好的"), which name no topic."""
+    out: set[str] = set()
+    for text in texts:
+        out |= terms(text, ACKNOWLEDGEMENTS)
     return out
 
 
@@ -80,15 +104,14 @@ def relevant_summary(
     `key_decisions`: the general rules and those sharing a word with the request;
     `past_discussions`: those sharing a word, the `max_past` most overlapping kept in
     their stored order; `current_discussion`: kept when it shares a word. A request
-    with no content word at all (no incoming message, only "ok?") cannot be judged:
+    with no content word at all (no incoming message, only "ok?" or "thanks!": stopwords
+    and :data:`ACKNOWLEDGEMENTS` do not count) cannot be judged:
     the whole summary is kept, as the seed does when it has no decision model.
     """
     if not summary:
         return None
     doc = normalize_summary(summary)
-    query: set[str] = set()
-    for text in request_texts:
-        query |= terms(text)
+    query = request_terms(request_texts)
     if not query:
         return doc if _has_content(doc) else None
     decisions = [d for d in doc["key_decisions"] if is_general_rule(d) or _overlap(d, query) > 0]

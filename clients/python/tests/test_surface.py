@@ -110,7 +110,7 @@ def test_facts_summary_and_forget(navi: Navi, admin: Navi, user: tuple[str, str]
     saved = navi.save_fact("prefs", "editor", "neovim", source="user_explicit", confidence=90)
     assert isinstance(saved, Fact) and saved.merged == [] and saved.confidence == 90
     other = navi.save_fact("prefs", "shell", "fish")
-    page = navi.list_facts(sort_by="key")
+    page = navi.list_facts(sort_by="key", sort_order="asc")
     assert [f.key for f in page.items] == ["editor", "shell"]
     found = navi.search_facts("neovim")
     assert found.items[0].key == "editor" and found.mode in ("vector", "text")

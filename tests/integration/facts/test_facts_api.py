@@ -45,7 +45,17 @@ async def test_list_paging_sorting_search(client: AsyncTestClient) -> None:
     for i, (cat, key) in enumerate([("b", "k1"), ("a", "k2"), ("c", "k3")]):
         await _save(client, category=cat, key=key, value=f"value {i} 100%_x", confidence=10 * i)
     page = (await client.get("/memory/facts", params={"limit": 2})).json()
-    assert [f["category"] for f in page["items"]] == ["a", "b"] and page["has_more"]
+    # newest first by default: the last saved (c), then a
+    assert [f["category"] for f in page["items"]] == ["c", "a"] and page["has_more"]
+    await _save(client, category="b", key="k1", value="value 0 100%_x", confidence=0)
+    newest = (await client.get("/memory/facts")).json()["items"]
+    assert [f["category"] for f in newest] == ["b", "c", "a"]  # an update moves it first
+    admin = (await client.get("/admin/memory")).json()["items"]
+    assert [f["category"] for f in admin] == ["b", "c", "a"]
+    by_cat = (
+        await client.get("/memory/facts", params={"sort_by": "category", "sort_order": "asc"})
+    ).json()
+    assert [f["category"] for f in by_cat["items"]] == ["a", "b", "c"]
     desc = (
         await client.get("/memory/facts", params={"sort_by": "confidence", "sort_order": "desc"})
     ).json()

@@ -178,10 +178,11 @@ async def test_reset_of_a_session_you_may_not_see_is_404(rclient, db_url) -> Non
     assert len((await rclient.get(f"/sessions/{sid}/messages")).json()["messages"]) == 2
 
 
-async def test_rolling_prepare_recalls_what_left_the_window(
-    make_client, settings, tmp_path: Path, db_url, ollama
-) -> None:  # type: ignore[no-untyped-def]
-    """The job indexes what it summarises; prepare recalls it once it left the window."""
+async def _recalled_context(  # type: ignore[no-untyped-def]
+    make_client, settings, tmp_path: Path, db_url, ollama, *, with_block: bool = False
+) -> list[dict]:
+    """A rolling session of 20 exchanges (the first about the nginx port) summarised and
+    indexed by the job; the context prepared for a question about that port."""
     from datetime import UTC, datetime, timedelta
 
     from app.domain.kernel.hooks import DemotionHooks
@@ -214,12 +215,38 @@ async def test_rolling_prepare_recalls_what_left_the_window(
             state.demotion_hooks.register(raw_history_hook(state.llm))
             assert (await run_rolling_summaries(state)).chunks >= 8
         ollama.fail("http400", paths={"/api/embed"})  # the words decide, not the fake vectors
+        if with_block:  # a summary entry relevant to the question: the block rides too
+            _sql(
+                db_url,
+                "update rolling_summaries set summary = %s where session_id = %s",
+                json.dumps(SUMMARY),
+                sid,
+            )
         r = await c.post(
             f"/sessions/{sid}/prepare",
             json={"message": {"content": "which port does the nginx reverse proxy listen on?"}},
         )
         assert r.status_code == 200, r.text
-        recalled = [
-            m for m in r.json()["context"] if m["metadata"].get("source") == "memory_recall"
-        ]
-        assert recalled and "8098" in recalled[0]["content"]
+        return list(r.json()["context"])
+
+
+async def test_rolling_prepare_recalls_what_left_the_window(
+    make_client, settings, tmp_path: Path, db_url, ollama
+) -> None:  # type: ignore[no-untyped-def]
+    """The job indexes what it summarises; prepare recalls it once it left the window."""
+    ctx = await _recalled_context(make_client, settings, tmp_path, db_url, ollama)
+    recalled = [m for m in ctx if m["metadata"].get("source") == "memory_recall"]
+    assert recalled and "8098" in recalled[0]["content"]
+
+
+async def test_the_summary_block_comes_after_the_recalled_excerpts(
+    make_client, settings, tmp_path: Path, db_url, ollama
+) -> None:  # type: ignore[no-untyped-def]
+    """Seed 001: the `Prior summary` block is the last message, right before the user's
+    input — the recalled excerpts come ahead of it, not between it and the input."""
+    ctx = await _recalled_context(make_client, settings, tmp_path, db_url, ollama, with_block=True)
+    sources = [m["metadata"].get("source") for m in ctx]
+    assert "memory_recall" in sources and "rolling_summary" in sources
+    assert sources[-1] == "rolling_summary"
+    assert sources.index("memory_recall") < sources.index("rolling_summary")
+    assert (_block(ctx) or {}).get("current_discussion") == SUMMARY["current_discussion"]

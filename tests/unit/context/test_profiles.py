@@ -4,7 +4,12 @@ from pathlib import Path
 import pytest
 
 from app.config import Settings, SettingsError
-from app.domain.kernel.profiles import ProfilesError, default_summary_prompt, load_profiles
+from app.domain.kernel.profiles import (
+    ProfilesError,
+    default_summary_prompt,
+    load_profiles,
+    memory_guidance,
+)
 
 
 def _file(tmp_path: Path, body: object) -> str:
@@ -111,10 +116,31 @@ def test_critical_tools(tmp_path: Path) -> None:
 def test_system_prompt_inline_or_from_a_file(tmp_path: Path) -> None:
     (tmp_path / "guide.txt").write_text("  You are a guide.\n")
     body = {"a": {"system_prompt": "Be terse."}, "b": {"system_prompt_file": "guide.txt"}}
-    profiles = load_profiles(Settings(profiles_file=_file(tmp_path, body)))
+    path = _file(tmp_path, body)
+    profiles = load_profiles(Settings(profiles_file=path, memory_guidance_enabled=False))
     assert profiles.get("a").system_prompt == "Be terse."
     assert profiles.get("b").system_prompt == "You are a guide."
     assert profiles.get("default").system_prompt is None
+
+
+def test_a_profile_without_a_prompt_gets_the_memory_guidance(tmp_path: Path) -> None:
+    body = {
+        "own": {"system_prompt": "Be terse."},
+        "search": {"tools": ["memory_search"]},
+        "facts_only": {"tools": ["memory"]},
+        "none": {"tools": []},
+    }
+    profiles = load_profiles(Settings(profiles_file=_file(tmp_path, body)))
+    guidance = memory_guidance()
+    assert "memory_search" in guidance and "start of every session" in guidance
+    assert profiles.get("default").system_prompt == guidance  # every tool offered
+    assert profiles.get("code").system_prompt == guidance
+    assert profiles.get("search").system_prompt == guidance
+    assert profiles.get("own").system_prompt == "Be terse."  # replaced whole
+    assert profiles.get("facts_only").system_prompt is None  # no memory_search to guide
+    assert profiles.get("none").system_prompt is None
+    off = load_profiles(Settings(memory_guidance_enabled=False))
+    assert off.get("default").system_prompt is None
 
 
 def test_oversized_system_prompt_file_is_an_error(tmp_path: Path) -> None:

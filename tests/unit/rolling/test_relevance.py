@@ -69,3 +69,18 @@ def test_request_texts_adds_the_last_user_message() -> None:
     ]
     assert request_texts("and the other one?", recent) == ["and the other one?", "the nginx port?"]
     assert request_texts(None, []) == []
+
+
+def test_an_acknowledgement_is_no_content_word_and_keeps_everything() -> None:
+    # "ok?" names no topic: the request cannot be judged, the whole summary rides
+    for reply in ("ok?", "Okay, thanks!", "cheers", "好的", "謝謝", "ок, спасибо"):
+        doc = relevant_summary(SUMMARY, [reply])
+        assert doc is not None and len(doc["past_discussions"]) == 11, reply
+        assert doc["current_discussion"] == "tuning nginx timeouts", reply
+    # an acknowledgement with a topic is judged by the topic
+    doc = relevant_summary(SUMMARY, ["ok, and the nginx proxy?"])
+    assert doc is not None and doc["past_discussions"] == []
+    assert doc["current_discussion"] == "tuning nginx timeouts"
+    # the window's last user message still names the topic of a bare "ok"
+    doc = relevant_summary(SUMMARY, ["ok", "recommend a hiking trail"])
+    assert doc is not None and (doc["past_discussions"], doc["current_discussion"]) == ([], "")
