@@ -32,6 +32,7 @@ from app.domain.kernel.runtime import Runtime
 from app.domain.raw_history.embed_queue import embeds_in_process, live_embed_job
 from app.domain.raw_history.idle_index import index_idle_job
 from app.domain.raw_history.live_index import live_index_job
+from app.domain.rolling.controllers import RollingSummaryController
 from app.domain.rolling.services import run_rolling_summaries
 from app.domain.search.controllers import MemorySearchController
 from app.domain.sessions.controllers import SessionController
@@ -59,6 +60,7 @@ ROUTE_HANDLERS: list[Any] = [
     AdminExportController,
     SessionController,
     ContextController,
+    RollingSummaryController,
     TurnController,
     MemorySearchController,
     ScratchpadController,

@@ -7,6 +7,7 @@ from litestar import Router
 from app.console.admin import AdminPage
 from app.console.auth import console_guard
 from app.console.memory import MemoryPage
+from app.console.rolling import RollingSummaryForm
 from app.console.search import SearchPage
 from app.console.session_page import SessionPage
 from app.console.sessions import SessionListPage
@@ -18,6 +19,7 @@ PAGES: list[object] = [
     SignOutController,
     SessionListPage,
     SessionPage,
+    RollingSummaryForm,
     MemoryPage,
     SearchPage,
     AdminPage,

@@ -50,6 +50,7 @@ from app.domain.kernel.messages import MessageOut
 from app.domain.kernel.principal import Principal
 from app.domain.kernel.runtime import Runtime
 from app.domain.kernel.session_files import remove_session_dirs
+from app.domain.rolling.editing import read_rolling_summary
 from app.domain.sessions.services import MAX_NAME, SessionService
 from app.domain.shares.services import ShareService, may_publish
 from app.lib.errors import Unprocessable
@@ -331,6 +332,7 @@ class SessionPage(Controller):
             context_all=context_all,
             planning=_planning(planning, planning_total),
             planning_total=planning_total,
+            rolling=await read_rolling_summary(db, runtime.profiles, session),
         )
 
     @post("/{session_id:uuid}/rename")

@@ -7,7 +7,9 @@ context token count to 0 and drops the compression state (baseline, truncation f
 last compression, what recall already injected). It keeps the rolling summary and its
 cursor (later messages are newer than the cursor, so the job summarises exactly them),
 the raw-history chunks and every other memory (facts, sketches, error memory): what the
-user said before the reset stays findable with `memory_search`. Sequence numbers and
+user said before the reset stays findable with `memory_search`. The live index's open
+chunk is sealed, so the first messages after the reset start a chunk of their own
+instead of joining one of the turns before it. Sequence numbers and
 display positions keep counting, so breadcrumbs of old chunks never point at new
 messages. A compress-mode summary is a stored message: it goes with the rest.
 """
@@ -21,6 +23,7 @@ from app.domain.context.injection import INJECTED_CHARS_KEY
 from app.domain.context.repositories import ContextRepository
 from app.domain.context.schemas import ResetOut
 from app.domain.context.writer import BASELINE_KEY, LAST_COMPRESSION_KEY, TRUNCATED_KEY
+from app.domain.raw_history.state_repository import RawIndexRepository
 from app.domain.rolling.repositories import RollingRepository
 from app.domain.search.recall import INJECTED_KEY
 
@@ -34,6 +37,7 @@ async def reset_session(db: AsyncSession, session: Session) -> ResetOut:
     metadata = session.session_metadata or {}
     dropped = [k for k in RESET_KEYS if k in metadata]
     await repo.reset_state(session.user_id, session.id, RESET_KEYS)
+    await RawIndexRepository(db).close_open_chunk(session.user_id, session.id)
     rolling = await RollingRepository(db).get(session.user_id, session.id)
     return ResetOut(
         session_id=session.id,

@@ -93,6 +93,18 @@ class RawIndexRepository:
             {"sid": session_id, "uid": user_id, "seqs": list(seqs)},
         )
 
+    async def close_open_chunk(self, user_id: str, session_id: uuid.UUID) -> None:
+        """Seal the session's open chunk: the live indexer starts the next message in a
+        new chunk (a reset: what follows it never joins a chunk of the turns before).
+        Waits for a live pass holding the row, then seals what it wrote."""
+        await self.session.execute(
+            text(
+                "UPDATE raw_index_state SET open_chunk_id = NULL"
+                " WHERE user_id = :uid AND session_id = :sid AND open_chunk_id IS NOT NULL"
+            ),
+            {"sid": session_id, "uid": user_id},
+        )
+
     # ---------------------------------------------------------------- the idle job
     async def ensure_idle_rows(
         self, idle_before: datetime, user_id: str | None, limit: int = 1000

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import bindparam, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.rolling.summary import TranscriptMessage
@@ -26,6 +27,11 @@ _SUMMARISABLE = (
     "AND content <> ''"
 )
 TEMP_PREFIX = "temp-"
+LOCK_NOT_AVAILABLE = "55P03"
+
+
+class RowBusy(Exception):
+    """Another transaction holds the row (`lock_for_edit`)."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,47 @@ class RollingRepository:
         if row is None:
             return None
         return _state(row)
+
+    async def lock_for_edit(self, user_id: str, session_id: uuid.UUID) -> RollingState | None:
+        """The state row for a user's edit, locked without waiting (`NOWAIT`): None when
+        the job holds it (summarising a chunk, a model call) or it does not exist."""
+        try:
+            async with self.session.begin_nested():
+                row = (
+                    await self.session.execute(
+                        text(
+                            "SELECT session_id, summary, cursor_seq, cursor_at, attempts "
+                            "FROM rolling_summaries "
+                            "WHERE user_id = :uid AND session_id = :sid FOR UPDATE NOWAIT"
+                        ),
+                        {"uid": user_id, "sid": session_id},
+                    )
+                ).first()
+        except OperationalError as exc:
+            if getattr(exc.orig, "sqlstate", None) == LOCK_NOT_AVAILABLE:
+                raise RowBusy from None
+            raise
+        return None if row is None else _state(row)
+
+    async def save_edit(
+        self, user_id: str, session_id: uuid.UUID, summary: dict[str, Any], cursor: Cursor | None
+    ) -> None:
+        """A user's summary (with `cursor`: the first one, which stands for the history up
+        to it). `updated_at` is left alone: it gates the job's candidates (activity
+        since it last looked), and an edit is not the job looking."""
+        await self.session.execute(
+            text(
+                "UPDATE rolling_summaries SET summary = CAST(:summary AS jsonb)"
+                + (", cursor_seq = :seq, cursor_at = :at" if cursor is not None else "")
+                + " WHERE user_id = :uid AND session_id = :sid"
+            ),
+            {
+                "uid": user_id,
+                "sid": session_id,
+                "summary": json.dumps(summary, ensure_ascii=False),
+                **({"seq": cursor.seq, "at": cursor.at} if cursor is not None else {}),
+            },
+        )
 
     async def messages_after(
         self, user_id: str, session_id: uuid.UUID, cursor_seq: int | None, limit: int

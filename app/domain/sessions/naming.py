@@ -9,6 +9,13 @@ empty or unusable reply — the title is the first words of the user's message. 
 by one conditional UPDATE (``WHERE name IS NULL``): a name the user set meanwhile is never
 overwritten. ``SESSION_AUTO_NAME_ENABLED=false`` switches it off.
 
+The first exchange is read from the hot history and the archive together: a long
+session's first messages may have been compacted into the archive before the name is
+set, and an import writes a session's messages straight into both tables. An import
+names the account's unnamed sessions once it has committed (:func:`start_naming_imported`:
+one task, one session after another, at most ``NAMES_PER_IMPORT``; the others at their
+next exchange).
+
 The model is asked at most once per session: before the call the task takes the session's
 naming lease (``session_metadata["auto_naming"]``, one conditional UPDATE, so one task
 wins across processes; the others leave), dropped once the name is set.
@@ -37,6 +44,7 @@ __all__ = [
     "name_after_commit",
     "name_session",
     "start_naming",
+    "start_naming_imported",
 ]
 
 log = structlog.get_logger("app.sessions.naming")
@@ -46,6 +54,8 @@ log = structlog.get_logger("app.sessions.naming")
 NAMING_LEASE_MARGIN_SECONDS = 30.0
 TITLE_MAX_CHARS = 60
 FALLBACK_WORDS = 6
+#: Sessions an import names in the background, one after another (one model call each).
+NAMES_PER_IMPORT = 200
 #: Characters of each message of the exchange the title model reads.
 EXCERPT_CHARS = 2000
 _PROMPT = (
@@ -134,6 +144,23 @@ def start_naming(runtime: Runtime, user_id: str, session_id: uuid.UUID) -> None:
     """Spawn :func:`name_session` (call it once the exchange is committed)."""
     if runtime.settings.session_auto_name_enabled:
         spawn(runtime.jobs, name_session(runtime, user_id, session_id), "session.auto_name")
+
+
+async def name_imported_sessions(runtime: Runtime, user_id: str) -> int:
+    """Name the user's unnamed sessions that have a first exchange, one after another
+    (an import's: they never had an append to set it off); how many were named."""
+    async with transaction(runtime.session_factory) as db:
+        ids = await SessionRepository(db).unnamed_ids(user_id, NAMES_PER_IMPORT)
+    named = 0
+    for session_id in ids:
+        named += await name_session(runtime, user_id, session_id) is not None
+    return named
+
+
+def start_naming_imported(runtime: Runtime, user_id: str) -> None:
+    """Spawn :func:`name_imported_sessions` (call it once the import has committed)."""
+    if runtime.settings.session_auto_name_enabled:
+        spawn(runtime.jobs, name_imported_sessions(runtime, user_id), "session.auto_name")
 
 
 def name_after_commit(db: AsyncSession, runtime: Runtime, session: Any) -> None:

@@ -68,19 +68,32 @@ _TRIGRAM_INDEX = f"{TRIGRAM_INDEX_PREFIX}session_messages_content"
 # (hot rows: the first exchange of a new session is never archived that soon).
 # Every table names the user by the parameter, not through `s` (Citus routes a statement
 # to one shard only when each relation's tenant key is a constant).
+# The first exchange is read from the hot table and the archive together: compaction
+# moves a long session's first messages to the archive, and an import writes them there.
 _FIRST_EXCHANGE_SQL = """
 SELECT s.profile_id, u.content, a.content
 FROM sessions s
 JOIN LATERAL (
-    SELECT m.sequence_number, m.content FROM session_messages m
-    WHERE m.user_id = :uid AND m.session_id = :sid AND m.role = 'user'
-      AND NOT m.is_summary AND m.is_display
-    ORDER BY m.sequence_number LIMIT 1
+    SELECT m.sequence_number, m.content FROM (
+        SELECT sequence_number, content FROM session_messages
+        WHERE user_id = :uid AND session_id = :sid AND role = 'user'
+          AND NOT is_summary AND is_display
+        UNION ALL
+        SELECT sequence_number, content FROM session_messages_archive
+        WHERE user_id = :uid AND session_id = :sid AND role = 'user'
+          AND NOT is_summary AND is_display
+    ) m ORDER BY m.sequence_number LIMIT 1
 ) u ON true
 JOIN LATERAL (
-    SELECT m.content FROM session_messages m
-    WHERE m.user_id = :uid AND m.session_id = :sid AND m.role = 'assistant'
-      AND m.sequence_number > u.sequence_number AND btrim(m.content) <> ''
+    SELECT m.content FROM (
+        SELECT sequence_number, content FROM session_messages
+        WHERE user_id = :uid AND session_id = :sid AND role = 'assistant'
+          AND btrim(content) <> ''
+        UNION ALL
+        SELECT sequence_number, content FROM session_messages_archive
+        WHERE user_id = :uid AND session_id = :sid AND role = 'assistant'
+          AND btrim(content) <> ''
+    ) m WHERE m.sequence_number > u.sequence_number
     ORDER BY m.sequence_number LIMIT 1
 ) a ON true
 WHERE s.id = :sid AND s.user_id = :uid AND s.name IS NULL
@@ -138,6 +151,16 @@ class SessionRepository(SessionLookupRepository):
             )
         ).first()
         return (str(found[0]), str(found[1]), str(found[2])) if found else None
+
+    async def unnamed_ids(self, user_id: str, limit: int) -> list[uuid.UUID]:
+        """Up to `limit` of the user's sessions without a name, oldest first."""
+        rows = await self.session.execute(
+            select(Session.id)
+            .where(Session.user_id == user_id, Session.name.is_(None))
+            .order_by(Session.created_at, Session.id)
+            .limit(limit)
+        )
+        return list(rows.scalars())
 
     async def reload(self, row: Session) -> Session:
         """The row read again (another statement of this transaction changed it)."""

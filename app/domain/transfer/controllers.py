@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.domain.auth.controllers import require_admin
 from app.domain.kernel.principal import Principal
 from app.domain.kernel.runtime import Runtime
+from app.domain.sessions.naming import start_naming_imported
 from app.domain.transfer.exporter import export_lines
 from app.domain.transfer.ndjson import ndjson_lines
 from app.domain.transfer.services import ImportReport, import_into, require_user
@@ -59,9 +60,11 @@ class TransferController(Controller):
         body = await spool_body(request.stream(), settings)
         try:
             lines = ndjson_lines(file_chunks(body), limit)
-            return await import_into(runtime.session_factory, settings, principal.id, lines)
+            report = await import_into(runtime.session_factory, settings, principal.id, lines)
         finally:
             body.close()
+        start_naming_imported(runtime, principal.id)  # committed: name what has no name
+        return report
 
 
 class AdminExportController(Controller):

@@ -74,9 +74,9 @@ def call(params: Callable[[World], dict[str, str]] | None = None, **form: Any) -
     return build
 
 
-def fresh_session_call() -> Call:
+def fresh_session_call(**form: Any) -> Call:
     async def build(w: World) -> tuple[dict[str, str], dict[str, Any]]:
-        return {"session_id": await w.fresh_session()}, {}
+        return {"session_id": await w.fresh_session()}, dict(form)
 
     return build
 
@@ -123,6 +123,10 @@ ROUTES: dict[tuple[str, str], tuple[str, Call]] = {
         call(sid, pinned="true"),
     ),
     ("POST", "/console/sessions/{session_id:uuid}/share"): ("session_write", call(sid)),
+    ("POST", "/console/sessions/{session_id:uuid}/rolling-summary"): (
+        "session_write",  # a first summary (no cursor): a session without one per call
+        fresh_session_call(current_discussion="c", cursor_seq=""),
+    ),
     ("POST", "/console/sessions/{session_id:uuid}/delete"): (
         "session_write",
         fresh_session_call(),

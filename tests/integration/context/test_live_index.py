@@ -248,3 +248,25 @@ async def test_recall_never_returns_what_the_live_context_holds(
     nginx = await recalled("which port does the nginx reverse proxy use?")
     assert any("port 8098" in r for r in nginx), nginx
     assert not any("glacier" in r for r in await recalled("how is the weather on the glacier?"))
+
+
+async def test_a_reset_seals_the_open_chunk(
+    cclient: AsyncTestClient, engine: Any, settings: Settings, db_url: str
+) -> None:
+    sid = await new_session(cclient)
+    await append(cclient, sid, turn(0, size=120) + turn(1, size=120))  # sequence 0..3
+    await _live(engine, settings, embed=False)
+    assert _sql(db_url, "SELECT open_chunk_id IS NOT NULL FROM raw_index_state") == [(True,)]
+    r = await cclient.post(f"/sessions/{sid}/reset")
+    assert r.status_code == 200, r.text
+    await append(cclient, sid, turn(2, size=120))  # sequence 4..5, small: room in the chunk
+    await _live(engine, settings)
+    rows = _sql(
+        db_url,
+        "SELECT start_seq, end_seq FROM memory_chunks WHERE session_id = %s ORDER BY start_seq",
+        sid,
+    )
+    assert rows == [(0, 3), (4, 5)]  # no chunk spans the reset
+    r = await cclient.post("/memory/search", json={"query": "w2x3", "scope": "raw"})
+    assert r.status_code == 200, r.text
+    assert "question 1" not in r.json()["text"]  # the post-reset hit brings no old turn

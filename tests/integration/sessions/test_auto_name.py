@@ -14,7 +14,7 @@ from litestar.testing import AsyncTestClient
 
 from app.config import Settings
 from app.domain.sessions.naming import name_session
-from tests.conftest import ADMIN_TOKEN, run_sql
+from tests.conftest import ADMIN_TOKEN, new_user, run_sql
 from tests.fakes.ollama_server import FakeOllama
 
 EXCHANGE = [
@@ -192,3 +192,73 @@ async def test_several_assistant_appends_while_unnamed_ask_the_model_once(
     assert await name_of(naming, sid) == "Moving the shed"
     meta = (await naming.get(f"/sessions/{sid}")).json()["session_metadata"]
     assert "auto_naming" not in meta  # the lease is dropped once the name is set
+
+
+# A first exchange that compaction moves to the archive at once (a 9 KB answer out of the
+# LLM context, SESSION_MAX_HISTORY_BYTES=8000), then a second one that stays hot.
+ARCHIVED_FIRST = [
+    {"role": "user", "content": "Where should the old shed go now?", "is_context": False},
+    {"role": "assistant", "content": "Behind the hedge. " * 500, "is_context": False},
+    {"role": "user", "content": "Second question about the roof tiles"},
+    {"role": "assistant", "content": "Slate ones."},
+]
+
+
+@pytest.fixture
+async def compacting(make_client, settings: Settings) -> AsyncIterator[AsyncTestClient[Any]]:  # type: ignore[no-untyped-def]
+    overrides = {"session_max_history_bytes": 8000, "llm_max_attempts": 1}
+    async with make_client(settings, session_auto_name_enabled=True, **overrides) as c:
+        c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        yield c
+
+
+def archived_seqs(db_url: str, sid: str) -> list[int]:
+    rows = run_sql(
+        db_url,
+        "SELECT sequence_number FROM session_messages_archive WHERE session_id = %s"
+        " ORDER BY sequence_number",
+        uuid.UUID(sid),
+    )
+    return [r[0] for r in rows or []]
+
+
+async def test_a_first_exchange_already_archived_names_the_session(
+    compacting: AsyncTestClient[Any], ollama: FakeOllama, db_url: str
+) -> None:
+    sid = await new_session(compacting)
+    # the fallback: the first user words, whichever table holds them
+    ollama.fail("http500", times=1, paths=["/api/chat"])
+    r = await compacting.post(f"/sessions/{sid}/messages", json={"messages": ARCHIVED_FIRST})
+    assert r.status_code == 201, r.text
+    assert archived_seqs(db_url, sid) == [0, 1]
+    await settle(compacting)
+    assert await name_of(compacting, sid) == "Where should the old shed go"
+
+
+async def test_an_imported_session_is_named_after_its_first_exchange(
+    compacting: AsyncTestClient[Any], ollama: FakeOllama, db_url: str
+) -> None:
+    _, alice = await new_user(compacting, "alice-names")
+    r = await compacting.post("/sessions", json={"profile_id": "default"}, headers=alice)
+    sid = r.json()["id"]
+    ollama.fail("http500", times=1, paths=["/api/chat"])
+    r = await compacting.post(
+        f"/sessions/{sid}/messages", json={"messages": ARCHIVED_FIRST}, headers=alice
+    )
+    assert r.status_code == 201, r.text
+    await settle(compacting)
+    run_sql(db_url, "UPDATE sessions SET name = NULL WHERE id = %s", uuid.UUID(sid))
+    body = (await compacting.get("/me/export", headers=alice)).content
+    assert b'"archived_message"' in body  # the first exchange travels archived
+    r = await compacting.delete(f"/sessions/{sid}", headers=alice)  # its id moves to bob
+    assert r.status_code == 204, r.text
+
+    _, bob = await new_user(compacting, "bob-names")
+    ollama.chat_replies.append("Where the shed goes")
+    r = await compacting.post("/me/import", content=body, headers=bob)
+    assert r.status_code == 201, r.text
+    await settle(compacting)
+    (session,) = (await compacting.get("/sessions", headers=bob)).json()["items"]
+    assert session["name"] == "Where the shed goes"
+    sent = ollama.requests_for("/api/chat")[-1]["messages"][-1]["content"]
+    assert "old shed" in sent and "roof tiles" not in sent  # the archived first exchange

@@ -165,6 +165,12 @@ async def _fresh_section(w: World) -> dict[str, str]:
     return {"session_id": w.sid, "section": await w.fresh_section()}
 
 
+async def _rolling_edit(w: World) -> Req:
+    """A first summary (`cursor_seq` null) needs a session without one: one per call."""
+    body = {"summary": {"current_discussion": "c"}, "cursor_seq": None}
+    return Req({"session_id": await w.fresh_session()}, {"json": body})
+
+
 async def _upload(w: World) -> Req:
     return Req({"session_id": w.sid}, {"files": {"files": ("up.txt", b"hello", "text/plain")}})
 
@@ -237,6 +243,7 @@ ROUTES: dict[tuple[str, str], tuple[str, Build]] = {
         "session_read",
         req(lambda w: {"session_id": w.sid, "section": "notes"}),
     ),
+    ("GET", "/sessions/{session_id:uuid}/rolling-summary"): ("session_read", on_session()),
     ("GET", "/sessions/{session_id:uuid}/files"): ("session_read", on_session()),
     ("GET", "/sessions/{session_id:uuid}/files/{filename:str}"): (
         "session_read",
@@ -280,6 +287,7 @@ ROUTES: dict[tuple[str, str], tuple[str, Build]] = {
         "session_write",  # clears the conversation: a session of its own for every call
         fresh(lambda w: _param("session_id", w.fresh_session(turns=2))),
     ),
+    ("PUT", "/sessions/{session_id:uuid}/rolling-summary"): ("session_write", _rolling_edit),
     ("POST", "/sessions/{session_id:uuid}/prepare"): (
         "session_write",
         on_session(json={"message": {"content": "next"}}),
