@@ -315,14 +315,23 @@ async def test_new_sessions_trigger_one_pass_per_gap(
     make_fast_client, settings: Settings, db_url: str, ollama: FakeOllama
 ) -> None:  # type: ignore[no-untyped-def]
     """`POST /sessions` starts at most one extraction pass per
-    MEMORY_EXTRACTION_TRIGGER_GAP_SECONDS in a process: the create of the first session
-    started one (nothing was stale then); the next creates, within the gap, start none."""
+    MEMORY_EXTRACTION_TRIGGER_GAP_SECONDS in a process: the first create started one
+    (nothing was stale then); the next creates, within the gap, start none."""
     overrides = {"extraction_enabled": True, "extraction_trigger_gap_seconds": 3600}
     async with make_fast_client(settings, **overrides) as c:
         from tests.conftest import ADMIN_TOKEN
 
         c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
         _, alice = await new_user(c, "alice")
+        jobs = c.app.state.runtime.jobs
+        # the process's first create starts the one pass (nothing is stale yet): wait
+        # for it to end, or it could still find the session made stale below
+        r = await c.post("/sessions", json={"profile_id": "default"}, headers=alice)
+        assert r.status_code == 201
+        deadline = time.monotonic() + 10
+        while any(t.get_name() == "memory.extraction" for t in jobs.tasks):
+            assert time.monotonic() < deadline, "the first pass did not end"
+            await asyncio.sleep(0.05)
         await stale_session(c, db_url, alice, CONVERSATION)
         ollama.chat_replies.extend(
             [scripted([facts_json(("preferences", "editor", "neovim", "user_explicit"))])] * 2
