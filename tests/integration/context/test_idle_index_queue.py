@@ -14,6 +14,7 @@ from litestar.testing import AsyncTestClient
 from app.config import Settings
 from app.db.engine import session_factory, transaction
 from app.domain.raw_history.state_repository import RawIndexRepository
+from app.domain.transfer.import_repository import ImportRepository
 from tests.integration.context.conftest import append, new_session
 from tests.integration.context.test_idle_index import SHORT, _chunks, _pass, _sql
 from tests.integration.facts.conftest import sql
@@ -113,3 +114,28 @@ async def test_an_append_after_the_listing_keeps_the_mark(
     async with transaction(session_factory(engine)) as db:
         await RawIndexRepository(db).unmark("admin", uuid.UUID(sid), seen)
     assert _mark(db_url, sid) is True
+
+
+async def test_an_import_marks_the_sessions_its_file_did_not(
+    cclient: AsyncTestClient, engine: Any, db_url: str
+) -> None:
+    """A session from an older export (no marks) is pending for both jobs; one the file
+    marked keeps its marks; one without messages is not marked."""
+    await new_session(cclient)  # the admin user exists
+    old, marked, empty = (str(uuid.uuid4()) for _ in range(3))
+    sql(
+        db_url,
+        "INSERT INTO sessions (id, user_id, profile_id, next_seq, rolling_pending,"
+        " raw_index_pending) VALUES (%s, 'admin', 'small', 4, NULL, NULL),"
+        " (%s, 'admin', 'small', 4, false, false), (%s, 'admin', 'small', 0, NULL, NULL)",
+        old,
+        marked,
+        empty,
+    )
+    async with transaction(session_factory(engine)) as db:
+        await ImportRepository(db).mark_background_work("admin")
+    rows = dict(
+        (r[0], r[1:])
+        for r in _sql(db_url, "SELECT id::text, rolling_pending, raw_index_pending FROM sessions")
+    )
+    assert (rows[old], rows[marked], rows[empty]) == ((True, True), (False, False), (None, None))
