@@ -792,6 +792,23 @@ class Settings:
         ge=1000,
         doc="Largest transcript sent in one rolling-summary call (characters).",
     )
+    rolling_summary_max_attempts: int = setting(
+        "ROLLING_SUMMARY_MAX_ATTEMPTS",
+        5,
+        ge=1,
+        doc=(
+            "Failed rolling-summary chunks of a session in a row before it is parked"
+            " (logged `rolling.parked`); its next append unparks it. Between failures the"
+            " session backs off: one interval, doubling per failure. An unreachable model"
+            " does not count."
+        ),
+    )
+    rolling_summary_retry_max_seconds: int = setting(
+        "ROLLING_SUMMARY_RETRY_MAX_SECONDS",
+        6 * 3600,
+        ge=0,
+        doc="Longest wait before a failed rolling-summary session is tried again (seconds).",
+    )
     rolling_summary_noise_filter: bool = setting(
         "ROLLING_SUMMARY_NOISE_FILTER",
         False,

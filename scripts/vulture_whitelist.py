@@ -39,6 +39,8 @@ _.extracted_at  # session_memory_state: facts/extraction_repository.py
 _.covered, _.indexed_at  # raw_index_state: raw_history/state_repository.py
 _.stale_since, _.embed_lease_until  # memory_chunks: raw_history/chunk_writer_repository.py
 _.heartbeat  # forget_jobs: forget/job_repository.py
+_.rolling_pending  # sessions: set by the append's Core UPDATE, read in rolling/repositories.py
+_.raw_index_pending  # sessions: set by the append, read in raw_history/state_repository.py
 
 # -- third-party callbacks and settings
 _.proxy  # 3rd argument of SQLAlchemy's pool "checkout" event (db/engine.py listeners)

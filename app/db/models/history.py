@@ -88,5 +88,7 @@ class RollingSummary(Base):
     updated_at: Mapped[datetime] = created_at_column()
     attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
     last_error: Mapped[str | None] = mapped_column(Text)
+    # No retry before this time (a failed chunk backs off: ROLLING_SUMMARY_RETRY_*).
+    next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (session_fk(),)

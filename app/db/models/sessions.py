@@ -60,6 +60,15 @@ class Session(Base):
     # NULL = no user message yet (nothing to learn), true = activity the extraction has
     # not read, false = read (or parked after too many failures, until the next append).
     memory_pending: Mapped[bool | None] = mapped_column(Boolean)
+    # The rolling summary's work marker, set by the append (`MessageRepository.reserve`)
+    # for a session whose profile is in rolling mode (not `temp-…`): true = messages the
+    # summary has not read; false/NULL = none (or parked after too many failures, until
+    # the next append).
+    rolling_pending: Mapped[bool | None] = mapped_column(Boolean)
+    # The idle raw-history index's work marker, set by every append: true = the session
+    # may hold messages the raw index does not cover; the idle pass clears it once the
+    # quiet session is covered (`RawIndexRepository.clear_idle_mark`).
+    raw_index_pending: Mapped[bool | None] = mapped_column(Boolean)
 
     __table_args__ = (
         Index("ix_sessions_user_id_last_active", "user_id", "last_active"),
@@ -69,6 +78,17 @@ class Session(Base):
             "ix_sessions_memory_pending",
             "last_active",
             postgresql_where=text("memory_pending"),
+        ),
+        # the rolling summary's queue and the idle raw index's (range scans, not joins)
+        Index(
+            "ix_sessions_rolling_pending",
+            "last_active",
+            postgresql_where=text("rolling_pending"),
+        ),
+        Index(
+            "ix_sessions_raw_index_pending",
+            "last_active",
+            postgresql_where=text("raw_index_pending"),
         ),
     )
 

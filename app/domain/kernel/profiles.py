@@ -136,6 +136,9 @@ class Profile:
         return max(12, self.keep_recent * 2)
 
 
+ROLLING = "rolling"
+
+
 class Profiles:
     """The resolved profiles; :meth:`get` falls back to ``default``."""
 
@@ -143,6 +146,19 @@ class Profiles:
         if DEFAULT_PROFILE_ID not in profiles:
             raise ValueError("the default profile is required")
         self._profiles = dict(profiles)
+        default_rolling = self.get(None).context_mode == ROLLING
+        self.rolling_marks: tuple[bool, list[str]] = (
+            default_rolling,
+            sorted(
+                pid
+                for pid, p in self._profiles.items()
+                if (p.context_mode == ROLLING) != default_rolling
+            ),
+        )
+        """Which profile ids are in rolling mode, as (all_but, ids): with `all_but` every
+        id but `ids` (the default profile is rolling, so unknown ids are too), else only
+        `ids`. The append marks a session for the rolling summary by it
+        (`sessions.rolling_pending`)."""
 
     def get(self, profile_id: str | None) -> Profile:
         return self._profiles.get(profile_id or "", self._profiles[DEFAULT_PROFILE_ID])

@@ -7,13 +7,17 @@ message the index does not cover yet (`raw_index_state.covered`) — same chunke
 breadcrumbs from the text, content-hash idempotence, segment vectors — one bounded batch
 per transaction:
 
-1. idle sessions get a `raw_index_state` row; the pending ones (an uncovered sequence
-   number below `next_seq`) are listed fewest failures first;
+1. idle sessions the append marked (`sessions.raw_index_pending`, read through its
+   partial index: the sessions that went quiet, not every session) get a
+   `raw_index_state` row; the pending ones (an uncovered sequence number below
+   `next_seq`) are listed fewest failures first, and the mark of those the index
+   already covers (the live index did the work) is cleared;
 2. each is claimed with `FOR UPDATE SKIP LOCKED` on that row, the conditions checked
    again on the locked row (another worker, or a compression, holding it → passed over);
 3. at most `BATCH_MESSAGES` / `BATCH_CHARS` of its uncovered messages are chunked and
    embedded, the chunks written and `covered` extended through the last one read, then
    the transaction commits (a crash loses at most that batch's work, never its record);
+   the batch that completes a session clears its mark (unless an append came since);
 4. an embedder failure rolls the batch back and counts it (`attempts`, `last_error`):
    the next pass retries; after `EMBED_ATTEMPTS` failures (or with
    `EMBEDDING_PROVIDER=none`) the chunks are written without vectors — the text search
@@ -160,6 +164,8 @@ async def index_batch(
         return BatchOutcome(failed=True, unavailable=isinstance(segments, LLMUnavailableError))
     written = await ChunkWriter(db).add_chunks(user_id, session_id, chunks, segments)
     await state.cover_through(user_id, session_id, last)
+    if complete:
+        await state.unmark(user_id, session_id, claim.next_seq)
     RAW_CHUNKS_INDEXED.labels("idle").inc(written)
     bare = sum(not segs for segs in segments)
     log.info(
@@ -234,8 +240,14 @@ async def index_idle_sessions(
             listed = await RawIndexRepository(db).pending(before, user_id, failed, _LISTED)
         if not listed:
             break
-        progressed = False
-        for owner, session_id in listed:
+        covered = [r for r in listed if r.covered]
+        if covered:  # quiet and covered already: off the idle pass's list
+            async with transaction(factory) as db:
+                for r in covered:
+                    await RawIndexRepository(db).unmark(r.user_id, r.session_id, r.next_seq)
+            failed.extend(r.session_id for r in covered)  # listed once a pass, whatever
+        progressed = bool(covered)
+        for owner, session_id in [(r.user_id, r.session_id) for r in listed if not r.covered]:
             while max_batches is None or result.batches < max_batches:
                 outcome = await _run_batch(factory, llm, owner, session_id, before)
                 if outcome is None:

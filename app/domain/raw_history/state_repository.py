@@ -109,13 +109,14 @@ class RawIndexRepository:
     async def ensure_idle_rows(
         self, idle_before: datetime, user_id: str | None, limit: int = 1000
     ) -> int:
-        """Give idle sessions with messages a row, so they can be claimed with a lock.
-        Across every user unless `user_id` is given (the job's deliberate scan)."""
+        """Give idle marked sessions (`sessions.raw_index_pending`, through its partial
+        index) a row, so they can be claimed with a lock. Across every user unless
+        `user_id` is given (the job's deliberate scan)."""
         result = await self.session.execute(
             text("""
             INSERT INTO raw_index_state (session_id, user_id)
             SELECT s.id, s.user_id FROM sessions s
-            WHERE s.last_active < :before AND s.next_seq > 0
+            WHERE s.raw_index_pending AND s.last_active < :before AND s.next_seq > 0
               AND (CAST(:uid AS text) IS NULL OR s.user_id = :uid)
               AND NOT EXISTS (SELECT 1 FROM raw_index_state r
                               WHERE r.session_id = s.id AND r.user_id = s.user_id)
@@ -127,27 +128,45 @@ class RawIndexRepository:
         )
         return int(result.rowcount)  # type: ignore[attr-defined]
 
-    _PENDING = """
-        FROM raw_index_state r JOIN sessions s ON s.id = r.session_id AND s.user_id = r.user_id
-        WHERE s.last_active < :before
-          AND (CAST(:uid AS text) IS NULL OR r.user_id = :uid)
-          AND NOT r.covered @> int8range(0, s.next_seq)
+    # the idle sessions the append marked (`raw_index_pending`: a range scan of its
+    # partial index) whose messages the index does not cover
+    _MARKED = """
+        FROM sessions s JOIN raw_index_state r ON r.session_id = s.id AND r.user_id = s.user_id
+        WHERE s.raw_index_pending AND s.last_active < :before
+          AND (CAST(:uid AS text) IS NULL OR s.user_id = :uid)
     """
+    _PENDING = _MARKED + " AND NOT r.covered @> int8range(0, s.next_seq)"
 
     async def pending(
         self, idle_before: datetime, user_id: str | None, skip: Sequence[uuid.UUID], limit: int
-    ) -> list[tuple[str, uuid.UUID]]:
-        """(user, session) of idle sessions with messages the index does not cover,
-        fewest failures first (read without a lock: each is then `claim`ed by its key)."""
+    ) -> list[Row[Any]]:
+        """(user_id, session_id, next_seq, covered) of idle marked sessions, fewest
+        failures first: `covered` ones (the live index or a compression did the work)
+        are only to be `unmark`ed, the others to be indexed (read without a lock: each
+        is then `claim`ed by its key)."""
         rows = await self.session.execute(
             text(
-                f"SELECT r.user_id, r.session_id {self._PENDING}"
-                " AND NOT (r.session_id = ANY(CAST(:skip AS uuid[])))"
+                "SELECT s.user_id, s.id AS session_id, s.next_seq,"
+                f" r.covered @> int8range(0, s.next_seq) AS covered {self._MARKED}"
+                " AND NOT (s.id = ANY(CAST(:skip AS uuid[])))"
                 " ORDER BY r.attempts, s.last_active LIMIT :limit"
             ),
             {"before": idle_before, "uid": user_id, "skip": [str(s) for s in skip], "limit": limit},
         )
-        return [(r.user_id, r.session_id) for r in rows]
+        return list(rows.all())
+
+    async def unmark(self, user_id: str, session_id: uuid.UUID, next_seq: int) -> None:
+        """Clear the session's idle mark: the index covers everything below `next_seq`,
+        and no append came since (`next_seq` unchanged; one that did keeps the mark)."""
+        await self.session.execute(
+            text(
+                "UPDATE sessions SET raw_index_pending = false"
+                " WHERE user_id = :uid AND id = :sid AND raw_index_pending AND next_seq = :seq"
+                " AND EXISTS (SELECT 1 FROM raw_index_state r WHERE r.user_id = :uid"
+                " AND r.session_id = :sid AND r.covered @> int8range(0, CAST(:seq AS bigint)))"
+            ),
+            {"uid": user_id, "sid": session_id, "seq": next_seq},
+        )
 
     async def pending_totals(self, idle_before: datetime, user_id: str | None) -> tuple[int, int]:
         """(sessions, messages) the idle job has left to index — for a progress bar."""

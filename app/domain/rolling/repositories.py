@@ -1,4 +1,4 @@
-"""All SQL of the rolling summary: candidate sessions, the locked state row, the
+"""All SQL of the rolling summary: candidate sessions (the append's mark), the locked state row, the
 messages after the cursor (hot and archived), saving summary and cursor.
 
 The cursor is the sequence number of the last summarised message (`cursor_seq`), not its
@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, text
+from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -44,6 +43,17 @@ class RollingState:
 
 
 @dataclass(frozen=True)
+class Candidate:
+    """A session marked for the rolling summary, as listed (without a lock)."""
+
+    session_id: uuid.UUID
+    user_id: str
+    profile_id: str
+    name: str | None
+    last_active: datetime
+
+
+@dataclass(frozen=True)
 class Cursor:
     """Where the summary stands: the last summarised message's number and time."""
 
@@ -55,41 +65,42 @@ class RollingRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def candidates(
-        self, *, include: Sequence[str] | None, exclude: Sequence[str], limit: int
-    ) -> list[tuple[uuid.UUID, str, str]]:
-        """(session id, user id, profile id) of sessions in rolling mode with work to look at —
-        the profile ids `include`d (None = every profile but the `exclude`d ones):
-        never looked at, active since the job last looked (`updated_at`, the seed's
-        mtime gate: message times may be older than the server's clock, so the cursor
-        itself cannot be the gate), a failed last chunk (retried every tick), or a
-        summary without a cursor. Sessions and profiles named `temp-…` are skipped.
-        Oldest activity first. Deliberately across every user (the job's candidates,
-        read without a lock; each is then locked by its key, `lock`)."""
-        profile_filter = (
-            "s.profile_id = ANY(:include)" if include is not None else "TRUE"
-        ) + " AND NOT (s.profile_id = ANY(:exclude))"
-        stmt = text(
-            f"""
-            SELECT s.id, s.user_id, s.profile_id FROM sessions s
-            LEFT JOIN rolling_summaries r ON r.session_id = s.id AND r.user_id = s.user_id
-            WHERE {profile_filter}
-              AND s.next_seq > 0
-              AND s.profile_id NOT LIKE 'temp-%' AND coalesce(s.name, '') NOT LIKE 'temp-%'
-              AND (r.session_id IS NULL
-                   OR s.last_active > r.updated_at
-                   OR r.attempts > 0
-                   OR (r.cursor_seq IS NULL AND r.cursor_at IS NULL
-                       AND r.summary IS NOT NULL))
-            ORDER BY s.last_active
-            LIMIT :limit
-            """
-        ).bindparams(bindparam("include", type_=None), bindparam("exclude", type_=None))
-        params: dict[str, Any] = {"exclude": list(exclude), "limit": limit}
-        if include is not None:
-            params["include"] = list(include)
-        rows = await self.session.execute(stmt, params)
-        return [(r.id, r.user_id, r.profile_id) for r in rows]
+    async def candidates(self, now: datetime, limit: int) -> list[Candidate]:
+        """Sessions marked for the rolling summary (`sessions.rolling_pending`, set by
+        the append when the session's profile is in rolling mode), read through the
+        partial index `ix_sessions_rolling_pending` — a range scan of the marked
+        sessions, not a join of every session — except those backing off after a
+        failure (`next_attempt_at` after `now`). Quietest first. Deliberately across
+        every user (the job's candidates, read without a lock; each is then locked by
+        its key, `lock`). The caller skips (and `unmark`s) those whose profile is no
+        longer rolling or that are `temp-…`."""
+        rows = await self.session.execute(
+            text(
+                """
+                SELECT s.id, s.user_id, s.profile_id, s.name, s.last_active FROM sessions s
+                LEFT JOIN rolling_summaries r ON r.session_id = s.id AND r.user_id = s.user_id
+                WHERE s.rolling_pending
+                  AND (r.next_attempt_at IS NULL OR r.next_attempt_at <= :now)
+                ORDER BY s.last_active
+                LIMIT :limit
+                """
+            ),
+            {"now": now, "limit": limit},
+        )
+        return [Candidate(r.id, r.user_id, r.profile_id, r.name, r.last_active) for r in rows]
+
+    async def unmark(self, user_id: str, session_id: uuid.UUID, seen: datetime) -> bool:
+        """Clear the session's mark (up to date, parked, or not in rolling mode) unless
+        an append came after `seen` (its `last_active` when listed): that one keeps it."""
+        result = await self.session.execute(
+            text(
+                "UPDATE sessions SET rolling_pending = false"
+                " WHERE user_id = :uid AND id = :sid AND rolling_pending"
+                " AND last_active <= :seen"
+            ),
+            {"uid": user_id, "sid": session_id, "seen": seen},
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
 
     async def ensure_row(self, user_id: str, session_id: uuid.UUID) -> None:
         await self.session.execute(
@@ -157,8 +168,8 @@ class RollingRepository:
         self, user_id: str, session_id: uuid.UUID, summary: dict[str, Any], cursor: Cursor | None
     ) -> None:
         """A user's summary (with `cursor`: the first one, which stands for the history up
-        to it). `updated_at` is left alone: it gates the job's candidates (activity
-        since it last looked), and an edit is not the job looking."""
+        to it). `updated_at` (when the job last looked) and the session's mark for the
+        job (`sessions.rolling_pending`) are left alone: an edit is not the job looking."""
         await self.session.execute(
             text(
                 "UPDATE rolling_summaries SET summary = CAST(:summary AS jsonb)"
@@ -250,7 +261,7 @@ class RollingRepository:
             text(
                 "UPDATE rolling_summaries SET summary = CAST(:summary AS jsonb), "
                 "cursor_seq = :seq, cursor_at = :at, updated_at = now(), attempts = 0, "
-                "last_error = NULL "
+                "last_error = NULL, next_attempt_at = NULL "
                 "WHERE user_id = :uid AND session_id = :sid"
             ),
             {
@@ -280,13 +291,31 @@ class RollingRepository:
             {"uid": user_id, "sid": session_id},
         )
 
-    async def fail(self, user_id: str, session_id: uuid.UUID, error: str) -> None:
+    async def fail(
+        self,
+        user_id: str,
+        session_id: uuid.UUID,
+        error: str,
+        *,
+        attempts: int,
+        next_attempt_at: datetime | None,
+    ) -> None:
+        """A failed chunk: the session's failure count becomes `attempts` and it is not
+        retried before `next_attempt_at` (None: at the next tick — an unreachable
+        model, which is not counted, or a parked session, which waits for an append)."""
         await self.session.execute(
             text(
-                "UPDATE rolling_summaries SET attempts = attempts + 1, last_error = :err, "
-                "updated_at = now() WHERE user_id = :uid AND session_id = :sid"
+                "UPDATE rolling_summaries SET attempts = :attempts, last_error = :err,"
+                " next_attempt_at = :next, updated_at = now()"
+                " WHERE user_id = :uid AND session_id = :sid"
             ),
-            {"uid": user_id, "sid": session_id, "err": error[:1000]},
+            {
+                "uid": user_id,
+                "sid": session_id,
+                "err": error[:1000],
+                "attempts": attempts,
+                "next": next_attempt_at,
+            },
         )
 
 

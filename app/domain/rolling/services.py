@@ -16,7 +16,16 @@ profiles named `temp-…` excepted) are summarised further:
    cursor are saved without a summary call;
 4. one LLM call per chunk, with the previous summary in the prompt;
 5. summary and cursor are committed after each chunk; a failed or unparseable chunk
-   stops the session's run (later chunks are not sent) and the next tick retries it.
+   stops the session's run (later chunks are not sent) and the session backs off: not
+   retried before one interval, doubling per failure (at most
+   ROLLING_SUMMARY_RETRY_MAX_SECONDS), and after ROLLING_SUMMARY_MAX_ATTEMPTS failures
+   in a row it is parked until its next append. An unreachable model is not counted
+   (the tick stops; the next one retries).
+
+Finding the work: the append marks a session of a rolling profile
+(`sessions.rolling_pending`); the job reads the marked sessions through a partial index
+and clears the mark of a session it has brought up to date (unless an append came
+meanwhile), of one it parks, and of one that is no longer in rolling mode.
 
 Replicas: each chunk is one transaction holding the session's `rolling_summaries` row
 `FOR UPDATE SKIP LOCKED`, and the cursor is read under that lock — a second worker
@@ -29,6 +38,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +48,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.db.engine import transaction
 from app.domain.kernel.hooks import DemotionHooks
-from app.domain.kernel.profiles import Profiles
+from app.domain.kernel.profiles import ROLLING, Profiles
 from app.domain.kernel.runtime import Runtime
-from app.domain.rolling.repositories import Cursor, RollingRepository
+from app.domain.rolling.repositories import TEMP_PREFIX, Candidate, Cursor, RollingRepository
 from app.domain.rolling.summary import (
     EMPTY_SUMMARY,
     SummaryParseError,
@@ -53,6 +63,7 @@ from app.domain.rolling.summary import (
     parse_summary,
     render_transcript,
 )
+from app.llm.errors import LLMUnavailableError
 from app.llm.gateway import LLMError, LLMGateway
 
 log = structlog.get_logger()
@@ -63,7 +74,7 @@ NOISE_PROMPT = PROMPTS / "rolling_noise.txt"
 SESSIONS_PER_TICK = 100
 ROWS_PER_LOAD = 2000  # messages after the cursor read per chunk (a chunk needs far fewer)
 SUMMARY_MAX_TOKENS = 2048
-ROLLING = "rolling"
+MIN_RETRY_SECONDS = 60  # the backoff's first step when the job's interval is shorter
 
 
 def reply_lang_rule(reply_lang: str) -> str:
@@ -160,13 +171,25 @@ class RollingSummarizer:
         return kept, (trimmed if previous is not None else None)
 
 
+def retry_delay(attempts: int, settings: Settings) -> timedelta:
+    """How long a session waits after its `attempts`-th failure in a row: one job
+    interval, doubled per failure, at most ROLLING_SUMMARY_RETRY_MAX_SECONDS."""
+    base = max(settings.rolling_summary_interval_seconds, MIN_RETRY_SECONDS)
+    cap = settings.rolling_summary_retry_max_seconds
+    return timedelta(seconds=min(cap, base * 2 ** min(max(attempts - 1, 0), 30)))
+
+
 @dataclass
 class SessionRun:
     session_id: uuid.UUID
     chunks: int = 0  # summary calls that succeeded
     cursor_only: bool = False
     skipped: bool = False  # another worker holds the session
+    held: bool = False  # another worker took it over (at the start or between chunks)
     failed: str | None = None
+    attempts: int = 0  # failures in a row, this run's included
+    parked: bool = False  # failed ROLLING_SUMMARY_MAX_ATTEMPTS times: waits for an append
+    unavailable: bool = False  # the model could not be reached (not counted)
 
 
 async def summarise_session(
@@ -177,6 +200,7 @@ async def summarise_session(
     session_id: uuid.UUID,
     profile: RollingProfile,
     hooks: DemotionHooks | None = None,
+    now: datetime | None = None,
 ) -> SessionRun:
     """Bring one session's rolling summary up to date, chunk by chunk. Each chunk is also
     given to `hooks` (the raw-history index: docs/raw-history.md), so what rolling mode
@@ -184,7 +208,9 @@ async def summarise_session(
     run = SessionRun(session_id)
     async with transaction(factory) as db:  # short: the row must exist to be locked
         await RollingRepository(db).ensure_row(user_id, session_id)
-    job = _SessionJob(summarizer, settings, user_id, session_id, profile, hooks, run)
+    job = _SessionJob(
+        summarizer, settings, user_id, session_id, profile, hooks, run, now or datetime.now(UTC)
+    )
     while True:
         async with transaction(factory) as db:
             if not await job.next_chunk(RollingRepository(db)):
@@ -202,6 +228,34 @@ class _SessionJob:
     profile: RollingProfile
     hooks: DemotionHooks | None
     run: SessionRun
+    now: datetime  # the tick's time: a failure's next attempt is counted from it
+
+    async def failed(self, repo: RollingRepository, attempts: int, exc: Exception) -> None:
+        """Record a failed chunk: counted and backed off (`retry_delay`), parked after
+        ROLLING_SUMMARY_MAX_ATTEMPTS; an unreachable model is not counted."""
+        run, settings = self.run, self.settings
+        run.failed = str(exc)[:300]
+        run.unavailable = isinstance(exc, LLMUnavailableError)
+        run.attempts = attempts if run.unavailable else attempts + 1
+        run.parked = run.attempts >= settings.rolling_summary_max_attempts
+        due = None
+        if not (run.unavailable or run.parked):
+            due = self.now + retry_delay(run.attempts, settings)
+        await repo.fail(
+            self.user_id,
+            self.session_id,
+            f"{type(exc).__name__}: {exc}",
+            attempts=run.attempts,
+            next_attempt_at=due,
+        )
+        log.warning(
+            "rolling.chunk_failed",
+            session_id=str(self.session_id),
+            attempt=run.attempts,
+            counted=not run.unavailable,
+            next_attempt_at=due.isoformat() if due is not None else None,
+            error=run.failed,
+        )
 
     async def next_chunk(self, repo: RollingRepository) -> bool:
         """The next chunk after the locked row's cursor, summarised and saved; False
@@ -210,6 +264,7 @@ class _SessionJob:
         state = await repo.lock(user_id, session_id)
         if state is None:
             run.skipped = run.chunks == 0
+            run.held = True
             return False
         cursor_seq = state.cursor_seq
         if cursor_seq is None and state.cursor_at is not None:  # a time cursor: convert it
@@ -256,14 +311,7 @@ class _SessionJob:
         try:
             summary = await self.summarizer.summarise(previous, kept, self.profile)
         except (LLMError, SummaryParseError) as exc:
-            await repo.fail(self.user_id, self.session_id, f"{type(exc).__name__}: {exc}")
-            self.run.failed = str(exc)[:300]
-            log.warning(
-                "rolling.chunk_failed",
-                session_id=str(self.session_id),
-                attempt=attempts + 1,
-                error=self.run.failed,
-            )
+            await self.failed(repo, attempts, exc)
             return False
         await repo.save(self.user_id, self.session_id, summary, cursor)
         self.run.chunks += 1
@@ -285,56 +333,72 @@ class TickReport:
     runs: list[SessionRun] = field(default_factory=list)
 
 
-def rolling_profiles(
-    profiles: Profiles,
-) -> tuple[list[str] | None, list[str], dict[str, RollingProfile]]:
-    """(include, exclude, by id) for the candidate query. When the default profile is
-    rolling, every unknown profile id is too (it resolves to default)."""
-    include: list[str] = []
-    exclude: list[str] = []
+def rolling_profiles(profiles: Profiles) -> dict[str, RollingProfile]:
+    """The rolling profiles by id (an unknown id resolves to the default profile)."""
     by_id: dict[str, RollingProfile] = {}
     for pid in profiles.ids():
         p = profiles.get(pid)
         if p.context_mode == ROLLING:
-            include.append(pid)
             by_id[pid] = RollingProfile(id=pid, reply_lang=p.reply_lang, model=p.summary_model)
-        else:
-            exclude.append(pid)
-    default = profiles.get(None)
-    if default.context_mode == ROLLING:
-        return None, exclude, by_id
-    return include, [], by_id
+    return by_id
 
 
-async def run_rolling_summaries(runtime: Runtime) -> TickReport:
-    """The periodic job (BACKGROUND_JOBS)."""
+def is_rolling(candidate: Candidate, profiles: Profiles) -> bool:
+    """Whether a marked session is still the job's: its profile in rolling mode (an
+    unknown id: the default's), neither it nor the session `temp-…`."""
+    return (
+        profiles.get(candidate.profile_id).context_mode == ROLLING
+        and not candidate.profile_id.startswith(TEMP_PREFIX)
+        and not (candidate.name or "").startswith(TEMP_PREFIX)
+    )
+
+
+async def run_rolling_summaries(runtime: Runtime, now: datetime | None = None) -> TickReport:
+    """The periodic job (BACKGROUND_JOBS). `now`: the tick's time (the backoff's clock)."""
     settings, profiles = runtime.settings, runtime.profiles
-    include, exclude, by_id = rolling_profiles(profiles)
+    now = now or datetime.now(UTC)
     report = TickReport()
-    if include is not None and not include:
-        return report
+    all_but, ids = profiles.rolling_marks
+    if not all_but and not ids:
+        return report  # no profile is rolling: the append marks no session
     async with transaction(runtime.session_factory) as db:
-        todo = await RollingRepository(db).candidates(
-            include=include, exclude=exclude, limit=SESSIONS_PER_TICK
-        )
+        todo = await RollingRepository(db).candidates(now, limit=SESSIONS_PER_TICK)
     summarizer = RollingSummarizer(runtime.llm, settings)
+    by_id = rolling_profiles(profiles)
     default = by_id.get(profiles.get(None).id)
-    for session_id, user_id, profile_id in todo:
-        profile = by_id.get(profile_id) or default or RollingProfile(id=profile_id)
+    for cand in todo:
+        if not is_rolling(cand, profiles):  # a profile changed, a session renamed
+            await _unmark(runtime, cand)
+            continue
+        profile = by_id.get(cand.profile_id) or default or RollingProfile(id=cand.profile_id)
         run = await summarise_session(
             runtime.session_factory,
             summarizer,
             settings,
-            user_id,
-            session_id,
+            cand.user_id,
+            cand.session_id,
             profile,
             runtime.demotion_hooks,
+            now,
         )
         report.sessions += 1
         report.chunks += run.chunks
         report.failed += run.failed is not None
         report.skipped += run.skipped
         report.runs.append(run)
+        if run.parked:
+            await _unmark(runtime, cand)
+            log.warning(
+                "rolling.parked",
+                session_id=str(cand.session_id),
+                attempts=run.attempts,
+                error=run.failed,
+            )
+        elif run.failed is None and not run.held:  # up to date
+            await _unmark(runtime, cand)
+        if run.unavailable:
+            log.warning("rolling.model_unavailable", error=run.failed)
+            break  # every session would fail alike: the next tick retries
     if report.chunks or report.failed:
         log.info(
             "rolling.tick",
@@ -344,3 +408,8 @@ async def run_rolling_summaries(runtime: Runtime) -> TickReport:
             skipped=report.skipped,
         )
     return report
+
+
+async def _unmark(runtime: Runtime, cand: Candidate) -> None:
+    async with transaction(runtime.session_factory) as db:
+        await RollingRepository(db).unmark(cand.user_id, cand.session_id, cand.last_active)

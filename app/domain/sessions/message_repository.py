@@ -18,9 +18,11 @@ from sqlalchemy import (
     Float,
     Integer,
     Row,
+    String,
     Table,
     Text,
     and_,
+    any_,
     bindparam,
     case,
     false,
@@ -33,6 +35,7 @@ from sqlalchemy import (
     union_all,
     update,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Message, MessageArchive, Session
@@ -62,6 +65,17 @@ _RESERVE = (
             or_(bindparam("user", type_=Boolean), _SESSIONS.c.memory_pending.is_not(None)),
             false(),
         ),
+        # the rolling summary's marker: the session's profile is in rolling mode — in
+        # `rolling_ids`, or, with `rolling_all_but`, not in them — and neither it nor
+        # the session is `temp-…` (plain comparisons of the row: no function, no CASE)
+        rolling_pending=and_(
+            (_SESSIONS.c.profile_id == any_(bindparam("rolling_ids", type_=ARRAY(String))))
+            != bindparam("rolling_all_but", type_=Boolean),
+            _SESSIONS.c.profile_id.not_like("temp-%"),
+            or_(_SESSIONS.c.name.is_(None), _SESSIONS.c.name.not_like("temp-%")),
+        ),
+        # the idle raw index's marker: this session may hold messages it does not cover
+        raw_index_pending=true(),
     )
     .returning(
         _SESSIONS.c.next_seq - bindparam("n"),
@@ -223,6 +237,7 @@ class MessageRepository:
         n_display: int,
         *,
         has_user: bool = False,
+        rolling: tuple[bool, Sequence[str]] = (False, ()),
     ) -> tuple[int, int, str] | None:
         """Reserve `n_total` sequence numbers and `n_display` display positions.
 
@@ -231,7 +246,9 @@ class MessageRepository:
         sequence number and display position and the session's user (the messages'
         tenant key), or None when the session is not visible. The same statement marks
         the session pending for fact extraction (`sessions.memory_pending`) once it
-        holds a user message (`has_user`: this append has one).
+        holds a user message (`has_user`: this append has one), for the rolling summary
+        (`sessions.rolling_pending`) when its profile is in rolling mode (`rolling`:
+        `Profiles.rolling_marks`), and for the idle raw index (`raw_index_pending`).
         """
         owner = await scope_owner(self.session, session_id, viewer)
         if owner is None:
@@ -242,6 +259,8 @@ class MessageRepository:
             "n": n_total,
             "d": n_display,
             "user": has_user,
+            "rolling_all_but": rolling[0],
+            "rolling_ids": list(rolling[1]),
         }
         row = (await self.session.execute(_RESERVE, params)).first()
         return (int(row[0]), int(row[1]), str(row[2])) if row else None

@@ -252,7 +252,12 @@ class SessionService:
         n_display = sum(1 for m in messages if m.is_display)
         has_user = any(m.role == "user" for m in messages)
         reserved = await self.messages.reserve(
-            session_id, viewer, len(messages), n_display, has_user=has_user
+            session_id,
+            viewer,
+            len(messages),
+            n_display,
+            has_user=has_user,
+            rolling=self.profiles.rolling_marks,
         )
         if reserved is None:
             await self.refuse(session_id, viewer)

@@ -119,5 +119,23 @@ class ImportRepository:
             {"uid": user_id},
         )
 
+    async def mark_background_work(self, user_id: str) -> None:
+        """The imported sessions with messages a file did not mark (an older export,
+        before `rolling_pending` / `raw_index_pending`): pending for the idle raw index
+        and for the rolling summary (whose job clears the mark of a session whose
+        profile is not in rolling mode)."""
+        await self.session.execute(
+            text(
+                """
+                UPDATE sessions SET
+                    raw_index_pending = coalesce(raw_index_pending, true),
+                    rolling_pending = coalesce(rolling_pending, true)
+                WHERE user_id = :uid AND next_seq > 0
+                  AND (raw_index_pending IS NULL OR rolling_pending IS NULL)
+                """
+            ),
+            {"uid": user_id},
+        )
+
     async def count_chunks(self, user_id: str, chunks: int) -> None:
         await ChunkCountRepository(self.session).change(user_id, chunks)

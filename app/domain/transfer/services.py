@@ -276,6 +276,7 @@ class _Import:
             raise Unprocessable(f"facts: merged_into: {type(exc.orig).__name__}") from None
         await self.repo.count_chunks(self.user_id, self.chunks)
         await self.repo.mark_extraction_pending(self.user_id)
+        await self.repo.mark_background_work(self.user_id)
         log.info(
             "transfer.imported",
             user_id=self.user_id,

@@ -10,11 +10,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 
 from app.asgi import build_gateway
 from app.config import Settings
@@ -25,20 +23,6 @@ from tests.conftest import ADMIN_TOKEN
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 PAD = " lorem" * 50  # ~300 chars: two exchanges per 1400-char chunk
-
-
-@pytest.fixture
-def rolling_settings(settings: Settings, tmp_path: Path) -> Settings:
-    profiles = tmp_path / "profiles.json"
-    profiles.write_text(
-        json.dumps(
-            {
-                "chat": {"context_mode": "rolling", "reply_lang": "zh-TW"},
-                "temp-scratch": {"context_mode": "rolling"},
-            }
-        )
-    )
-    return replace(settings, profiles_file=str(profiles), rolling_summary_chunk_chars=1400)
 
 
 @asynccontextmanager
@@ -79,6 +63,11 @@ async def _session(make_client, settings: Settings, profile: str, exchanges: int
         r = await c.post(f"/sessions/{sid}/messages", json={"messages": msgs})
         assert r.status_code == 201, r.text
         return sid
+
+
+def _later(minutes: float) -> datetime:
+    """A tick's time `minutes` from now (past a failed session's backoff)."""
+    return datetime.now(UTC) + timedelta(minutes=minutes)
 
 
 def _previous(body: dict[str, Any]) -> dict[str, Any]:
@@ -130,8 +119,10 @@ async def test_chunks_cursor_failure_and_resume(
         assert summary["past_discussions"] == ["answers 0,1"]
         assert cursor == T0 + timedelta(minutes=3)  # the last message of chunk 1
         assert attempts == 1 and "SummaryParseError" in error
-        # the next tick resumes at chunk 2 with the saved summary in the prompt
-        report = await run_rolling_summaries(state)
+        # backing off: not retried at once …
+        assert (await run_rolling_summaries(state)).sessions == 0
+        # … the next tick (one interval later) resumes at chunk 2 with the saved summary
+        report = await run_rolling_summaries(state, now=_later(16))
         assert report.chunks == 2 and ollama.count("/api/chat") == 4
         bodies = ollama.requests_for("/api/chat")
         assert _previous(bodies[2])["past_discussions"] == ["answers 0,1"]
@@ -144,7 +135,7 @@ async def test_chunks_cursor_failure_and_resume(
         assert all(d.startswith("Do: ") for d in summary["key_decisions"])
         assert "in zh-TW" in bodies[0]["messages"][0]["content"]
         # nothing new: no call
-        await run_rolling_summaries(state)
+        await run_rolling_summaries(state, now=_later(60))
         assert ollama.count("/api/chat") == 4
 
 
@@ -158,7 +149,7 @@ async def test_llm_down_stops_and_next_tick_retries(
         assert report.failed == 1 and _state(db_url, sid)[1] is None
         ollama.recover()
         ollama.chat_replies = [summariser()]
-        report = await run_rolling_summaries(state)
+        report = await run_rolling_summaries(state, now=_later(16))
         assert report.chunks == 1 and _state(db_url, sid)[1] == T0 + timedelta(minutes=3)
 
 

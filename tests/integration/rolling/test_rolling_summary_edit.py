@@ -16,6 +16,7 @@ from app.domain.rolling.services import run_rolling_summaries
 from tests.conftest import ADMIN_TOKEN, new_user
 from tests.integration.rolling.test_rolling_summary import (
     _append,
+    _later,
     _previous,
     _session,
     replica,
@@ -61,7 +62,8 @@ async def test_an_edit_is_what_the_next_chunk_builds_on(
         assert (await c.get(f"/sessions/{sid}/rolling-summary")).json() == out
     ollama.chat_replies = [ok]
     async with replica(db_url, rolling_settings) as state:
-        report = await run_rolling_summaries(state)  # the edit did not hide the session
+        # the next tick past the failed chunk's backoff: the edit did not hide the session
+        report = await run_rolling_summaries(state, now=_later(16))
     assert report.chunks == 1
     body = ollama.requests_for("/api/chat")[-1]
     assert _previous(body)["past_discussions"] == ["the user moved the shed"]
