@@ -66,6 +66,12 @@ sys.stdout.write(m.group(1))
 EOF
 }
 
+logged() { # logged NAME CMD…: CMD's output into $WORK/NAME.log, shown when it fails
+  local name=$1
+  shift
+  "$@" >"$WORK/$name.log" 2>&1 || { tail -n 40 "$WORK/$name.log" >&2; echo "$name: failed" >&2; exit 1; }
+}
+
 expect_hit() { # expect_hit NAME OUTPUT_FILE: the quickstart found what it stored
   if grep -q '\[raw\].*6543' "$2"; then
     say "$1: ok — $(grep -m1 '\[raw\]' "$2" | cut -c1-110)"
@@ -87,10 +93,10 @@ git clone -q "$REPO" "$CLONE"
 # otherwise the clone makes its own (a minute or two).
 if [ -x "$REPO/.venv/bin/python" ] && cmp -s "$REPO/pyproject.toml" "$CLONE/pyproject.toml"; then
   say "make dist (in the clone, with $REPO/.venv)"
-  make -s -C "$CLONE" dist VENV="$REPO/.venv" >"$WORK/dist.log" 2>&1 || { tail -n 40 "$WORK/dist.log"; exit 1; }
+  logged dist make -s -C "$CLONE" dist VENV="$REPO/.venv"
 else
   say "make dist (in the clone, its own venv)"
-  make -s -C "$CLONE" dist >"$WORK/dist.log" 2>&1 || { tail -n 40 "$WORK/dist.log"; exit 1; }
+  logged dist make -s -C "$CLONE" dist
 fi
 ls -1 "$CLONE/dist"
 shopt -s nullglob
@@ -105,7 +111,7 @@ shopt -u nullglob
 
 say "the service: $(basename "${server_wheel[0]}") into a fresh venv"
 "$PY" -m venv "$WORK/venv-server"
-"$WORK/venv-server/bin/python" -m pip install -q --disable-pip-version-check "${server_wheel[0]}"
+logged pip-server "$WORK/venv-server/bin/python" -m pip install --disable-pip-version-check "${server_wheel[0]}"
 
 say "the fake Ollama and navi serve (embedded PostgreSQL in $WORK/data)"
 fake_port=$(free_port)
@@ -146,51 +152,56 @@ sys.exit(f"{url}/health: not ready after 180 s")
 EOF
 say "service ready at $URL"
 
-NAVI_TOKEN=$("$PY" - "$URL" "$ADMIN_TOKEN" <<'EOF'
+new_user_token() { # a user of its own for each quickstart, so none finds another's messages
+  "$PY" - "$URL" "$ADMIN_TOKEN" "$1" <<'EOF'
 import json, sys, urllib.request
-url, admin = sys.argv[1], sys.argv[2]
+url, admin, name = sys.argv[1:4]
 def post(path, body):
     req = urllib.request.Request(f"{url}{path}", data=json.dumps(body).encode(), method="POST",
         headers={"Authorization": f"Bearer {admin}", "Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=30) as r:
         return json.load(r)
-user = post("/admin/users", {"name": "fresh-clone"})
+user = post("/admin/users", {"name": name})
 print(post(f"/admin/users/{user['id']}/tokens", {"name": "quickstart"})["token"])
 EOF
-)
-export NAVI_URL="$URL" NAVI_TOKEN
+}
+export NAVI_URL="$URL" NAVI_TOKEN=""
 
 first_block "$CLONE/clients/python/README.md" python >"$WORK/quickstart.py"
 first_block "$CLONE/clients/typescript/README.md" js >"$WORK/quickstart.mjs"
 
 say "Python client: pip install ./clients/python (from the clone's root, fresh venv)"
 "$PY" -m venv "$WORK/venv-py-readme"
-(cd "$CLONE" && "$WORK/venv-py-readme/bin/python" -m pip install -q --disable-pip-version-check ./clients/python)
+(cd "$CLONE" && logged pip-py-readme "$WORK/venv-py-readme/bin/python" -m pip install --disable-pip-version-check ./clients/python)
+NAVI_TOKEN=$(new_user_token py-readme)
 (cd "$WORK" && "$WORK/venv-py-readme/bin/python" quickstart.py) >"$WORK/py-readme.out"
 expect_hit "Python quickstart (pip install ./clients/python)" "$WORK/py-readme.out"
 
 say "Python client: $(basename "${client_wheel[0]}") (fresh venv)"
 "$PY" -m venv "$WORK/venv-py-wheel"
-"$WORK/venv-py-wheel/bin/python" -m pip install -q --disable-pip-version-check "${client_wheel[0]}"
+logged pip-py-wheel "$WORK/venv-py-wheel/bin/python" -m pip install --disable-pip-version-check "${client_wheel[0]}"
+NAVI_TOKEN=$(new_user_token py-wheel)
 (cd "$WORK" && "$WORK/venv-py-wheel/bin/python" quickstart.py) >"$WORK/py-wheel.out"
 expect_hit "Python quickstart (the wheel)" "$WORK/py-wheel.out"
 
 say "TypeScript client: npm install $CLONE/clients/typescript (fresh npm project)"
 mkdir "$WORK/ts-readme"
+NAVI_TOKEN=$(new_user_token ts-readme)
 (
   cd "$WORK/ts-readme"
   npm init -y >/dev/null
-  npm install --no-audit --no-fund "$CLONE/clients/typescript"
+  logged npm-ts-readme npm install --no-audit --no-fund "$CLONE/clients/typescript"
   cp "$WORK/quickstart.mjs" . && node quickstart.mjs >"$WORK/ts-readme.out"
 )
 expect_hit "TypeScript quickstart (npm install <clone>/clients/typescript)" "$WORK/ts-readme.out"
 
 say "TypeScript client: npm install $(basename "${ts_tarball[0]}") (fresh npm project)"
 mkdir "$WORK/ts-tarball"
+NAVI_TOKEN=$(new_user_token ts-tarball)
 (
   cd "$WORK/ts-tarball"
   npm init -y >/dev/null
-  npm install --no-audit --no-fund "${ts_tarball[0]}"
+  logged npm-ts-tarball npm install --no-audit --no-fund "${ts_tarball[0]}"
   cp "$WORK/quickstart.mjs" . && node quickstart.mjs >"$WORK/ts-tarball.out"
 )
 expect_hit "TypeScript quickstart (the npm tarball)" "$WORK/ts-tarball.out"
