@@ -39,10 +39,27 @@ migrate: install ## Apply migrations to head
 test: install ## Run the test suite (embedded PostgreSQL, or TEST_DATABASE_URL)
 	$(BIN)/python -m pytest
 
-test-clients: install ## The Python and TypeScript clients against a live service (clients/): their tests, the framework adapters with openai-agents and langgraph, the TS types regenerated from the spec (a diff fails)
+test-clients: install ## The Python and TypeScript clients against a live service (clients/): their tests, the framework adapters with openai-agents and langgraph, the TS types regenerated from the spec and the committed dist/ rebuilt (a diff fails)
 	$(BIN)/python -m pip install -q -e './clients/python[test,openai-agents,langgraph]'
 	cd clients/python && ../../$(BIN)/python -m pytest -q
-	cd clients/typescript && npm ci --no-audit --no-fund && npm run check-gen && npm test && npm run test:live:service
+	cd clients/typescript && npm ci --no-audit --no-fund && npm run check-dist && npm run check-gen && npm test && npm run test:live:service
+
+# The packages of this checkout, into dist/ (gitignored): each Python sdist, and its wheel
+# built from that sdist (so a file the sdist forgets fails here); the TypeScript client's
+# `npm pack` tarball (prepack builds its dist/ again from src/). One version per package:
+# app/__init__.py, clients/python/src/navi_client/_core.py, clients/typescript/package.json.
+dist: install ## Build the service's sdist + wheel, the Python client's sdist + wheel and the TypeScript client's npm tarball into dist/
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/python -m build --outdir dist clients/python
+	cd clients/typescript && npm ci --no-audit --no-fund && npm pack --pack-destination ../../dist
+	@ls -l dist
+
+# A fresh clone of this repository's HEAD in a temp folder: every install command of the
+# READMEs and the packages of `make dist` installed into fresh venvs / npm projects, then
+# each README quickstart run against a live service (fake Ollama) from that clone.
+fresh-clone-check: install ## Clone HEAD into a temp folder, install the clients as the READMEs say and from make dist, run their quickstarts against a live service
+	bash scripts/fresh_clone_check.sh
 
 test-unit: install ## Only the tests that need no database
 	$(BIN)/python -m pytest tests/unit
@@ -144,4 +161,4 @@ bench-export: install ## Peak RSS of GET /me/export streaming 100k messages vs l
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-clients test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions bench-console backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness bench-embed-cost bench-burst bench-slow-model
+.PHONY: help install run migrate test test-clients dist fresh-clone-check test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions bench-console backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness bench-embed-cost bench-burst bench-slow-model

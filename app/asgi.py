@@ -26,6 +26,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import NullPool
 
+from app import __version__
 from app.config import Settings, get_settings
 from app.console.web import TEMPLATES as CONSOLE_TEMPLATES
 from app.console.web import on_http_error as console_error
@@ -439,7 +440,7 @@ def create_app(
         lifespan=[_lifespan(settings, profiles, database_url, engine, background_jobs)],
         request_class=NaviRequest,
         template_config=TemplateConfig(directory=CONSOLE_TEMPLATES, engine=JinjaTemplateEngine),
-        openapi_config=openapi_config(title="Navi", version="0.1.0"),
+        openapi_config=openapi_config(title="Navi", version=__version__),
         request_max_body_size=settings.max_request_body_mb * 1024 * 1024,
         debug=False,
         # Litestar's default logging config puts its own format on the root logger;

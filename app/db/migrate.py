@@ -15,7 +15,14 @@ from sqlalchemy.engine import Connection
 
 from alembic import command
 
-ROOT = Path(__file__).resolve().parents[2]
+_CHECKOUT = Path(__file__).resolve().parents[2]
+#: Where alembic.ini and alembic/ are: the checkout's, else the copy an installed wheel
+#: carries in the package (setup.py puts them in app/_migrations/).
+ROOT = (
+    _CHECKOUT
+    if (_CHECKOUT / "alembic.ini").is_file()
+    else Path(__file__).resolve().parents[1] / "_migrations"
+)
 log = structlog.get_logger()
 
 #: Alembic's default version table (alembic/env.py does not rename it).

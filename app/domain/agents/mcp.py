@@ -24,6 +24,7 @@ import structlog
 from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+from app import __version__
 from app.db.engine import transaction
 from app.db.replica import writing_for
 from app.domain.agents.tools import BUILTIN_TOOLS, ToolContext, ToolResult, run_tool
@@ -83,7 +84,7 @@ class NaviMCP:
         self.runtime = runtime
         self.server: Server[Any] = Server(
             "navi",
-            version="0.1.0",
+            version=__version__,
             instructions="Navi's memory: facts, history, error memory and the scratchpad.",
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,

@@ -90,6 +90,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/users/{user_id}/deletion": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Deletion */
+        get: operations["AdminUsersUserIdDeletionDeletion"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/users/{user_id}/export": {
         parameters: {
             query?: never;
@@ -118,6 +135,23 @@ export interface paths {
         put?: never;
         /** ForgetForUser */
         post: operations["AdminUsersUserIdForgetForgetForUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/users/{user_id}/forget/jobs/{job_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** ForgetJobOfUser */
+        get: operations["AdminUsersUserIdForgetJobsJobIdForgetJobOfUser"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -358,6 +392,23 @@ export interface paths {
         put?: never;
         /** ForgetText */
         post: operations["MemoryForgetForgetText"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/memory/forget/jobs/{job_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** ForgetJob */
+        get: operations["MemoryForgetJobsJobIdForgetJob"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1120,6 +1171,20 @@ export interface components {
             dry_run?: boolean;
             text: string;
         };
+        /** ForgetJobOut */
+        ForgetJobOut: {
+            attempts: number;
+            /** Format: date-time */
+            created_at: string;
+            error: string | null;
+            finished_at: string | null;
+            /** Format: uuid */
+            job_id: string;
+            progress: components["schemas"]["ForgetProgress"];
+            result: components["schemas"]["ForgetOut"];
+            state: string;
+            status_url: string;
+        };
         /** ForgetOut */
         ForgetOut: {
             changed: {
@@ -1128,6 +1193,12 @@ export interface components {
             dry_run: boolean;
             files: components["schemas"]["ForgottenFile"][];
             total: number;
+        };
+        /** ForgetProgress */
+        ForgetProgress: {
+            sessions_done: number;
+            sessions_total: number;
+            stores_done: boolean;
         };
         /** ForgottenFile */
         ForgottenFile: {
@@ -1762,6 +1833,13 @@ export interface components {
             name: string;
             permissions?: string[];
         };
+        /** UserDeletionOut */
+        UserDeletionOut: {
+            sessions_left: number;
+            state: string;
+            status_url: string;
+            user_id: string;
+        };
         /** UserOut */
         UserOut: {
             /** Format: date-time */
@@ -2253,12 +2331,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Request fulfilled, nothing follows */
-            204: {
+            /** @description Request accepted, processing continues off-line */
+            202: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["UserDeletionOut"] | null;
+                };
             };
             /** @description Malformed request (unreadable JSON, a parameter of the wrong type) */
             400: {
@@ -2325,6 +2405,82 @@ export interface operations {
             };
         };
     };
+    AdminUsersUserIdDeletionDeletion: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Request fulfilled, document follows */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserDeletionOut"];
+                };
+            };
+            /** @description Malformed request (unreadable JSON, a parameter of the wrong type) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource, or one the caller may not see */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A value breaks the rules of its field (the detail names it) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A dependency (the database) is unavailable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     AdminUsersUserIdExportExportUser: {
         parameters: {
             query?: never;
@@ -2336,7 +2492,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Stream Response */
+            /** @description Request fulfilled, document follows */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2422,7 +2578,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ForgetOut"];
+                    "application/json": components["schemas"]["ForgetOut"] | components["schemas"]["ForgetJobOut"];
                 };
             };
             /** @description Malformed request (unreadable JSON, a parameter of the wrong type) */
@@ -2481,6 +2637,83 @@ export interface operations {
             };
             /** @description Unsupported media type */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A value breaks the rules of its field (the detail names it) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A dependency (the database) is unavailable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    AdminUsersUserIdForgetJobsJobIdForgetJobOfUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                user_id: string;
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Request fulfilled, document follows */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForgetJobOut"];
+                };
+            };
+            /** @description Malformed request (unreadable JSON, a parameter of the wrong type) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource, or one the caller may not see */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2857,7 +3090,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Stream Response */
+            /** @description Request fulfilled, document follows */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3733,7 +3966,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ForgetOut"];
+                    "application/json": components["schemas"]["ForgetOut"] | components["schemas"]["ForgetJobOut"];
                 };
             };
             /** @description Malformed request (unreadable JSON, a parameter of the wrong type) */
@@ -3792,6 +4025,82 @@ export interface operations {
             };
             /** @description Unsupported media type */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A value breaks the rules of its field (the detail names it) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A dependency (the database) is unavailable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    MemoryForgetJobsJobIdForgetJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Request fulfilled, document follows */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForgetJobOut"];
+                };
+            };
+            /** @description Malformed request (unreadable JSON, a parameter of the wrong type) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource, or one the caller may not see */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

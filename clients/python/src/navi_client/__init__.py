@@ -2,7 +2,7 @@
 on httpx, with msgspec Structs for the answers. See README.md."""
 
 from navi_client._async import AsyncNavi
-from navi_client._core import LsnTracker, RetryPolicy, parse_lsn
+from navi_client._core import VERSION, LsnTracker, RetryPolicy, parse_lsn
 from navi_client._errors import (
     BadGateway,
     BadRequest,
@@ -88,7 +88,7 @@ from navi_client._models import (
 from navi_client._streams import AsyncExportStream, AsyncTurnStream, ExportStream, TurnStream
 from navi_client._sync import Navi
 
-__version__ = "0.1.0"
+__version__ = VERSION  # the one version number: _core.VERSION (pyproject.toml reads it)
 
 __all__ = [
     "AppendResult",
