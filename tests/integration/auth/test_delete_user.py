@@ -100,7 +100,9 @@ async def test_deleting_a_user_goes_in_batches_and_resumes(
     factory = session_factory(engine)
     await mark_for_deletion(factory, uid)
     with psycopg.connect(_libpq(db_url)) as held:  # a long write on the 4th session
-        held.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (sids[3],))
+        held.execute(  # naming the user: on Citus a lock routes to one shard
+            "SELECT 1 FROM sessions WHERE id = %s AND user_id = %s FOR UPDATE", (sids[3], uid)
+        )
         task = asyncio.create_task(delete_marked_user(factory, small, uid))
         await asyncio.sleep(1.0)
         # the first batch is committed and its files gone; the second waits on the lock

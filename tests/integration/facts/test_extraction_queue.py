@@ -9,6 +9,7 @@ import json
 import threading
 from typing import Any
 
+import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -22,6 +23,7 @@ from app.domain.kernel.leader import run_as_leader
 from app.domain.kernel.runtime import Runtime
 from app.llm.gateway import LLMGateway
 from app.routes import BACKGROUND_JOBS
+from tests.citus import cluster as citus
 from tests.conftest import new_user
 from tests.fakes.ollama_server import FakeOllama
 from tests.integration.facts.conftest import sql
@@ -33,6 +35,11 @@ from tests.integration.facts.test_extraction import (
 )
 
 
+@pytest.mark.skipif(
+    citus.citus_url() is not None,
+    reason="the plan of a single server; on Citus each shard plans its part, and the statement"
+    " plan check (tests/citus/test_statement_plans.py) covers the cluster",
+)
 async def test_candidates_are_read_through_the_pending_index(
     client: AsyncTestClient,
     db_url: str,

@@ -13,6 +13,7 @@ from app.db.engine import session_factory
 from app.domain.files.services import cleanup_orphan_dirs
 from app.domain.kernel.runtime import Runtime
 from app.routes import BACKGROUND_JOBS
+from tests.citus import cluster as citus
 from tests.conftest import ADMIN_TOKEN, run_sql
 
 
@@ -37,6 +38,11 @@ async def test_deleting_a_session_deletes_its_directory(
     assert not _dir(settings, sid).exists()
 
 
+@pytest.mark.skipif(
+    citus.citus_url() is not None,
+    reason="the failing commit is made with a trigger, which Citus does not take on a"
+    " distributed table",
+)
 async def test_a_session_delete_that_rolls_back_keeps_its_files(
     client: AsyncTestClient, settings: Settings, db_url: str
 ) -> None:

@@ -122,7 +122,9 @@ async def test_an_append_is_not_blocked_by_a_forget_of_other_sessions(
     small = Settings(**{**settings.__dict__, "forget_batch_sessions": 1})
     runner = ForgetRunner(session_factory(engine), None, small)
     with psycopg.connect(_libpq(db_url)) as held:
-        held.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (sids[-1],))
+        held.execute(  # naming the user: on Citus a lock routes to one shard
+            "SELECT 1 FROM sessions WHERE id = %s AND user_id = %s FOR UPDATE", (sids[-1], uid)
+        )
         forget = asyncio.create_task(runner.run(uid, job_id))
         await asyncio.sleep(0.5)  # the forget has reached the held session
         started = time.monotonic()

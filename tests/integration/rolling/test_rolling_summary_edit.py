@@ -107,7 +107,7 @@ async def test_who_may_read_and_edit_and_what_is_refused(
 ) -> None:  # type: ignore[no-untyped-def]
     async with make_client(rolling_settings) as c:
         c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
-        _, alice = await new_user(c, "alice")
+        alice_id, alice = await new_user(c, "alice")
         _, bob = await new_user(c, "bob")
         _, reader = await new_user(c, "reader", ["navi.sessions.read_all"])
         sid = (await c.post("/sessions", json={"profile_id": "chat"}, headers=alice)).json()["id"]
@@ -137,7 +137,10 @@ async def test_who_may_read_and_edit_and_what_is_refused(
                 (sid,),
             )
             held.commit()
-            held.execute("SELECT 1 FROM rolling_summaries WHERE session_id = %s FOR UPDATE", (sid,))
+            held.execute(  # naming the user: on Citus a lock routes to one shard
+                "SELECT 1 FROM rolling_summaries WHERE session_id = %s AND user_id = %s FOR UPDATE",
+                (sid, alice_id),
+            )
             r = await c.put(url, json=body, headers=alice)
             assert r.status_code == 409, r.text
             assert "being updated" in r.json()["detail"]
