@@ -73,7 +73,7 @@ from app.domain.sessions.controllers import DEFAULT_POSITIONS, MAX_POSITIONS
 from app.domain.sessions.message_repository import MessageRepository
 from app.domain.sessions.repositories import SessionRepository
 from app.domain.sessions.services import SessionService
-from app.domain.transfer.services import export_lines
+from app.domain.transfer.exporter import export_lines
 from app.lib.logging import configure_logging
 from app.lib.runtime import freeze_startup_heap
 from app.lib.sql import contains_pattern

@@ -4,7 +4,7 @@
 
 Seeds one user with `--messages` messages (~500 chars each) over `--sessions` sessions
 (COPY, kept between runs while the sizes stay the same), then runs the export the
-service streams (`transfer.services.export_lines` on a `read_snapshot` session) and
+service streams (`transfer.exporter.export_lines`: pages, each its own short read) and
 discards its bytes, sampling the process's RSS at every chunk. Prints the RSS before,
 the peak during, the bytes and lines written, and the rate — and, for scale, the RSS
 growth of the naive way: every message row loaded at once.
@@ -65,11 +65,10 @@ async def measure(url: str) -> dict[str, float]:
     before = proc.memory_info().rss
     peak, written, lines, started = before, 0, 0, time.perf_counter()
     try:
-        async with read_snapshot(session_factory(engine)) as db:
-            async for chunk in export_lines(db, Settings(), USER):
-                written += len(chunk)
-                lines += chunk.count(b"\n")
-                peak = max(peak, proc.memory_info().rss)
+        async for chunk in export_lines(session_factory(engine), Settings(), USER):
+            written += len(chunk)
+            lines += chunk.count(b"\n")
+            peak = max(peak, proc.memory_info().rss)
         seconds = time.perf_counter() - started
         gc.collect()
         naive_before = proc.memory_info().rss
