@@ -374,24 +374,26 @@ def free_port() -> int:
 
 
 def fake_ollama_process(
-    dim: int, *, wordpiece: bool = False
+    dim: int, *, wordpiece: bool = False, slow_chat_seconds: float = 0.0
 ) -> tuple[subprocess.Popen[bytes], str]:
     """The fake Ollama (tests/fakes) in a process of its own, keeping its connections
     alive as Ollama does; (process, URL). A real local embedder is a process of its own
     too: in the bench's process the fake's Python CPU would compete with the code
     measured for the GIL. `wordpiece`: its `GET /_fake/stats` also counts the local
-    model's WordPiece tokens (when the tokenizer is installed)."""
+    model's WordPiece tokens (when the tokenizer is installed). `slow_chat_seconds`:
+    every chat call takes that long (a slow model)."""
     import httpx
 
     port = free_port()
     code = (
         "import sys, threading; sys.path.insert(0, sys.argv[1]);"
         "from tests.fakes.ollama_server import FakeOllama;"
-        "FakeOllama(dim=int(sys.argv[2]), port=int(sys.argv[3]), keep_alive=True,"
-        " wordpiece=sys.argv[4] == '1').start();"
-        "threading.Event().wait()"
+        "f = FakeOllama(dim=int(sys.argv[2]), port=int(sys.argv[3]), keep_alive=True,"
+        " wordpiece=sys.argv[4] == '1', slow_seconds=float(sys.argv[5]));"
+        "f.fail('slow', paths={'/api/chat'}) if float(sys.argv[5]) > 0 else None;"
+        "f.start(); threading.Event().wait()"
     )
-    args = [str(ROOT), str(dim), str(port), "1" if wordpiece else "0"]
+    args = [str(ROOT), str(dim), str(port), "1" if wordpiece else "0", str(slow_chat_seconds)]
     proc = subprocess.Popen([sys.executable, "-c", code, *args])
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30

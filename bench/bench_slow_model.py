@@ -32,7 +32,6 @@ import argparse
 import asyncio
 import dataclasses
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -47,8 +46,8 @@ from _common import (  # noqa: E402
     ROOT,
     auth,
     empty_database,
+    fake_ollama_process,
     fmt_ms,
-    free_port,
     percentile,
     print_table,
     serve_navi,
@@ -58,30 +57,6 @@ from _common import (  # noqa: E402
 WINDOW = 4096
 PROFILES = {"default": {"context_window": WINDOW, "compression_keep_recent": 4}}
 PAD = " ".join(f"word{i}" for i in range(40))
-
-
-def slow_fake(seconds: float) -> tuple[subprocess.Popen[bytes], str]:
-    """The fake Ollama (tests/fakes) in a process of its own, every chat call `seconds`."""
-    port = free_port()
-    code = (
-        "import sys, threading; sys.path.insert(0, sys.argv[1]);"
-        "from tests.fakes.ollama_server import FakeOllama;"
-        "f = FakeOllama(port=int(sys.argv[2]), keep_alive=True, slow_seconds=float(sys.argv[3]));"
-        "f.fail('slow', paths={'/api/chat'}); f.start(); threading.Event().wait()"
-    )
-    proc = subprocess.Popen([sys.executable, "-c", code, str(ROOT), str(port), str(seconds)])
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(url + "/api/version", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("the fake Ollama process did not start")
-        time.sleep(0.1)
 
 
 def exchanges(n: int) -> list[dict[str, str]]:
@@ -210,7 +185,7 @@ def main() -> None:
         "which cuts a 30 s summary; 60 lets the summaries take their whole time)",
     )
     args = p.parse_args()
-    fake, fake_url = slow_fake(args.summary_seconds)
+    fake, fake_url = fake_ollama_process(768, slow_chat_seconds=args.summary_seconds)
     server = None
     try:
         target = empty_database("navi_bench_slow_model")
