@@ -148,6 +148,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             profiles_file=str(profiles),
             log_json=False,
             log_level="warning",
+            # the adapters' tests compare the prepared context with the conversation: the
+            # default memory guidance block (a system item for profiles without a system
+            # prompt of their own, tests/integration/agents/test_memory_guidance.py) off
+            memory_guidance_enabled=False,
             # the jobs of a live service, less those that would take the scripted
             # model replies of a turn (titles, extraction, rolling summaries) or
             # that have nothing to do here; the live indexer stays (memory search)
