@@ -19,6 +19,7 @@ from app.domain.kernel.jobs import LIVE_INDEX_JOB, wake
 from app.domain.kernel.principal import Principal
 from app.domain.kernel.runtime import Runtime
 from app.domain.kernel.session_files import remove_session_dirs
+from app.domain.sessions.cursor import decode_cursor, encode_cursor
 from app.domain.sessions.deps import DEPENDENCIES
 from app.domain.sessions.naming import name_after_commit
 from app.domain.sessions.schemas import (
@@ -32,14 +33,15 @@ from app.domain.sessions.schemas import (
     SessionCreate,
     SessionMatches,
     SessionOut,
+    SessionPage,
     SessionPatch,
     SessionSummary,
     SortBy,
     SortOrder,
 )
 from app.domain.sessions.services import SessionService, check_profile_id
-from app.lib.errors import Unprocessable
-from app.lib.pagination import MAX_LIMIT, BeforeSeq, Limit, Offset, Page, page
+from app.lib.errors import BadRequest, Unprocessable
+from app.lib.pagination import MAX_LIMIT, BeforeSeq, Limit, Offset
 
 MAX_MATCH_SESSIONS = 100
 MAX_POSITIONS = 1000
@@ -115,19 +117,35 @@ class SessionController(Controller):
         search: str | None = None,
         sort_by: SortBy = "last_active",
         sort_order: SortOrder = "desc",
-    ) -> Page[SessionSummary]:
+        cursor: Annotated[str | None, Parameter(max_length=512)] = None,
+    ) -> SessionPage:
         viewer = Viewer.of(principal)
         term = _search_term(search, "search")
+        after = None
+        if cursor is not None:
+            if offset:
+                raise BadRequest("offset: give a cursor or an offset, not both")
+            after = decode_cursor(cursor, sort_by, sort_order)
         rows, total = await sessions.list_page(
             viewer,
-            limit=limit,
+            limit=limit if after is None else limit + 1,  # one more: is there a next page
             offset=offset,
             profile_id=profile_id,
             search=term,
             sort_by=sort_by,
             sort_order=sort_order,
+            after=after,
         )
-        return page([summary_out(r) for r in rows], total, limit, offset)
+        has_more = len(rows) > limit if after is not None else offset + len(rows) < total
+        rows = rows[:limit]
+        return SessionPage(
+            items=[summary_out(r) for r in rows],
+            total=total,
+            limit=limit,
+            offset=offset,
+            has_more=has_more,
+            next_cursor=encode_cursor(sort_by, sort_order, rows[-1]) if has_more else None,
+        )
 
     @get("/matches", dependencies=READ_ONLY)
     async def search_matches(

@@ -12,9 +12,11 @@ from sqlalchemy import (
     ColumnElement,
     Integer,
     Select,
+    and_,
     bindparam,
     func,
     null,
+    or_,
     select,
     text,
 )
@@ -22,6 +24,7 @@ from sqlalchemy.sql.elements import TextClause
 
 from app.db.models import Message, MessageArchive, Session
 from app.domain.kernel.access import Viewer
+from app.domain.sessions.cursor import ListCursor
 from app.lib.sql import contains_pattern
 
 SORT_COLUMNS = {
@@ -94,9 +97,12 @@ def summaries_page(
     sort_by: str,
     sort_order: str,
     per_session: bool,
+    after: ListCursor | None = None,
 ) -> tuple[Select[Any], dict[str, Any]]:
     """The statement of a sidebar page with its total, and its parameters. Built once
-    per shape (building this Select costs ~0.5 ms of Python per request otherwise)."""
+    per shape (building this Select costs ~0.5 ms of Python per request otherwise).
+    `after`: the page after that cursor (keyset) instead of `offset`."""
+    keyed = None if after is None else after.value is None
     stmt = _summaries_statement(
         viewer.all_users,
         profile_id is not None,
@@ -104,8 +110,11 @@ def summaries_page(
         per_session,
         sort_by,
         sort_order,
+        keyed,
     )
     params: dict[str, Any] = {"uid": viewer.user_id, "limit": limit, "offset": offset}
+    if after is not None:
+        params.update(cp=after.pinned, cv=after.value, cid=after.id)
     if profile_id is not None:
         params["profile_id"] = profile_id
     if search:
@@ -140,12 +149,15 @@ def _summaries_statement(
     per_session: bool,
     sort_by: str,
     sort_order: str,
+    keyed: bool | None = None,
 ) -> Select[Any]:
     """One statement for a sidebar page and the total: the filtered sessions are counted
     by a window (`count(*) OVER ()`, before LIMIT) in an inner query that sorts and cuts
     the page; the preview (one index lookup per session) is taken for the page's rows
     only. Before, the page and the count were two statements, each planned and — with a
-    search term — each probing every candidate session's messages."""
+    search term — each probing every candidate session's messages. `keyed` (not None):
+    the page after a cursor (`:cp`, `:cv`, `:cid`; True when its sort value is null)
+    instead of OFFSET; the total still counts every filtered session."""
     col = SORT_COLUMNS[sort_by]
     order = col.asc().nulls_last() if sort_order == "asc" else col.desc().nulls_last()
     inner = select(
@@ -165,12 +177,25 @@ def _summaries_statement(
         inner = inner.where(Session.profile_id == bindparam("profile_id"))
     if searching:
         inner = inner.where(_contains(bindparam("pattern"), per_session=per_session))
-    page = (
-        inner.order_by(Session.pinned.desc(), order, Session.id)
-        .limit(bindparam("limit", type_=Integer))
-        .offset(bindparam("offset", type_=Integer))
-        .subquery("page")
-    )
+    if keyed is None:
+        page = (
+            inner.order_by(Session.pinned.desc(), order, Session.id)
+            .limit(bindparam("limit", type_=Integer))
+            .offset(bindparam("offset", type_=Integer))
+            .subquery("page")
+        )
+    else:
+        # the window counts every filtered session; the cursor's condition applies after
+        counted = inner.subquery("counted")
+        kcol = counted.c[col.key]
+        korder = kcol.asc().nulls_last() if sort_order == "asc" else kcol.desc().nulls_last()
+        page = (
+            select(counted)
+            .where(_after_cursor(counted.c.pinned, kcol, counted.c.id, col, sort_order, keyed))
+            .order_by(counted.c.pinned.desc(), korder, counted.c.id)
+            .limit(bindparam("limit", type_=Integer))
+            .subquery("page")
+        )
     # One user's page names the user in the preview too: the page is a fenced subquery
     # (LIMIT), through which Citus does not see the user filter. All users' page takes
     # its previews from a second statement (`previews`): Citus plans no correlated
@@ -195,6 +220,22 @@ def _summaries_statement(
     return select(
         *(page.c[name] for name in SUMMARY_COLUMNS), preview.label("preview"), page.c.total
     ).order_by(page.c.pinned.desc(), outer_order, page.c.id)
+
+
+def _after_cursor(
+    pinned: Any, kcol: Any, sid: Any, col: Any, sort_order: str, null_value: bool
+) -> ColumnElement[bool]:
+    """The rows after the cursor (`:cp` pinned, `:cv` sort value, `:cid` id) in the order
+    pinned DESC, the sort column (`sort_order`, NULLS LAST), id ASC."""
+    cid = bindparam("cid", type_=Session.id.type)
+    if null_value:  # the cursor is among the nulls, last in either direction
+        same_pin = and_(kcol.is_(None), sid > cid)
+    else:
+        cv = bindparam("cv", type_=col.type)
+        beyond = kcol > cv if sort_order == "asc" else kcol < cv
+        same_pin = or_(beyond, kcol.is_(None), and_(kcol == cv, sid > cid))
+    cp = bindparam("cp", type_=Session.pinned.type)
+    return or_(pinned < cp, and_(pinned == cp, same_pin))
 
 
 # For each requested session (all of one user, `:uid`: every read names it, so on Citus

@@ -23,6 +23,7 @@ from app.domain.kernel.repositories import (
     scope_owner,
     visible,
 )
+from app.domain.sessions.cursor import ListCursor
 from app.domain.sessions.queries import (
     ESTIMATE_MATCHES_SQL,
     MATCHES_RARE_SQL,
@@ -284,10 +285,12 @@ class SessionRepository(SessionLookupRepository):
         search: str | None = None,
         sort_by: str = "last_active",
         sort_order: str = "desc",
+        after: ListCursor | None = None,
     ) -> tuple[list[Row[Any]], int]:
         """Sidebar rows (pinned first, then the chosen order) and the total, in one
         statement (`queries.summaries_page`). Histories are never loaded: the display
-        count is a column kept on append, the preview one index lookup per row."""
+        count is a column kept on append, the preview one index lookup per row.
+        `after`: the rows after that cursor instead of `offset`."""
         per_session = await self._per_session_search(viewer, search)
         stmt, params = summaries_page(
             viewer,
@@ -298,6 +301,7 @@ class SessionRepository(SessionLookupRepository):
             sort_by=sort_by,
             sort_order=sort_order,
             per_session=per_session,
+            after=after,
         )
         rows: list[Any] = list((await self.session.execute(stmt, params)).all())
         if rows and viewer.all_users:  # the previews of a page across users: a second read
@@ -306,7 +310,7 @@ class SessionRepository(SessionLookupRepository):
             rows = [SimpleNamespace(**{**r._asdict(), "preview": heads.get(r.id)}) for r in rows]
         if rows:
             return rows, int(rows[0].total)
-        if offset == 0:
+        if offset == 0 and after is None:
             return rows, 0
         # Past the end: the window saw no row, so count on its own.
         return rows, await self.count_summaries(viewer, profile_id=profile_id, search=search)

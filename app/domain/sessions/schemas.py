@@ -112,3 +112,17 @@ class PlanningOut(msgspec.Struct):
     limit: int
     offset: int
     has_more: bool
+
+
+class SessionPage(msgspec.Struct):
+    """A page of `GET /sessions`. `next_cursor` (when `has_more`): pass it as `cursor` for
+    the next page — keyset paging, which neither skips nor repeats a session when others
+    become active meanwhile, as offsets over `last_active` do. With a cursor, `offset`
+    is 0 and `total` still counts every session the filters match."""
+
+    items: list[SessionSummary]
+    total: int
+    limit: int
+    offset: int
+    has_more: bool
+    next_cursor: str | None = None

@@ -44,7 +44,14 @@ async def test_list_total_from_the_same_statement(client: AsyncTestClient) -> No
     assert body["total"] == 3 and len(body["items"]) == 1
     assert body["items"][0]["preview"].startswith("needle in")
     body = (await client.get("/sessions", params={"search": "nothing like it"})).json()
-    assert body == {"items": [], "total": 0, "limit": 50, "offset": 0, "has_more": False}
+    assert body == {
+        "items": [],
+        "total": 0,
+        "limit": 50,
+        "offset": 0,
+        "has_more": False,
+        "next_cursor": None,
+    }
     names = [
         s["name"]
         for s in (
