@@ -32,6 +32,7 @@ _.planning_logs  # sessions/schemas.py PlanningOut (GET /sessions/{id}/planning)
 _.backlog_chunks, _.backlog_bytes  # system/controllers.py IndexOut (GET /health)
 _.checked_seconds_ago  # system/controllers.py HealthOut, ReadyOut (/health, /health/ready)
 _.sessions_left  # auth/schemas.py UserDeletionOut (DELETE /admin/users/{id}: 202)
+_.next_cursor  # sessions/schemas.py SessionPage (GET /sessions)
 _.key_decisions, _.past_discussions, _.current_discussion  # rolling/schemas.py RollingSummaryDoc
 
 # -- SQLAlchemy mapped columns used only in raw SQL text (db/models/memory.py)

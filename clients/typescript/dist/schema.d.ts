@@ -1503,14 +1503,6 @@ export interface components {
             offset: number;
             total: number;
         };
-        /** Page[SessionSummary] */
-        "Page_app.domain.sessions.schemas.SessionSummary_": {
-            has_more: boolean;
-            items: components["schemas"]["SessionSummary"][];
-            limit: number;
-            offset: number;
-            total: number;
-        };
         /** Page[SketchOut] */
         "Page_app.domain.sketches.schemas.SketchOut_": {
             has_more: boolean;
@@ -1650,6 +1642,15 @@ export interface components {
                 [key: string]: unknown;
             };
             user_id: string | null;
+        };
+        /** SessionPage */
+        SessionPage: {
+            has_more: boolean;
+            items: components["schemas"]["SessionSummary"][];
+            limit: number;
+            next_cursor?: string | null;
+            offset: number;
+            total: number;
         };
         /** SessionPatch */
         SessionPatch: {
@@ -4534,6 +4535,7 @@ export interface operations {
                 search?: string | null;
                 sort_by?: "last_active" | "created_at" | "name";
                 sort_order?: "asc" | "desc";
+                cursor?: string | null;
             };
             header?: never;
             path?: never;
@@ -4547,7 +4549,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Page_app.domain.sessions.schemas.SessionSummary_"];
+                    "application/json": components["schemas"]["SessionPage"];
                 };
             };
             /** @description Malformed request (unreadable JSON, a parameter of the wrong type) */
