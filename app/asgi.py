@@ -305,9 +305,13 @@ async def build_runtime(settings: Settings, profiles: Profiles, eng: AsyncEngine
         if behind_pooler(eng)
         else session_factory(eng.execution_options(isolation_level="AUTOCOMMIT")),
         engine=eng,
+        # the leader locks' connections (kernel/leader.py): a lock's transaction sits idle
+        # for its whole tick, so no idle-in-transaction limit ends it (and the lead) early
         leader_sessions=session_factory(
             create_engine(
-                eng.url.render_as_string(hide_password=False), settings, poolclass=NullPool
+                eng.url.render_as_string(hide_password=False),
+                dataclasses.replace(settings, db_idle_in_transaction_seconds=0),
+                poolclass=NullPool,
             )
         ),
         session_hooks=ContextSessionHooks(),

@@ -29,7 +29,8 @@ log = structlog.get_logger()
 
 #: Rows of one user-keyed table deleted per transaction (after the sessions).
 ROWS_PER_BATCH = 1000
-#: A deletion marked this long ago is taken up by the periodic job (its runner died).
+#: A deletion whose mark has not moved for this long is taken up by the periodic job (its
+#: runner died: a running one moves the mark with every batch of sessions).
 STALE = timedelta(seconds=60)
 #: Deletions one periodic pass finishes.
 RESUME_LIMIT = 10
@@ -48,7 +49,7 @@ async def delete_marked_user(factory: SessionMaker, settings: Settings, user_id:
     while True:
         async with transaction(factory) as db:
             repo = UserDeletionRepository(db)
-            if not await repo.deleting(user_id):
+            if not await repo.still_deleting(user_id, datetime.now(UTC)):
                 return False
             ids = await repo.next_sessions(user_id, settings.user_delete_batch_sessions)
             if ids:

@@ -173,6 +173,18 @@ class UserDeletionRepository:
             {"uid": user_id, "now": now},
         )
 
+    async def still_deleting(self, user_id: str, now: datetime) -> bool:
+        """Whether the user is still marked; the mark moves to `now` (a running deletion
+        stays fresh: the periodic job takes up only one whose runner stopped)."""
+        rows = await self.session.execute(
+            text(
+                "UPDATE navi_users SET deleting_since = :now"
+                " WHERE id = :uid AND deleting_since IS NOT NULL RETURNING 1"
+            ),
+            {"uid": user_id, "now": now},
+        )
+        return rows.first() is not None
+
     async def deleting(self, user_id: str) -> bool | None:
         """Whether the user is being deleted; None: no such user (any more)."""
         rows = await self.session.execute(

@@ -228,3 +228,18 @@ def test_which_jobs_have_a_leader(settings: Settings) -> None:
     assert keys["error_memory.purge"] == "error_memory.purge"
     assert str(settings.data_path.resolve()) in (keys["session_files.cleanup"] or "")
     assert keys["memory.live_index"] is None and keys["memory.live_embed"] is None
+
+
+async def test_a_leader_lock_connection_has_no_idle_in_transaction_limit(client) -> None:  # type: ignore[no-untyped-def]
+    """A lock's transaction sits idle for its whole tick (the work runs on other
+    connections): DB_IDLE_IN_TRANSACTION_SECONDS, on every other connection of the app,
+    would end it, and the lead with it, in a tick longer than that."""
+    from sqlalchemy import text
+
+    runtime = client.app.state.runtime
+    async with runtime.session_factory() as db:
+        assert (
+            await db.execute(text("SHOW idle_in_transaction_session_timeout"))
+        ).scalar() == "5min"
+    async with runtime.leader_sessions() as db:
+        assert (await db.execute(text("SHOW idle_in_transaction_session_timeout"))).scalar() == "0"
