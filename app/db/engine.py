@@ -259,14 +259,11 @@ async def in_own_session(
     therefore sees its own snapshot, and `SET LOCAL` has no effect there (a statement
     can still scope a setting to itself with `set_config(…, true)`)."""
     async with factory() as db:
-        if not behind_pooler(_engine_of(factory)):  # there each statement needs its SET LOCAL
+        bind = db.bind
+        pooled = isinstance(bind, AsyncEngine) and behind_pooler(bind)
+        if not pooled:  # behind a pooler each statement needs its transaction's SET LOCAL
             await db.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
         return await fn(db)
-
-
-def _engine_of(factory: async_sessionmaker[AsyncSession]) -> AsyncEngine | None:
-    bind = getattr(factory, "kw", {}).get("bind")  # a test's wrapper has none
-    return bind if isinstance(bind, AsyncEngine) else None
 
 
 @asynccontextmanager

@@ -62,7 +62,6 @@ log = structlog.get_logger()
 
 PROMPTS = Path(__file__).resolve().parents[2] / "llm" / "prompts"
 EXTRACTION_ATTEMPTS = 2
-EXTRACTION_MAX_ATTEMPTS = 5  # the setting's default (`MEMORY_EXTRACTION_MAX_ATTEMPTS`)
 SUMMARY_FACTS = 200
 MAX_SESSIONS_PER_PASS = 50
 PURGE_GRACE = timedelta(days=7)
@@ -141,9 +140,7 @@ async def regenerate_summary(db: AsyncSession, llm: LLMGateway | None, user_id: 
     return text
 
 
-async def extract_session(
-    service: FactService, claim: Any, max_attempts: int = EXTRACTION_MAX_ATTEMPTS
-) -> SessionOutcome:
+async def extract_session(service: FactService, claim: Any, max_attempts: int) -> SessionOutcome:
     """Extract one claimed session (`claim`: `ExtractionRepository.claim`'s row) inside
     the claiming transaction (`service.db`)."""
     session_id, user_id, seen = claim.session_id, claim.user_id, claim.last_active

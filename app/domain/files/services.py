@@ -98,7 +98,7 @@ class FileService:
         """404 unless the session is in the viewer's scope (403 for an editor who may only
         read it); a transaction of its own. The session's owner."""
         async with transaction(self.sessions) as db:
-            return (await SessionAccess(db).get(session_id, viewer)).user_id
+            return await SessionAccess(db).owner(session_id, viewer)
 
     def take_upload(self, user_id: str) -> None:
         """One upload of `user_id` from this process's bucket, or 429 with Retry-After."""

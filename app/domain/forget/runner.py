@@ -130,13 +130,14 @@ class ForgetRunner:
             live = await sessions.lock_sessions(job.user_id, sids) if not job.dry_run else sids
             if live:
                 done = await self._redact_sessions(db, job, needle, live)
+            kept = set(live)
             await jobs.advance(
                 job.user_id,
                 job.id,
                 after=sids[-1],
                 sessions=len(sids),
                 changed=_sum(locked.changed, done.changed),
-                files=job_files([f for f in found if f.session_id in set(live)]),
+                files=job_files([f for f in found if f.session_id in kept]),
                 stores_done=False,
                 now=time.time(),
             )

@@ -42,7 +42,7 @@ from app.config import Settings
 from app.db.engine import read_snapshot
 from app.domain.transfer.export_repository import PAGE_ROWS, ExportRepository
 from app.domain.transfer.files_io import file_records
-from app.domain.transfer.records import KINDS, Kind, header, line, row_record
+from app.domain.transfer.records import END, KINDS, Kind, header, line, row_record
 
 log = structlog.get_logger()
 
@@ -70,10 +70,9 @@ class _Export:
                 repo = ExportRepository(db)
                 page = await repo.session_page(self.user_id, started, after)
                 rows: list[tuple[Kind, Any]] = [(KINDS[0], s) for s in page]
-                if page:
-                    for kind in one_row:
-                        ids = [s["id"] for s in page]
-                        rows += [(kind, r) for r in await repo.of_sessions(kind, self.user_id, ids)]
+                ids = [s["id"] for s in page]
+                for kind in one_row if page else ():
+                    rows += [(kind, r) for r in await repo.of_sessions(kind, self.user_id, ids)]
             if not page:
                 return
             yield self.lines(rows)
@@ -147,5 +146,5 @@ async def export_lines(
         yield chunk
     async for chunk in export.user_rows():
         yield chunk
-    yield line({"type": "end", "records": export.records})
+    yield line({"type": END, "records": export.records})
     log.info("transfer.exported", user_id=user_id, records=export.records)
