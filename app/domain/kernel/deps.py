@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.db.replica import MIN_LSN_HEADER, parse_lsn
-from app.domain.kernel.commits import run_after_commit
+from app.domain.kernel.commits import commit_now
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.runtime import Runtime
 from app.lib.errors import Unprocessable
@@ -21,7 +21,8 @@ from app.lib.errors import Unprocessable
 async def provide_db(runtime: Runtime, request: Request) -> AsyncGenerator[AsyncSession, None]:
     """Committed after the handler returns; rolled back when it raises.
 
-    Services and repositories only flush(); this is the one place a request commits.
+    Services and repositories only flush(); a request commits here, or earlier through
+    `commit_now` before a model call (compression, a turn's steps).
     The cleanup runs before the response is sent, so a failed commit is a 500, never a
     2xx for data that was not stored. (With a read replica the session is a
     `WriteTrackingSession`: a commit that wrote is remembered for read-your-writes.)
@@ -33,8 +34,7 @@ async def provide_db(runtime: Runtime, request: Request) -> AsyncGenerator[Async
             await session.rollback()
             raise
         else:
-            await session.commit()
-            run_after_commit(session)
+            await commit_now(session)
 
 
 async def provide_primary_db(

@@ -117,13 +117,7 @@ class DemotionHooks:
             try:
                 ready[id(hook)] = await prepare(factory, user_id, session_id, demoted, keys)
             except Exception as exc:
-                log.warning(
-                    "compressor.hook_prepare_failed",
-                    session_id=str(session_id),
-                    hook=_name(hook),
-                    error_type=type(exc).__name__,
-                    error=str(exc)[:300],
-                )
+                _hook_failed("compressor.hook_prepare_failed", session_id, hook, exc)
         return ready
 
     async def run(
@@ -150,14 +144,18 @@ class DemotionHooks:
                         await hook(db, user_id, session_id, demoted, keys)
             except Exception as exc:
                 failed += 1
-                log.warning(
-                    "compressor.hook_failed",
-                    session_id=str(session_id),
-                    hook=_name(hook),
-                    error_type=type(exc).__name__,
-                    error=str(exc)[:300],
-                )
+                _hook_failed("compressor.hook_failed", session_id, hook, exc)
         return failed
+
+
+def _hook_failed(event: str, session_id: uuid.UUID, hook: object, exc: Exception) -> None:
+    log.warning(
+        event,
+        session_id=str(session_id),
+        hook=_name(hook),
+        error_type=type(exc).__name__,
+        error=str(exc)[:300],
+    )
 
 
 # The application's registry (no hooks until another domain registers one).
