@@ -66,6 +66,30 @@ class ChunkCountRepository:
             return
         await self._write(user_id, delta)
 
+    async def change_many(self, deltas: dict[str, int]) -> None:
+        """`change` for several users in one statement (chunks added: deltas of 0 or
+        more, 0 being a `touch`), the users' rows taken in one order (two writers never
+        wait on each other in a cycle). One user: `_write`'s own statement (on Citus it
+        routes to one shard)."""
+        if len(deltas) == 1:
+            ((user_id, delta),) = deltas.items()
+            await self._write(user_id, delta)
+            return
+        if not deltas:
+            return
+        users = sorted(deltas)
+        await self.session.execute(
+            text(
+                "INSERT INTO memory_chunk_counts AS c (user_id, chunks, version)"
+                " SELECT v.uid, v.n, nextval('navi_chunk_count_versions')"
+                " FROM unnest(CAST(:uids AS text[]), CAST(:ns AS bigint[])) AS v(uid, n)"
+                " ORDER BY v.uid"
+                " ON CONFLICT (user_id) DO UPDATE SET chunks = greatest(c.chunks + EXCLUDED.chunks, 0),"
+                " version = EXCLUDED.version"
+            ),
+            {"uids": users, "ns": [max(deltas[u], 0) for u in users]},
+        )
+
     async def touch(self, user_id: str) -> None:
         """A new version without a change of count: chunks rewritten in place (forget,
         the live indexer's open chunk, a compression's KEYS)."""

@@ -123,9 +123,11 @@ async def _embed(
     return segment_vectors(spans, vectors)
 
 
-def take_batch(rows: list[Any], next_seq: int) -> tuple[list[Any], bool, int]:
-    """The messages of one batch out of `rows` (the first `BATCH_MESSAGES` uncovered ones,
-    read below `next_seq`): at most `BATCH_CHARS` of text, one message at least. Returns
+def take_batch(
+    rows: list[Any], next_seq: int, limit: int = BATCH_MESSAGES
+) -> tuple[list[Any], bool, int]:
+    """The messages of one batch out of `rows` (the first `limit` uncovered ones, read
+    below `next_seq`): at most `BATCH_CHARS` of text, one message at least. Returns
     them, whether nothing is left after them, and the last sequence number the batch
     covers (through `next_seq - 1` when it is the last)."""
     taken: list[Any] = []
@@ -135,7 +137,7 @@ def take_batch(rows: list[Any], next_seq: int) -> tuple[list[Any], bool, int]:
             break
         taken.append(row)
         chars += len(row.content or "")
-    complete = len(taken) == len(rows) < BATCH_MESSAGES
+    complete = len(taken) == len(rows) < limit
     return taken, complete, next_seq - 1 if complete else taken[-1].sequence_number
 
 

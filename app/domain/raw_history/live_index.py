@@ -34,14 +34,17 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import structlog
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
+from app.db.citus import segment_buckets
 from app.db.engine import transaction
 from app.domain.kernel.jobs import unless_running
+from app.domain.kernel.repositories import ChunkCountRepository
 from app.domain.kernel.runtime import Runtime
 from app.domain.raw_history.breadcrumbs import extract_breadcrumbs, merge_breadcrumbs
 from app.domain.raw_history.chunk_writer_repository import ChunkWriter
@@ -49,6 +52,7 @@ from app.domain.raw_history.chunks import RawChunk, append_chunks
 from app.domain.raw_history.embed_queue import embed_until_idle
 from app.domain.raw_history.idle_index import BATCH_MESSAGES, record_db_failure, take_batch
 from app.domain.raw_history.indexer import chunk_messages, fresh_chunks
+from app.domain.raw_history.live_repository import Cover, Extension, Key, LiveIndexRepository
 from app.domain.raw_history.state_repository import RawIndexRepository
 from app.lib.metrics import RAW_CHUNKS_INDEXED
 from app.llm.gateway import LLMGateway
@@ -58,6 +62,8 @@ log = structlog.get_logger()
 SESSIONS_PER_PASS = 200  # sessions listed per pass (the rest: next pass)
 MAX_ATTEMPTS = 3  # failed passes in a row before a session is left to the idle job
 WINDOW_MARGIN_MINUTES = 5  # the live window overlaps the idle job's by this much
+GROUP_SESSIONS = 32  # sessions indexed in one transaction, a statement per step for all
+GROUP_MESSAGES = 50  # messages per session and group round (a longer backlog: more rounds)
 
 
 @dataclass
@@ -85,6 +91,102 @@ def _crumbs(kept: Sequence[str], texts: list[str]) -> list[str]:
     return merge_breadcrumbs(kept, extract_breadcrumbs(texts))
 
 
+def _open_chunk(claim: Any) -> RawChunk | None:
+    """The session's open chunk as its claim read it (None: none, or gone)."""
+    if claim.open_chunk_id is None or claim.content is None:
+        return None
+    return RawChunk(
+        content=claim.content,
+        start_seq=claim.start_seq,
+        end_seq=claim.end_seq,
+        started_at=claim.started_at,
+        ended_at=claim.ended_at,
+        content_hash=claim.content_hash,
+        breadcrumbs=tuple(claim.breadcrumbs),
+    )
+
+
+@dataclass
+class _Batch:
+    """One session's batch in a group: its messages packed onto its open chunk."""
+
+    claim: Any
+    messages: list[Any]
+    complete: bool
+    last: int
+    tail: RawChunk | None
+    updated: RawChunk | None
+    new: list[RawChunk]
+    still_open: bool
+
+
+def _plan(claim: Any, rows: list[Any]) -> _Batch:
+    taken, complete, last = take_batch(rows, claim.next_seq, GROUP_MESSAGES)
+    tail = _open_chunk(claim)
+    messages = chunk_messages(taken)
+    updated, new, still_open = append_chunks(tail, messages, _crumbs)
+    return _Batch(claim, messages, complete, last, tail, updated, new, still_open)
+
+
+async def index_live_group(
+    db: AsyncSession, keys: dict[Key, bool], one_user: str | None
+) -> dict[Key, _Indexed]:
+    """`index_live_session` for a group of sessions (`keys`: whether each has a state
+    row) in the caller's transaction, one statement per step for all of them
+    (`LiveIndexRepository`); `one_user` on Citus, where a group is one user's. The
+    sessions another writer holds, or with nothing left, are not in the answer."""
+    live = LiveIndexRepository(db, one_user)
+    await live.ensure_rows([k for k, has_row in keys.items() if not has_row])
+    claims = await live.claim(list(keys))
+    rows: dict[Key, list[Any]] = {}
+    for row in await live.unindexed(claims, GROUP_MESSAGES):
+        rows.setdefault((row.user_id, row.session_id), []).append(row)
+    batches = [_plan(c, rows.get((c.user_id, c.session_id), [])) for c in claims]
+    grown = await live.extend(
+        [
+            Extension(b.claim.user_id, b.claim.session_id, b.claim.open_chunk_id, b.tail, b.updated)
+            for b in batches
+            if b.updated is not None and b.tail is not None
+        ]
+    )
+    for b in batches:
+        if b.updated is not None and b.claim.open_chunk_id not in grown:
+            # the grown text is another chunk's already: these messages start anew
+            b.tail, b.updated = None, None
+            _, b.new, b.still_open = append_chunks(None, b.messages, _crumbs)
+    ids = await live.insert(
+        [(b.claim.user_id, b.claim.session_id, c) for b in batches for c in b.new]
+    )
+    covers: list[Cover] = []
+    added: dict[str, int] = {}
+    done: dict[Key, _Indexed] = {}
+    seen: set[tuple[uuid.UUID, str]] = set()
+    for b in batches:
+        user_id, session_id = b.claim.user_id, b.claim.session_id
+        written: list[uuid.UUID | None] = []
+        for chunk in b.new:  # a content twice in one batch is written once
+            key = (session_id, chunk.content_hash)
+            written.append(None if key in seen else ids.get(key))
+            seen.add(key)
+        open_id = b.claim.open_chunk_id if b.tail is not None else None
+        if b.new:
+            open_id = written[-1] if b.still_open else None
+        covers.append(Cover(user_id, session_id, b.last, open_id))
+        chunks = sum(i is not None for i in written)
+        if chunks or b.updated is not None:
+            added[user_id] = added.get(user_id, 0) + chunks
+        done[(user_id, session_id)] = _Indexed(
+            messages=len(b.messages),
+            chunks=chunks,
+            extended=int(b.updated is not None),
+            done=b.complete,
+        )
+    await ChunkCountRepository(db).change_many(added)
+    await live.cover(covers)
+    RAW_CHUNKS_INDEXED.labels("live").inc(sum(i.chunks for i in done.values()))
+    return done
+
+
 async def index_live_session(
     db: AsyncSession, user_id: str, session_id: uuid.UUID, *, has_row: bool = True
 ) -> _Indexed | None:
@@ -101,17 +203,7 @@ async def index_live_session(
     taken, complete, last = take_batch(rows, claim.next_seq)
     writer = ChunkWriter(db)
     open_id: uuid.UUID | None = claim.open_chunk_id
-    tail = None
-    if open_id is not None and claim.content is not None:
-        tail = RawChunk(
-            content=claim.content,
-            start_seq=claim.start_seq,
-            end_seq=claim.end_seq,
-            started_at=claim.started_at,
-            ended_at=claim.ended_at,
-            content_hash=claim.content_hash,
-            breadcrumbs=tuple(claim.breadcrumbs),
-        )
+    tail = _open_chunk(claim)
     messages = chunk_messages(taken)
     updated, new, still_open = append_chunks(tail, messages, _crumbs)
     extended = 0
@@ -147,6 +239,40 @@ async def _index_one(
         return exc
 
 
+def _groups(listed: Sequence[Any], per_user: bool) -> list[list[Any]]:
+    """The listed sessions in groups of `GROUP_SESSIONS`, each one user's when `per_user`."""
+    runs: list[list[Any]] = [list(listed)]
+    if per_user:
+        by_user: dict[str, list[Any]] = {}
+        for row in listed:
+            by_user.setdefault(row.user_id, []).append(row)
+        runs = list(by_user.values())
+    return [run[i : i + GROUP_SESSIONS] for run in runs for i in range(0, len(run), GROUP_SESSIONS)]
+
+
+async def _index_alone(
+    factory: async_sessionmaker[AsyncSession],
+    user_id: str,
+    session_id: uuid.UUID,
+    has_row: bool,
+    result: LivePassResult,
+) -> None:
+    """One session's whole backlog, one batch per transaction (after a group failed)."""
+    while True:
+        outcome = await _index_one(factory, user_id, session_id, has_row)
+        if isinstance(outcome, SQLAlchemyError):
+            result.failed += 1
+            return
+        if outcome is None:
+            return
+        has_row = True
+        result.messages += outcome.messages
+        result.chunks += outcome.chunks
+        result.extended += outcome.extended
+        if outcome.done:
+            return
+
+
 async def index_live_sessions(
     factory: async_sessionmaker[AsyncSession],
     llm: LLMGateway,
@@ -166,22 +292,25 @@ async def index_live_sessions(
     since = (now or datetime.now(UTC)) - timedelta(minutes=minutes)
     async with transaction(factory) as db:
         listed = await RawIndexRepository(db).live_pending(since, MAX_ATTEMPTS, SESSIONS_PER_PASS)
-    for row in listed:
-        has_row = bool(row.has_row)
-        while True:  # a session with a long backlog: one batch per transaction
-            outcome = await _index_one(factory, row.user_id, row.session_id, has_row)
-            if isinstance(outcome, SQLAlchemyError):
-                result.failed += 1
+        per_user = bool(listed) and not await segment_buckets(db)  # a Citus cluster
+    for group in _groups(listed, per_user):
+        one_user = group[0].user_id if per_user else None
+        pending: dict[Key, bool] = {(r.user_id, r.session_id): bool(r.has_row) for r in group}
+        while pending:  # sessions with a long backlog: another round
+            try:
+                async with transaction(factory) as db:
+                    outcome = await index_live_group(db, pending, one_user)
+            except SQLAlchemyError as exc:  # one session at a time: the failing one is named
+                log.info("memory.live_index_group_failed", sessions=len(pending), error=str(exc))
+                for (user_id, session_id), has_row in pending.items():
+                    await _index_alone(factory, user_id, session_id, has_row, result)
                 break
-            if outcome is None:
-                break
-            has_row = True
-            result.messages += outcome.messages
-            result.chunks += outcome.chunks
-            result.extended += outcome.extended
-            if outcome.done:
-                break
-        result.sessions += 1
+            for indexed in outcome.values():
+                result.messages += indexed.messages
+                result.chunks += indexed.chunks
+                result.extended += indexed.extended
+            pending = {key: True for key, indexed in outcome.items() if not indexed.done}
+        result.sessions += len(group)
     if embed:  # a whole pass at once (the tests, the CLI): the vectors too
         quiet = settings.index_quiet_seconds if quiet_seconds is None else quiet_seconds
         done = await embed_until_idle(factory, llm, quiet_seconds=quiet)

@@ -24,7 +24,7 @@ COMPRESSION_LOCK_TIMEOUT_MS = 5000
 # The messages that are the conversation: what the idle job reads (the chunker skips
 # system messages, summaries and compression markers on its own; plans and recalled
 # excerpts are not stored turns of the conversation — a recalled excerpt is a copy).
-_CONVERSATION = (
+CONVERSATION = (
     "role IN ('user', 'assistant', 'tool') AND NOT is_summary AND NOT is_compression"
     " AND NOT is_plan AND NOT is_recall"
 )
@@ -176,10 +176,10 @@ class RawIndexRepository:
                 SELECT count(*) AS sessions, coalesce(sum(
                     (SELECT count(*) FROM session_messages m
                      WHERE m.user_id = r.user_id AND m.session_id = r.session_id
-                       AND NOT r.covered @> m.sequence_number AND {_CONVERSATION})
+                       AND NOT r.covered @> m.sequence_number AND {CONVERSATION})
                   + (SELECT count(*) FROM session_messages_archive m
                      WHERE m.user_id = r.user_id AND m.session_id = r.session_id
-                       AND NOT r.covered @> m.sequence_number AND {_CONVERSATION})), 0) AS messages
+                       AND NOT r.covered @> m.sequence_number AND {CONVERSATION})), 0) AS messages
                 {self._PENDING}
                 """),
                 {"before": idle_before, "uid": user_id},
@@ -213,7 +213,7 @@ class RawIndexRepository:
                    is_summary, is_compression FROM {{table}} m
             WHERE m.user_id = :uid AND m.session_id = :sid AND m.sequence_number < :below
               AND m.sequence_number >= :from
-              AND {_CONVERSATION}
+              AND {CONVERSATION}
               AND NOT (SELECT covered FROM raw_index_state
                        WHERE user_id = :uid AND session_id = :sid) @> m.sequence_number
         """
@@ -321,10 +321,14 @@ class RawIndexRepository:
         ).first()
 
     async def record_failure(self, user_id: str, session_id: uuid.UUID, error: str) -> None:
+        """Count a failed batch on the session's row, creating it when the failed
+        transaction was the one that would have (a first pass's failure counts too)."""
         await self.session.execute(
             text(
-                "UPDATE raw_index_state SET attempts = attempts + 1, last_error = left(:error, 2000)"
-                " WHERE user_id = :uid AND session_id = :sid"
+                "INSERT INTO raw_index_state AS r (session_id, user_id, attempts, last_error)"
+                " VALUES (:sid, :uid, 1, left(:error, 2000))"
+                " ON CONFLICT (session_id, user_id) DO UPDATE"
+                " SET attempts = r.attempts + 1, last_error = EXCLUDED.last_error"
             ),
             {"uid": user_id, "sid": session_id, "error": error},
         )
