@@ -10,8 +10,9 @@ every other for half an hour. The live indexer closes that gap, in two halves:
    compression or the idle job holding it: passed over) and appends its new messages to
    the session's **open chunk** (`raw_index_state.open_chunk_id`) as the chunker packs
    them (`chunks.append_chunks`: a message never moves, and the chunks are the ones the
-   idle job would have written), starting new chunks past 4,000 chars. Nothing is
-   embedded in that transaction: the chunks are written `vectors_stale` and found by their
+   idle job would have written), starting new chunks past 4,000 chars. Sessions are
+   taken `GROUP_SESSIONS` per transaction, one statement per step for the whole group
+   (`live_repository.py`; on Citus a group is one user's). Nothing is embedded in that transaction: the chunks are written `vectors_stale` and found by their
    words once it commits. `covered` is extended through the last message read, so a
    message is in one chunk only, whichever writer came first; compression and the idle
    job close the open chunk when they write (the next message starts a new one).
