@@ -16,3 +16,18 @@ provision_start() {
 
 log() { printf '[%s] %s\n' "$NAVI_SCRIPT" "$*" >&2; }
 die() { printf '[%s] ERROR: %s\n' "$NAVI_SCRIPT" "$*" >&2; exit 1; }
+
+# Run a command that may leave a daemon behind (a PostgreSQL server, PgBouncer) without
+# leaking any fd above 2 into it: fd 3 (the real stdout: a reader of
+# `$(provision-….sh | tail -n1)` would never see EOF, and .ci/run would wait forever),
+# a flock's fd (the daemon would hold the lock forever), and whatever the caller handed
+# us (a CI runner's pipes).
+detached() {
+    (
+        for fd in /proc/self/fd/*; do
+            fd=${fd##*/}
+            ((fd > 2)) && eval "exec ${fd}>&-"
+        done 2>/dev/null
+        "$@"  # not exec: a shell function is run too (the subshell ends with it)
+    )
+}

@@ -55,19 +55,6 @@ lockfile=/run/lock/navi-provision-citus.lock
 exec 8>"$lockfile"
 flock 8
 
-# Run a command that may leave a daemon behind without leaking any fd above 2 into it:
-# fd 3 (the real stdout: a reader of `$(provision-citus.sh | tail -n1)` would never see
-# EOF), fd 8 (the flock: the postmaster would hold the lock forever), and whatever the
-# caller handed us (a CI runner's pipes).
-detached() {
-    (
-        for fd in /proc/self/fd/*; do
-            fd=${fd##*/}
-            ((fd > 2)) && eval "exec ${fd}>&-"
-        done 2>/dev/null
-        exec "$@"
-    )
-}
 
 pkg_installed() {
     [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == "install ok installed" ]]

@@ -36,7 +36,7 @@ bash "$HERE/provision-postgres.sh" >&2
 log "step 1/3: the package"
 if [[ "$(dpkg-query -W -f='${Status}' pgbouncer 2>/dev/null || true)" != "install ok installed" ]]; then
     apt-get update -q
-    apt-get install -y -q pgbouncer
+    detached apt-get install -y -q pgbouncer  # the package may start its own service
 fi
 BIN=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
 [[ -x "$BIN" ]] || die "pgbouncer not found after installation"
@@ -88,7 +88,7 @@ else
 fi
 if [[ -z "$pid" ]]; then
     rm -f "$RUN_DIR/pgbouncer.pid"
-    su -s /bin/sh postgres -c "$BIN -d $conf" >&2
+    detached su -s /bin/sh postgres -c "$BIN -d $conf" >&2
 fi
 
 log "step 3/3: waiting for ${PG_HOST}:${PORT}"

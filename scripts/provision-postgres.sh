@@ -42,11 +42,6 @@ pkg_installed() {
     [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == "install ok installed" ]]
 }
 
-# Run a command that may leave a daemon (the PostgreSQL server) behind without
-# leaking our private fds into it: fd 3 (the real stdout; if it is a pipe, e.g.
-# `url=$(provision-postgres.sh | tail -n1)`, the reader would never see EOF) and
-# fd 9 (the flock; the postmaster would hold the lock forever).
-detached() { "$@" 3>&- 9>&-; }
 
 psql_q() {
     # psql_q <db> <sql>  -> unaligned, tuples-only output

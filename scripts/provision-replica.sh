@@ -50,9 +50,6 @@ if command -v flock >/dev/null 2>&1; then
     flock 9
 fi
 
-# A daemon started from here must not inherit fd 3 (the real stdout: a reader of
-# `$(provision-replica.sh | tail -n1)` would never see EOF) nor fd 9 (the flock).
-detached() { "$@" 3>&- 9>&-; }
 as_postgres() { runuser -u postgres -- "$@"; }
 
 psql_at() {
