@@ -35,7 +35,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
-from app.db.models import MemoryFact, MemorySummary
+from app.db.models import FactVersion, MemoryFact, MemorySummary
 
 SORT_COLUMNS = {
     "category": MemoryFact.category,
@@ -79,6 +79,23 @@ def require_scope(user_id: str | None, all_users: bool) -> None:
 def user_scope(user_id: str | None, all_users: bool) -> ColumnElement[bool]:
     require_scope(user_id, all_users)
     return MemoryFact.user_id == user_id if user_id is not None else literal(True)
+
+
+async def close_current_versions(
+    session: AsyncSession, user_id: str, fact_ids: Sequence[int], at: datetime
+) -> None:
+    """Close the current versions of these facts (deleted, purged) at `at`, or at their
+    expiry when that came first. `at` is bound: no function in the UPDATE (Citus)."""
+    if not fact_ids:
+        return
+    v = FactVersion
+    mine = and_(v.user_id == user_id, v.fact_id.in_(list(fact_ids)), v.valid_to.is_(None))
+    await session.execute(
+        update(v)
+        .where(mine, v.expires_at.is_not(None), v.expires_at < at)
+        .values(valid_to=v.expires_at)
+    )
+    await session.execute(update(v).where(mine).values(valid_to=at))
 
 
 @dataclass(frozen=True)
@@ -192,22 +209,28 @@ class FactRepository:
             .values(merged_into=None)
         )
 
-    async def delete_by_key(self, user_id: str, key: str, category: str | None) -> int:
+    async def delete_by_key(
+        self, user_id: str, key: str, category: str | None
+    ) -> tuple[list[int], list[int]]:
         """Delete the fact(s) under `key` (in `category`, or in any), hidden rows pointing
-        at them first so none is left orphaned (the FK would un-hide them)."""
+        at them first so none is left orphaned (the FK would un-hide them). The ids of
+        the facts under the key, and of the hidden rows deleted with them."""
         target = select(MemoryFact.id).where(MemoryFact.user_id == user_id, MemoryFact.key == key)
         if category is not None:
             target = target.where(MemoryFact.category == category)
         ids = list((await self.session.execute(target)).scalars())
         if not ids:
-            return 0
-        await self.session.execute(
-            delete(MemoryFact).where(MemoryFact.user_id == user_id, MemoryFact.merged_into.in_(ids))
+            return [], []
+        hidden = await self.session.execute(
+            delete(MemoryFact)
+            .where(MemoryFact.user_id == user_id, MemoryFact.merged_into.in_(ids))
+            .returning(MemoryFact.id)
         )
+        hidden_ids = list(hidden.scalars())
         await self.session.execute(
             delete(MemoryFact).where(MemoryFact.user_id == user_id, MemoryFact.id.in_(ids))
         )
-        return len(ids)
+        return ids, hidden_ids
 
     async def purge_expired(self, expired_before: datetime) -> int:
         """System-wide housekeeping: delete facts expired before `expired_before`, with
@@ -219,11 +242,21 @@ class FactRepository:
         for user_id in users.scalars().all():
             mine = MemoryFact.user_id == user_id
             ids = select(MemoryFact.id).where(mine, expired)
-            await self.session.execute(
-                delete(MemoryFact).where(mine, MemoryFact.merged_into.in_(ids))
+            hidden = await self.session.execute(
+                delete(MemoryFact)
+                .where(mine, MemoryFact.merged_into.in_(ids))
+                .returning(MemoryFact.id)
             )
-            result = await self.session.execute(delete(MemoryFact).where(mine, expired))
-            purged += int(result.rowcount)  # type: ignore[attr-defined]
+            hidden_ids = list(hidden.scalars())
+            result = await self.session.execute(
+                delete(MemoryFact).where(mine, expired).returning(MemoryFact.id)
+            )
+            expired_ids = list(result.scalars())
+            # their versions end at their expiry (a row hidden behind them: now)
+            await close_current_versions(
+                self.session, user_id, [*expired_ids, *hidden_ids], expired_before
+            )
+            purged += len(expired_ids)
         return purged
 
     # ------------------------------------------------------------------ reads
