@@ -95,6 +95,11 @@ MEMORY_SEARCH = _object(
         ),
         "scope": {"type": "string", "enum": list(SCOPES), "default": "all"},
         "k": _k("results per store"),
+        "as_of": {
+            "type": "string",
+            "description": "the saved facts as they were at this time (ISO 8601 with zone, "
+            "e.g. 2026-05-01T00:00:00Z): what was true then",
+        },
     },
     ["query"],
 )

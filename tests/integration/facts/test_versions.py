@@ -258,3 +258,23 @@ def test_the_migration_gives_every_existing_fact_a_version_and_goes_back(
     assert "fact_versions" not in tables and facts == (3,)
     migrate.upgrade(empty_db_url)
     migrate.check(empty_db_url)
+
+
+async def test_memory_search_as_of_answers_with_the_facts_true_then(
+    client: AsyncTestClient,
+) -> None:
+    lyon = await _save(client, category="home", key="city", value="Lyon")
+    await _save(client, category="home", key="city", value="Berlin")
+    berlin_from = _t((await _history(client, lyon["id"]))["items"][0]["valid_from"])
+    before = (berlin_from - timedelta(microseconds=1)).isoformat()
+
+    async def fact_texts(path: str, **body: object) -> list[str]:
+        r = await client.post(path, json={"query": "home city", "scope": "facts", **body})
+        assert r.status_code == 200, r.text
+        return [h["text"] for h in r.json()["hits"] if h["source_type"] == "fact"]
+
+    assert await fact_texts("/memory/search", as_of=before) == ["city: Lyon"]
+    assert await fact_texts("/memory/search") == ["city: Berlin"]
+    assert await fact_texts("/tools/memory_search", as_of=before) == ["city: Lyon"]
+    r = await client.post("/tools/memory_search", json={"query": "city", "as_of": "yesterday"})
+    assert r.status_code == 422 and "as_of" in r.json()["detail"]
