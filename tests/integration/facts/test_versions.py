@@ -278,3 +278,28 @@ async def test_memory_search_as_of_answers_with_the_facts_true_then(
     assert await fact_texts("/tools/memory_search", as_of=before) == ["city: Lyon"]
     r = await client.post("/tools/memory_search", json={"query": "city", "as_of": "yesterday"})
     assert r.status_code == 422 and "as_of" in r.json()["detail"]
+
+
+async def test_forget_leaves_the_text_in_no_version(client: AsyncTestClient, db_url: str) -> None:
+    passport = await _save(client, category="ids", key="passport", value="X1234567")
+    await _save(client, category="ids", key="passport", value="Y7654321")  # the text's in v1
+    other = await _save(client, category="notes", key="travel", value="old passport X1234567")
+    await _save(client, category="notes", key="travel", value="renewed")
+    kept = await _save(client, category="home", key="city", value="Lyon")
+    r = await client.post("/memory/forget", json={"text": "x1234567"})
+    assert r.status_code == 200, r.text
+    changed = r.json()["changed"]
+    # the fact now holding the text is deleted with its whole history; the other fact
+    # keeps its versions but the one that held the text
+    assert changed["facts"] == 0  # no fact holds it now
+    rows = sql(db_url, "select fact_id, value from fact_versions order by id")
+    assert rows is not None
+    assert not [r for r in rows if "1234567" in r[1]]
+    assert (passport["id"], "Y7654321") in rows and (kept["id"], "Lyon") in rows
+    assert [v for f, v in rows if f == other["id"]] == ["renewed"]
+    assert changed["fact_versions"] == 2
+    r = await client.post("/memory/forget", json={"text": "Y7654321"})
+    assert r.json()["changed"]["facts"] == 1 and r.json()["changed"]["fact_versions"] == 1
+    assert sql(db_url, "select count(*) from fact_versions where fact_id = %s", passport["id"]) == [
+        (0,)
+    ]
