@@ -303,3 +303,57 @@ async def test_forget_leaves_the_text_in_no_version(client: AsyncTestClient, db_
     assert sql(db_url, "select count(*) from fact_versions where fact_id = %s", passport["id"]) == [
         (0,)
     ]
+
+
+async def test_export_and_import_carry_the_versions(client: AsyncTestClient) -> None:
+    _, alice = await new_user(client, "alice")
+    city = await _save(client, alice, category="home", key="city", value="Lyon")
+    await _save(client, alice, category="home", key="city", value="Berlin")
+    await _save(client, alice, category="pets", key="cat", value="Mimi")
+    assert (await client.delete("/memory/facts/cat", headers=alice)).status_code == 204
+    await _save(client, alice, category="pets", key="cat", value="Felix")  # a new fact, new id
+    before = (await _history(client, city["id"], alice))["items"]
+    before_cat = (
+        await client.post("/tools/memory", json={"action": "history", "key": "cat"}, headers=alice)
+    ).json()
+
+    body = (await client.get("/me/export", headers=alice)).content
+    records = [r for r in body.decode().splitlines() if '"fact_version"' in r]
+    assert len(records) == 4
+    _, bob = await new_user(client, "bob")
+    r = await client.post("/me/import", content=body, headers=bob)
+    assert r.status_code == 201, r.text
+    assert r.json()["records"]["fact_version"] == 4
+
+    facts = (await client.get("/memory/facts", headers=bob)).json()["items"]
+    new_city = next(f for f in facts if f["key"] == "city")
+    after = (await _history(client, new_city["id"], bob))["items"]
+    drop = ("id", "fact_id")
+    assert [{k: v for k, v in x.items() if k not in drop} for x in after] == [
+        {k: v for k, v in x.items() if k not in drop} for x in before
+    ]
+    after_cat = (
+        await client.post("/tools/memory", json={"action": "history", "key": "cat"}, headers=bob)
+    ).json()
+    assert after_cat["text"] == before_cat["text"]  # the deleted fact's version came too
+    # the deleted fact's versions have an id of their own, not the live fact's
+    ids = {v["fact_id"] for v in after_cat["versions"]}
+    cat_id = next(f["id"] for f in facts if f["key"] == "cat")
+    assert len(ids) == 2 and cat_id in ids
+
+
+async def test_an_import_of_a_file_without_versions_gives_each_fact_one(
+    client: AsyncTestClient,
+) -> None:
+    _, alice = await new_user(client, "alice")
+    await _save(client, alice, category="home", key="city", value="Lyon")
+    await _save(client, alice, category="home", key="city", value="Berlin")
+    lines = (await client.get("/me/export", headers=alice)).content.decode().splitlines()
+    kept = [x for x in lines if '"fact_version"' not in x]
+    kept[-1] = f'{{"type":"end","records":{len(kept) - 2}}}'
+    _, bob = await new_user(client, "bob")
+    r = await client.post("/me/import", content="\n".join(kept).encode(), headers=bob)
+    assert r.status_code == 201, r.text
+    fact = (await client.get("/memory/facts", headers=bob)).json()["items"][0]
+    items = (await _history(client, fact["id"], bob))["items"]
+    assert [(v["value"], v["current"]) for v in items] == [("Berlin", True)]
