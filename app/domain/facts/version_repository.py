@@ -110,44 +110,6 @@ class FactVersionRepository:
     async def close_current(self, user_id: str, fact_ids: Sequence[int], at: datetime) -> None:
         await close_current_versions(self.session, user_id, fact_ids, at)
 
-    async def add_missing(self, user_id: str) -> int:
-        """A current version for each of the user's facts that has none (facts imported
-        from a file written before versions)."""
-        f = MemoryFact
-        missing = select(
-            f.user_id,
-            f.id,
-            f.category,
-            f.key,
-            f.value,
-            f.source,
-            f.confidence,
-            f.source_session_id,
-            f.updated_at,
-            f.expires_at,
-        ).where(
-            f.user_id == user_id,
-            ~exists().where(V.user_id == f.user_id, V.fact_id == f.id),
-        )
-        result = await self.session.execute(
-            insert(V).from_select(
-                [
-                    "user_id",
-                    "fact_id",
-                    "category",
-                    "key",
-                    "value",
-                    "source",
-                    "confidence",
-                    "session_id",
-                    "valid_from",
-                    "expires_at",
-                ],
-                missing,
-            )
-        )
-        return int(result.rowcount)  # type: ignore[attr-defined]
-
     # ------------------------------------------------------------------ reads
     async def history(
         self, user_id: str, fact_id: int, *, limit: int, before_id: int | None = None
