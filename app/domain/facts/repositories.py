@@ -18,11 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     Row,
+    Table,
     and_,
+    bindparam,
     case,
     delete,
     func,
@@ -96,6 +98,20 @@ async def close_current_versions(
         .values(valid_to=v.expires_at)
     )
     await session.execute(update(v).where(mine).values(valid_to=at))
+
+
+async def close_versions_at(session: AsyncSession, user_id: str, ends: dict[int, datetime]) -> None:
+    """Close the current version of each fact of `ends` at its own time (bound)."""
+    if not ends:
+        return
+    table = cast(Table, FactVersion.__table__)
+    v = table.c  # a Core UPDATE: executemany, one row per fact
+    await session.execute(
+        update(table)
+        .where(v.user_id == user_id, v.fact_id == bindparam("fid"), v.valid_to.is_(None))
+        .values(valid_to=bindparam("end")),
+        [{"fid": fid, "end": end} for fid, end in ends.items()],
+    )
 
 
 @dataclass(frozen=True)
@@ -245,17 +261,19 @@ class FactRepository:
             hidden = await self.session.execute(
                 delete(MemoryFact)
                 .where(mine, MemoryFact.merged_into.in_(ids))
-                .returning(MemoryFact.id)
+                .returning(MemoryFact.id, MemoryFact.merged_into)
             )
-            hidden_ids = list(hidden.scalars())
+            behind = list(hidden.all())
             result = await self.session.execute(
-                delete(MemoryFact).where(mine, expired).returning(MemoryFact.id)
+                delete(MemoryFact)
+                .where(mine, expired)
+                .returning(MemoryFact.id, MemoryFact.expires_at)
             )
-            expired_ids = list(result.scalars())
-            # their versions end at their expiry (a row hidden behind them: now)
-            await close_current_versions(
-                self.session, user_id, [*expired_ids, *hidden_ids], expired_before
-            )
+            ends = {r.id: r.expires_at for r in result}
+            expired_ids = list(ends)
+            # their versions end at their expiry; a row hidden behind one, at that one's
+            ends.update({r.id: ends[r.merged_into] for r in behind})
+            await close_versions_at(self.session, user_id, ends)
             purged += len(expired_ids)
         return purged
 
