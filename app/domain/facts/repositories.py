@@ -18,13 +18,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import (
     Row,
-    Table,
     and_,
-    bindparam,
     case,
     delete,
     func,
@@ -37,7 +35,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
-from app.db.models import FactVersion, MemoryFact, MemorySummary
+from app.db.models import MemoryFact, MemorySummary
+from app.domain.facts.version_close import close_versions_at
 
 SORT_COLUMNS = {
     "category": MemoryFact.category,
@@ -81,37 +80,6 @@ def require_scope(user_id: str | None, all_users: bool) -> None:
 def user_scope(user_id: str | None, all_users: bool) -> ColumnElement[bool]:
     require_scope(user_id, all_users)
     return MemoryFact.user_id == user_id if user_id is not None else literal(True)
-
-
-async def close_current_versions(
-    session: AsyncSession, user_id: str, fact_ids: Sequence[int], at: datetime
-) -> None:
-    """Close the current versions of these facts (deleted, purged) at `at`, or at their
-    expiry when that came first. `at` is bound: no function in the UPDATE (Citus)."""
-    if not fact_ids:
-        return
-    v = FactVersion
-    mine = and_(v.user_id == user_id, v.fact_id.in_(list(fact_ids)), v.valid_to.is_(None))
-    await session.execute(
-        update(v)
-        .where(mine, v.expires_at.is_not(None), v.expires_at < at)
-        .values(valid_to=v.expires_at)
-    )
-    await session.execute(update(v).where(mine).values(valid_to=at))
-
-
-async def close_versions_at(session: AsyncSession, user_id: str, ends: dict[int, datetime]) -> None:
-    """Close the current version of each fact of `ends` at its own time (bound)."""
-    if not ends:
-        return
-    table = cast(Table, FactVersion.__table__)
-    v = table.c  # a Core UPDATE: executemany, one row per fact
-    await session.execute(
-        update(table)
-        .where(v.user_id == user_id, v.fact_id == bindparam("fid"), v.valid_to.is_(None))
-        .values(valid_to=bindparam("end")),
-        [{"fid": fid, "end": end} for fid, end in ends.items()],
-    )
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
 from app.db.models import FactVersion, MemoryFact
-from app.domain.facts.repositories import FactKeyFilter, close_current_versions, like_pattern
+from app.domain.facts.repositories import FactKeyFilter, like_pattern
+from app.domain.facts.version_close import close_current_versions
 
 V = FactVersion
 VERSION_COLUMNS = tuple(V.__table__.c)
