@@ -15,6 +15,7 @@ from app.domain.facts.schemas import (
 )
 from app.domain.facts.services import FactService, fact_out, normalise_name
 from app.domain.facts.versions import version_out
+from app.domain.kernel.repositories import SessionLookupRepository
 from app.lib.errors import Unprocessable
 
 _REQUIRED = {
@@ -56,6 +57,11 @@ async def run_memory_tool(
             expires_days=call.expires_days,
             source_context=call.source_context,
             source_session_id=session_id,
+            message_seq=(
+                await SessionLookupRepository(service.db).last_user_seq(user_id, session_id)
+                if session_id is not None
+                else None
+            ),
         )
         row = result.fact
         text = f"Saved [{row.category}] {row.key} → {row.value} (confidence: {row.confidence}%)."

@@ -149,9 +149,10 @@ async def test_memory_saves_record_their_session_and_history_lists_them(navi: Na
     async with httpx.AsyncClient(base_url=navi.base, timeout=30) as http:
         fact = (await http.get("/memory/facts", headers=navi.alice)).json()["items"][0]
         r = await http.get(f"/memory/facts/{fact['id']}/history", headers=navi.alice)
-    assert [(v["value"], v["session_id"]) for v in r.json()["items"]] == [
-        ("6543", navi.sid),
-        ("5432", navi.sid),
+    # the session and its newest user message (the fixture's one message: seq 0)
+    assert [(v["value"], v["session_id"], v["message_seq"]) for v in r.json()["items"]] == [
+        ("6543", navi.sid, 0),
+        ("5432", navi.sid, 0),
     ]
 
 
