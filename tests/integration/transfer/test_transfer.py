@@ -42,12 +42,13 @@ def _comparable(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             r = {**r, "merged_into": keys.get(r["merged_into"])}
             del r["id"]
         if r["type"] == "fact_version":  # in the order of their facts' new ids: sorted
+            if not versions:
+                out.append({"type": "fact_version"})  # where they go
             versions.append({k: v for k, v in r.items() if k != "fact_id"})
-            if len(versions) > 1:
-                continue
+            continue
         out.append(r)
     if versions:
-        at = out.index(versions[0])
+        at = out.index({"type": "fact_version"})
         versions.sort(key=lambda v: (v["category"], v["key"], v["valid_from"]))
         out[at : at + 1] = versions
     return out
