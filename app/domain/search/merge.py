@@ -72,7 +72,8 @@ def mark_freshness(
 
     * A raw hit sharing at least two content words with a fact *newer* than the hit is
       superseded by that fact (the newest such fact when several qualify), labelled
-      `superseded_label(fact)`: its key and when it changed. An older fact next to a
+      `superseded_label(fact)`: its key and when it changed, and `superseded_value`: the
+      value that replaced the excerpt's. An older fact next to a
       newer verbatim line is the lossy copy, not the truth. A hit that states the fact's
       current value (every content word of it) is not superseded by that fact: it says
       what is still true (a value confirmed since, or restored, moves the fact's time).
@@ -93,7 +94,7 @@ def mark_freshness(
     value_words = {id(f): _fact_words(_value_of(f)) for f in dated}
     marked: list[MemoryHit] = []
     for hit in raws:
-        before, superseded = hit.before_summary, hit.superseded_by
+        before, superseded, now = hit.before_summary, hit.superseded_by, hit.superseded_value
         raw_words: set[str] | None = None  # read once per hit, and only when a fact is newer
         if (
             summary_at is not None
@@ -115,10 +116,16 @@ def mark_freshness(
                 if len(fact_words[id(fact)] & raw_words) >= 2:
                     states = value_words[id(fact)]
                     if not (states and states <= raw_words):  # else: it states the value
-                        superseded = superseded_label(fact)
+                        superseded, now = superseded_label(fact), _value_of(fact)
                     break
-        if (before, superseded) != (hit.before_summary, hit.superseded_by):
-            hit = replace(hit, before_summary=before, superseded_by=superseded)
+        if (before, superseded, now) != (
+            hit.before_summary,
+            hit.superseded_by,
+            hit.superseded_value,
+        ):
+            hit = replace(
+                hit, before_summary=before, superseded_by=superseded, superseded_value=now
+            )
         marked.append(hit)
     return marked
 

@@ -43,6 +43,7 @@ class HitOut(msgspec.Struct):
     rank: float | None  # raw: the fused relevance the hits are ordered by
     terms_hit: int
     superseded_by: str | None
+    superseded_value: str | None  # the value of the fact that replaced this excerpt's
     before_summary: bool
     breadcrumbs: list[str]
 

@@ -489,6 +489,7 @@ class MemoryHit(_Out, kw_only=True):
     rank: float | None = None
     terms_hit: int = 0
     superseded_by: str | None = None
+    superseded_value: str | None = None
     before_summary: bool = False
     breadcrumbs: list[str] = msgspec.field(default_factory=list)
 
