@@ -16,6 +16,9 @@ The forms are the REST API's, with its rules and limits (the same service calls)
 - `POST /console/memory/facts/unmerge` is `PATCH /admin/memory/{id}` with
   `{"merged_into": null}` as the fact's owner: only the caller's own facts (404 for any
   other, an admin's included).
+- `POST /console/memory/facts/restore` is `POST /memory/facts/{id}/restore`
+  (`fact_id`, `version_id`): an earlier value of the caller's fact made current again, as
+  a new version (each live fact's history, `HISTORY_SHOWN` newest versions, is on the page).
 - `POST /console/memory/summary` is `PUT /memory/summary` (≤ 50,000 characters; empty
   clears it).
 
@@ -39,6 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.console.charts import bar_chart
 from app.console.web import form_text, page
 from app.domain.error_memory.services import ErrorMemoryService
+from app.domain.facts.history import restore_version
 from app.domain.facts.schemas import (
     MAX_CATEGORY,
     MAX_EXPIRES_DAYS,
@@ -49,6 +53,7 @@ from app.domain.facts.schemas import (
     SOURCES,
 )
 from app.domain.facts.services import FactService, fact_out, normalise_name, summary_fields
+from app.domain.facts.versions import version_out
 from app.domain.kernel.principal import Principal
 from app.domain.kernel.runtime import Runtime
 from app.domain.sketches.services import SketchService
@@ -61,6 +66,7 @@ CHART_DAYS = 30
 ERRORS_SHOWN = 50
 SECTIONS_SHOWN = 50
 MAX_FACT_ID_DIGITS = 18  # as PATCH /admin/memory/{id}: a bigint
+HISTORY_SHOWN = 10  # versions shown per fact (the API pages the rest)
 #: How the page names a fact's `source` (the values are the API's).
 SOURCE_LABELS = {
     "conversation": "Conversation",
@@ -161,6 +167,9 @@ class MemoryPage(Controller):
         )
         total = await facts.fact_count(user_id, category=chosen)
         hidden = await facts.merged_under(user_id, [r.id for r in rows])
+        histories: dict[int, list[Any]] = {}
+        for v in await facts.versions.recent_of_facts(user_id, [r.id for r in rows], HISTORY_SHOWN):
+            histories.setdefault(v.fact_id, []).append(version_out(v))
         per_day = await facts.learned_per_day(user_id, CHART_DAYS)
         chart = bar_chart(
             [(day.strftime("%m-%d"), float(n)) for day, n in per_day],
@@ -180,6 +189,7 @@ class MemoryPage(Controller):
             "memory.html",
             nav="memory",
             facts=[fact_out(r) for r in [*rows, *hidden]],
+            histories=histories,
             readonly=False,
             total=total,
             offset=offset,
@@ -286,6 +296,28 @@ class MemoryPage(Controller):
             int(raw), None, user_id=principal.id, is_admin=False, can_read_all=False
         )
         return _back(f"Restored {_short(row.key)}: it is a fact of its own again.", form)
+
+    @post("/facts/restore")
+    async def restore_fact(
+        self,
+        request: Request[Any, Any, Any],
+        db: AsyncSession,
+        runtime: Runtime,
+        principal: Principal,
+    ) -> Redirect:
+        """`POST /memory/facts/{id}/restore`: the caller's fact `fact_id` takes the value
+        of its version `version_id` again (a new version)."""
+        form = await request.form()
+        ids = []
+        for name in ("fact_id", "version_id"):
+            raw = _field(form, name).strip()
+            if not _FACT_ID.fullmatch(raw):
+                raise Unprocessable(f"{name}: expected an id (an integer)")
+            ids.append(int(raw))
+        service = FactService.of(db, runtime)
+        result = await restore_version(service, principal.id, ids[0], ids[1])
+        fact = result.fact
+        return _back(f"Restored {_short(fact.key)} → {_short(fact.value)}.", form)
 
     @post("/summary")
     async def save_summary(

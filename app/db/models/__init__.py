@@ -3,6 +3,7 @@
 from app.db.models.history import ErrorMemory, MessageEmbedding, RollingSummary
 from app.db.models.jobs import ForgetJob
 from app.db.models.memory import (
+    FactVersion,
     MemoryChunk,
     MemoryChunkCount,
     MemoryChunkVector,
@@ -24,6 +25,7 @@ from app.db.models.users import ApiToken, User
 __all__ = [
     "ApiToken",
     "ErrorMemory",
+    "FactVersion",
     "ForgetJob",
     "MemoryChunk",
     "MemoryChunkCount",

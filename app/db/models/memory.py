@@ -102,6 +102,48 @@ class MemoryFact(Base):
     )
 
 
+class FactVersion(Base):
+    """One value a fact held, and when (docs/memory.md, "Versions").
+
+    A change of the fact's value closes the current version (`valid_to`) and adds one; a
+    delete or an expiry closes it. No foreign key to the fact: the versions outlive a
+    delete (an `as_of` read still answers with a deleted fact's value while it was
+    valid); `category` and `key` are the fact's, kept here for that reason. At most one
+    current version (`valid_to IS NULL`) per fact."""
+
+    __tablename__ = "fact_versions"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(
+        ForeignKey("navi_users.id", ondelete="CASCADE"), primary_key=True
+    )
+    fact_id: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    category: Mapped[str] = mapped_column(String(100), nullable=False)
+    key: Mapped[str] = mapped_column(String(200), nullable=False)
+    value: Mapped[str] = mapped_column(Text, nullable=False)
+    source: Mapped[str] = mapped_column(String(32), nullable=False)
+    confidence: Mapped[int] = mapped_column(Integer, nullable=False)
+    session_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    message_seq: Mapped[int | None] = mapped_column(BigInteger)
+    valid_from: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    valid_to: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # the fact's expiry while this version is current (an `as_of` read honours it)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    recorded_at: Mapped[datetime] = created_at_column()
+
+    __table_args__ = (
+        Index("ix_fact_versions_user_fact", "user_id", "fact_id", "id"),
+        Index("ix_fact_versions_user_valid_from", "user_id", "valid_from"),
+        Index(
+            "uq_fact_versions_current",
+            "user_id",
+            "fact_id",
+            unique=True,
+            postgresql_where=text("valid_to IS NULL"),
+        ),
+    )
+
+
 class MemorySummary(Base):
     __tablename__ = "memory_summary"
 

@@ -51,14 +51,18 @@ MEMORY_DESCRIPTION = (
     "or a fact is clearly wrong or outdated), with text erases that exact text (case-insensitive, at "
     "least 3 characters) from everything remembered about the user - conversations, facts, "
     "notes, summaries - when the user asks to forget it (e.g. a passport number); "
-    "action=list names the categories that hold facts. "
+    "action=list names the categories that hold facts; action=history with key lists the "
+    "values a fact held, newest first, with when each was true (e.g. where the user lived "
+    "before). "
     "Confidence 0-100: tool output 95, the user's own statement 80, the web 50, a guess 30."
 )
 MEMORY = _object(
     {
-        "action": {"type": "string", "enum": ["save", "search", "forget", "list"]},
-        "category": _string("save/forget: e.g. preferences, projects, environment", MAX_CATEGORY),
-        "key": _string("save/forget: a short name for the fact, e.g. editor", MAX_KEY),
+        "action": {"type": "string", "enum": ["save", "search", "forget", "list", "history"]},
+        "category": _string(
+            "save/forget/history: e.g. preferences, projects, environment", MAX_CATEGORY
+        ),
+        "key": _string("save/forget/history: a short name for the fact, e.g. editor", MAX_KEY),
         "value": _string("save: the fact itself", MAX_VALUE),
         "source": {"type": "string", "enum": list(SOURCES), "description": "save: where from"},
         "confidence": {"type": "integer", "minimum": 0, "maximum": 100},
@@ -91,6 +95,11 @@ MEMORY_SEARCH = _object(
         ),
         "scope": {"type": "string", "enum": list(SCOPES), "default": "all"},
         "k": _k("results per store"),
+        "as_of": {
+            "type": "string",
+            "description": "the saved facts as they were at this time (ISO 8601 with zone, "
+            "e.g. 2026-05-01T00:00:00Z): what was true then",
+        },
     },
     ["query"],
 )

@@ -86,7 +86,9 @@ async def _memory(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
     call = _args(arguments, MemoryToolCall)
     facts = FactService.of(ctx.db, ctx.runtime)
     forget = ForgetService.of(ctx.db, ctx.runtime)
-    return _result(await run_memory_tool_with_forget(facts, forget, ctx.principal.id, call))
+    return _result(
+        await run_memory_tool_with_forget(facts, forget, ctx.principal.id, call, ctx.session_id)
+    )
 
 
 async def _memory_search(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
@@ -163,7 +165,7 @@ BUILTIN_TOOLS: Mapping[str, ToolSpec] = MappingProxyType(
     {
         spec.name: spec
         for spec in (
-            _spec("memory", _memory),
+            _spec("memory", _memory, uses_session=True),
             _spec("memory_search", _memory_search, uses_session=True),
             _spec("chat_history", _chat_history, needs_session=True),
             _spec("write_error", _write_error),

@@ -153,7 +153,7 @@ class TokenRepository:
 
 # The user-keyed tables whose rows are not reached through a session (deleted in
 # batches before the user's row, whose cascade then has little left to do).
-_USER_TABLES = ("memory_chunks", "memory_facts", "error_memory")
+_USER_TABLES = ("memory_chunks", "memory_facts", "fact_versions", "error_memory")
 
 
 class UserDeletionRepository:

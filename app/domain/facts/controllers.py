@@ -4,6 +4,7 @@ navi.memory.read_all). The memory tool call (/tools/memory) is app/domain/forget
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 import msgspec
@@ -11,6 +12,7 @@ from litestar import Controller, delete, get, patch, post, put
 from litestar.params import Parameter
 
 from app.domain.facts.deps import DEPENDENCIES
+from app.domain.facts.history import fact_history, facts_as_of, restore_version
 from app.domain.facts.schemas import (
     DEFAULT_FACT_SORT_BY,
     DEFAULT_FACT_SORT_ORDER,
@@ -19,16 +21,19 @@ from app.domain.facts.schemas import (
     MAX_SEARCH_LIMIT,
     CategoriesOut,
     CategoryCount,
+    FactHistoryPage,
     FactIn,
     FactOut,
     FactPatch,
     FactSortBy,
+    RestoreIn,
     SearchOut,
     SortOrder,
     SummaryIn,
     SummaryOut,
 )
 from app.domain.facts.services import FactService, fact_out, summary_fields
+from app.domain.facts.versions import fact_as_of, version_out
 from app.domain.kernel.deps import READ_ONLY
 from app.domain.kernel.principal import Principal
 from app.lib.errors import Forbidden, NotFound, Unprocessable
@@ -42,8 +47,16 @@ ListSearch = Annotated[str | None, Parameter(max_length=200)]
 ExactName = Annotated[str | None, Parameter(min_length=1, max_length=200)]
 
 
-class FactSaved(FactOut):
+class FactSaved(FactOut, kw_only=True):
     merged: list[int]  # ids hidden behind this fact by `dedupe`
+
+
+def _fact_id(raw: str) -> int:
+    """A fact id of a path (parsed here: a typed path parameter would answer an
+    unauthenticated request with a non-numeric id 404 before the auth guard's 401)."""
+    if not raw.isdigit() or len(raw) > 18:
+        raise Unprocessable("fact_id: expected a fact id (an integer)")
+    return int(raw)
 
 
 def _term(value: str | None) -> str | None:
@@ -72,8 +85,25 @@ class MemoryController(Controller):
         sort_order: SortOrder = DEFAULT_FACT_SORT_ORDER,
         category: ExactName = None,
         key: ExactName = None,
+        as_of: datetime | None = None,
     ) -> Page[FactOut]:
+        """`as_of`: the values true at that time instead (deleted facts too, while they
+        were valid), newest value first (`sort_by` does not apply)."""
         exact_category, exact_key = _term(category), _term(key)
+        if as_of is not None:
+            if as_of.tzinfo is None:
+                raise Unprocessable("as_of: give a time zone (e.g. 2026-05-01T12:00:00Z)")
+            versions, count = await facts_as_of(
+                facts,
+                principal.id,
+                as_of,
+                limit=limit,
+                offset=offset,
+                search=_term(search),
+                category=exact_category,
+                key=exact_key,
+            )
+            return page([fact_as_of(v) for v in versions], count, limit, offset)
         rows = await facts.get_all_facts(
             principal.id,
             limit=limit,
@@ -116,6 +146,37 @@ class MemoryController(Controller):
     ) -> None:
         if not await facts.delete_fact(principal.id, key, _term(category)):
             raise NotFound(f"key: no fact {key!r}" + (f" in {category!r}" if category else ""))
+
+    @get("/facts/{fact_id:str}/history")
+    async def fact_history(
+        self,
+        fact_id: str,
+        principal: Principal,
+        facts: FactService,
+        limit: Limit = 50,
+        cursor: Annotated[str | None, Parameter(max_length=32)] = None,
+    ) -> FactHistoryPage:
+        """The fact's versions, newest first (a deleted fact's too); 404 when the caller
+        has no fact of that id."""
+        rows, total, has_more = await fact_history(
+            facts, principal.id, _fact_id(fact_id), limit=limit, cursor=cursor
+        )
+        return FactHistoryPage(
+            items=[version_out(r) for r in rows],
+            total=total,
+            limit=limit,
+            has_more=has_more,
+            next_cursor=str(rows[-1].id) if has_more else None,
+        )
+
+    @post("/facts/{fact_id:str}/restore", status_code=200)
+    async def restore_fact(
+        self, fact_id: str, data: RestoreIn, principal: Principal, facts: FactService
+    ) -> FactSaved:
+        """Make an old version's value current again: a new version."""
+        result = await restore_version(facts, principal.id, _fact_id(fact_id), data.version_id)
+        out = msgspec.structs.asdict(fact_out(result.fact))
+        return FactSaved(**out, merged=result.merged)
 
     @get("/facts/search", dependencies=READ_ONLY)
     async def search_facts(
@@ -216,12 +277,10 @@ class AdminMemoryController(Controller):
     async def patch_fact(
         self, fact_id: str, data: FactPatch, principal: Principal, facts: FactService
     ) -> FactOut:
-        if not fact_id.isdigit() or len(fact_id) > 18:
-            raise Unprocessable("fact_id: expected a fact id (an integer)")
         if isinstance(data.merged_into, msgspec.UnsetType):
             raise Unprocessable("merged_into: required (null restores a merged fact)")
         row = await facts.set_merged_into(
-            int(fact_id),
+            _fact_id(fact_id),
             data.merged_into,
             user_id=principal.id,
             is_admin=principal.is_admin,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from app.domain.facts.render import fact_lines, memory_message
 from app.domain.facts.services import FactService
@@ -11,6 +11,11 @@ from app.domain.facts.services import FactService
 # else the most confident. A cap of ours (the seed names none): the list rides in every
 # prompt, the summary covers the rest (docs/memory.md, "Injection").
 PROMPT_FACTS = 20
+# Of those, the ones whose value changed in the last CHANGED_WITHIN_DAYS days say what it
+# was and when it changed — the CHANGED_MARKS most recent changes at most (each mark is a
+# few words more in every prompt; docs/memory.md, "Versions").
+CHANGED_WITHIN_DAYS = 30
+CHANGED_MARKS = 5
 
 
 async def memory_notes(
@@ -26,5 +31,12 @@ async def memory_notes(
         facts = await service.get_all_facts(  # type: ignore[assignment]
             user_id, limit=PROMPT_FACTS, sort_by="confidence", sort_order="desc"
         )
-    lines = fact_lines(facts, datetime.now(UTC)) if facts else None
+    now = datetime.now(UTC)
+    lines = None
+    if facts:
+        changes = await service.versions.previous_values(
+            user_id, [f.id for f in facts], now - timedelta(days=CHANGED_WITHIN_DAYS)
+        )
+        newest = sorted(changes.items(), key=lambda c: c[1][1], reverse=True)[:CHANGED_MARKS]
+        lines = fact_lines(facts, now, dict(newest))
     return (summary["content"] if summary else None), lines

@@ -5,6 +5,9 @@
 * `fact_line(fact, now)` — one fact per line, with its confidence and its age, so a
   stale fact reads as stale:  `• [preferences] editor → neovim (confidence: 90%, updated
   34d ago)`;
+  a fact whose value changed recently also says what it was and when it changed:
+  `• [home] city → Berlin (confidence: 70%, updated 3d ago; changed 2026-12-02, was:
+  Lyon)` (which facts, and how many, is `prompt_notes`' choice);
 * `fallback_summary(facts)` — the deterministic summary used when the summary LLM call
   fails: one bullet per fact, grouped by category.
 
@@ -16,7 +19,7 @@ months); from 730 days → `Ny ago` (365-day years).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -72,17 +75,29 @@ def age_label(updated_at: datetime, now: datetime) -> str:
     return f"{days // 365}y ago"
 
 
-def fact_line(fact: FactLike, now: datetime) -> str:
+#: A fact's previous value and when the current one replaced it.
+Change = tuple[str, datetime]
+PREVIOUS_VALUE_CHARS = 120
+
+
+def fact_line(fact: FactLike, now: datetime, change: Change | None = None) -> str:
     age = age_label(fact.updated_at, now)
     updated = "updated today" if age == "today" else f"updated {age}"
+    if change is not None:
+        was, at = change
+        updated += f"; changed {at.date().isoformat()}, was: {_one_line(was, PREVIOUS_VALUE_CHARS)}"
     return (
         f"• [{fact.category}] {fact.key} → {_one_line(fact.value)} "
         f"(confidence: {fact.confidence}%, {updated})"
     )
 
 
-def fact_lines(facts: Iterable[FactLike], now: datetime) -> str:
-    return "\n".join(fact_line(f, now) for f in facts)
+def fact_lines(
+    facts: Iterable[FactLike], now: datetime, changes: Mapping[int, Change] | None = None
+) -> str:
+    """`changes`: by fact id, the facts to mark as changed recently."""
+    marks = changes or {}
+    return "\n".join(fact_line(f, now, marks.get(getattr(f, "id", -1))) for f in facts)
 
 
 def fallback_summary(facts: Iterable[FactLike]) -> str:

@@ -36,6 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
 from app.db.models import MemoryFact, MemorySummary
+from app.domain.facts.version_close import close_versions_at
 
 SORT_COLUMNS = {
     "category": MemoryFact.category,
@@ -192,22 +193,28 @@ class FactRepository:
             .values(merged_into=None)
         )
 
-    async def delete_by_key(self, user_id: str, key: str, category: str | None) -> int:
+    async def delete_by_key(
+        self, user_id: str, key: str, category: str | None
+    ) -> tuple[list[int], list[int]]:
         """Delete the fact(s) under `key` (in `category`, or in any), hidden rows pointing
-        at them first so none is left orphaned (the FK would un-hide them)."""
+        at them first so none is left orphaned (the FK would un-hide them). The ids of
+        the facts under the key, and of the hidden rows deleted with them."""
         target = select(MemoryFact.id).where(MemoryFact.user_id == user_id, MemoryFact.key == key)
         if category is not None:
             target = target.where(MemoryFact.category == category)
         ids = list((await self.session.execute(target)).scalars())
         if not ids:
-            return 0
-        await self.session.execute(
-            delete(MemoryFact).where(MemoryFact.user_id == user_id, MemoryFact.merged_into.in_(ids))
+            return [], []
+        hidden = await self.session.execute(
+            delete(MemoryFact)
+            .where(MemoryFact.user_id == user_id, MemoryFact.merged_into.in_(ids))
+            .returning(MemoryFact.id)
         )
+        hidden_ids = list(hidden.scalars())
         await self.session.execute(
             delete(MemoryFact).where(MemoryFact.user_id == user_id, MemoryFact.id.in_(ids))
         )
-        return len(ids)
+        return ids, hidden_ids
 
     async def purge_expired(self, expired_before: datetime) -> int:
         """System-wide housekeeping: delete facts expired before `expired_before`, with
@@ -219,11 +226,23 @@ class FactRepository:
         for user_id in users.scalars().all():
             mine = MemoryFact.user_id == user_id
             ids = select(MemoryFact.id).where(mine, expired)
-            await self.session.execute(
-                delete(MemoryFact).where(mine, MemoryFact.merged_into.in_(ids))
+            hidden = await self.session.execute(
+                delete(MemoryFact)
+                .where(mine, MemoryFact.merged_into.in_(ids))
+                .returning(MemoryFact.id, MemoryFact.merged_into)
             )
-            result = await self.session.execute(delete(MemoryFact).where(mine, expired))
-            purged += int(result.rowcount)  # type: ignore[attr-defined]
+            behind = list(hidden.all())
+            result = await self.session.execute(
+                delete(MemoryFact)
+                .where(mine, expired)
+                .returning(MemoryFact.id, MemoryFact.expires_at)
+            )
+            ends = {r.id: r.expires_at for r in result}
+            expired_ids = list(ends)
+            # their versions end at their expiry; a row hidden behind one, at that one's
+            ends.update({r.id: ends[r.merged_into] for r in behind})
+            await close_versions_at(self.session, user_id, ends)
+            purged += len(expired_ids)
         return purged
 
     # ------------------------------------------------------------------ reads

@@ -17,7 +17,7 @@ SortOrder = Literal["asc", "desc"]
 # The HTTP lists' default: newest first (the most recently saved or updated fact).
 DEFAULT_FACT_SORT_BY: FactSortBy = "updated_at"
 DEFAULT_FACT_SORT_ORDER: SortOrder = "desc"
-ToolAction = Literal["save", "search", "forget", "list"]
+ToolAction = Literal["save", "search", "forget", "list", "history"]
 SearchMode = Literal["vector", "text", "none"]
 
 MAX_CATEGORY = 100
@@ -72,9 +72,13 @@ class FactOut(msgspec.Struct):
     has_embedding: bool
     created_at: datetime
     updated_at: datetime
+    # an `as_of` answer: the version that was true then, and its validity (else null)
+    version_id: int | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
 
-class FactHit(FactOut):
+class FactHit(FactOut, kw_only=True):
     match: Literal["vector", "text"]
     score: float  # vector: 1 - cosine distance; text: matched query words (+ similarity)
 
@@ -116,6 +120,40 @@ class FactPatch(msgspec.Struct, forbid_unknown_fields=True):
     merged_into: FactId | None | msgspec.UnsetType = msgspec.UNSET
 
 
+class FactVersionOut(msgspec.Struct):
+    """One value a fact held: `valid_to` null while it is the current one."""
+
+    id: int
+    fact_id: int
+    category: str
+    key: str
+    value: str
+    source: str
+    confidence: int
+    session_id: uuid.UUID | None
+    message_seq: int | None
+    valid_from: datetime
+    valid_to: datetime | None
+    expires_at: datetime | None
+    recorded_at: datetime
+    current: bool
+
+
+class FactHistoryPage(msgspec.Struct):
+    """A page of a fact's versions, newest first. `next_cursor` (when `has_more`): pass it
+    as `cursor` for the next page (keyset paging on the version id)."""
+
+    items: list[FactVersionOut]
+    total: int
+    limit: int
+    has_more: bool
+    next_cursor: str | None = None
+
+
+class RestoreIn(msgspec.Struct, forbid_unknown_fields=True):
+    version_id: FactId
+
+
 class MemoryToolCall(msgspec.Struct, forbid_unknown_fields=True):
     """The `memory` tool's arguments, exactly as the model produced them."""
 
@@ -142,4 +180,5 @@ class MemoryToolResult(msgspec.Struct, omit_defaults=True):
     categories: list[CategoryCount] | None = None
     deleted: int | None = None
     merged: list[int] | None = None
+    versions: list[FactVersionOut] | None = None  # history: newest first
     forgotten: dict[str, Any] | None = None  # forget with `text`: the forget's answer

@@ -39,6 +39,8 @@ from app.domain.facts.schemas import (
     FactOut,
 )
 from app.domain.facts.search_repository import FactSearchRepository
+from app.domain.facts.version_repository import FactVersionRepository
+from app.domain.facts.versions import record_write
 from app.domain.kernel.runtime import Runtime
 from app.domain.kernel.stopwords import STOPWORDS
 from app.lib.errors import Forbidden, NotFound, Unprocessable
@@ -105,6 +107,7 @@ def fact_hit(row: FactRow, match: str, score: float) -> FactHit:
 class UpsertResult:
     fact: FactRow
     merged: list[int] = field(default_factory=list)  # ids hidden behind `fact`
+    version_id: int | None = None  # the version added (None: the value was confirmed)
 
 
 @dataclass
@@ -137,6 +140,7 @@ class FactService:
         self.facts = FactRepository(db)
         self.search = FactSearchRepository(db)
         self.summaries = SummaryRepository(db)
+        self.versions = FactVersionRepository(db)
 
     @classmethod
     def of(cls, db: AsyncSession, runtime: Runtime) -> FactService:
@@ -169,11 +173,13 @@ class FactService:
         dedupe: bool = False,
         *,
         embedding: Sequence[float] | None | msgspec.UnsetType = msgspec.UNSET,
+        message_seq: int | None = None,
     ) -> UpsertResult:
         """Insert or rewrite (user, category, key). The fact is stored even when the
         embedding fails (NULL vector; `backfill` fills it later). With `dedupe`, live rows
         of the same category holding the same fact under another spelling of the key
-        are hidden behind this one (`merged_into`)."""
+        are hidden behind this one (`merged_into`). A new value adds a version (from
+        `source_session_id`, `message_seq`), the same value confirms the current one."""
         category = _identifier("category", category, MAX_CATEGORY)
         key = _identifier("key", key, MAX_KEY)
         value = scrub_text(_require("value", value, MAX_VALUE)).strip()  # NUL → U+FFFD
@@ -208,6 +214,9 @@ class FactService:
             source_session_id=source_session_id,
             embedding=vector,
         )
+        version = await record_write(
+            self.versions, user_id, row, session_id=source_session_id, message_seq=message_seq
+        )
         merged: list[int] = []
         if dedupe:
             others = await self.facts.live_in_category(user_id, category, row.id)
@@ -215,14 +224,17 @@ class FactService:
             if merged:
                 await self.facts.hide(user_id, merged, row.id)
                 log.info("facts.merged", user_id=user_id, into=row.id, hidden=merged)
-        return UpsertResult(fact=row, merged=merged)
+        return UpsertResult(fact=row, merged=merged, version_id=version)
 
     async def delete_fact(self, user_id: str, key: str, category: str | None = None) -> int:
         reject_nul(key, "key")
         reject_nul(category, "category")
-        return await self.facts.delete_by_key(
+        ids, hidden = await self.facts.delete_by_key(
             user_id, normalise_name(key), normalise_name(category) if category else None
         )
+        if ids:  # their versions end now (or at their expiry, when that came first)
+            await self.versions.close_current(user_id, [*ids, *hidden], await self.versions.now())
+        return len(ids)
 
     async def set_merged_into(
         self,
@@ -327,7 +339,7 @@ class FactService:
             sort_by=sort_by,
             sort_order=sort_order,
             include_merged=include_merged,
-            exact=_exact(category, key),
+            exact=exact_filter(category, key),
         )
 
     async def fact_count(
@@ -345,7 +357,7 @@ class FactService:
             all_users=all_users,
             search=search,
             include_merged=include_merged,
-            exact=_exact(category, key),
+            exact=exact_filter(category, key),
         )
 
     async def categories(self, user_id: str) -> list[tuple[str, int]]:
@@ -376,7 +388,7 @@ class FactService:
         return await self.summaries.put(user_id, scrub_text(content).strip())
 
 
-def _exact(category: str | None, key: str | None) -> FactKeyFilter:
+def exact_filter(category: str | None, key: str | None) -> FactKeyFilter:
     return FactKeyFilter(
         normalise_name(category) if category is not None else None,
         normalise_name(key) if key is not None else None,

@@ -216,6 +216,27 @@ class ForgetMemoryRepository:
             text("DELETE FROM memory_facts WHERE user_id = :uid AND id = ANY(:ids)"), params
         )
 
+    async def find_fact_versions(
+        self, user_id: str, needle: Needle, fact_ids: Sequence[int]
+    ) -> list[int]:
+        """The versions holding the text, and every version of the facts deleted for it
+        (`fact_ids`): forget means gone, the history included."""
+        rows = await self.session.execute(
+            text(
+                "SELECT id FROM fact_versions WHERE user_id = :uid AND (fact_id = ANY(:fids)"
+                " OR category ILIKE :like OR key ILIKE :like OR value ILIKE :like)"
+            ),
+            {"uid": user_id, "fids": list(fact_ids), "like": needle.like},
+        )
+        return list(rows.scalars())
+
+    async def delete_fact_versions(self, user_id: str, ids: Sequence[int]) -> None:
+        if ids:
+            await self.session.execute(
+                text("DELETE FROM fact_versions WHERE user_id = :uid AND id = ANY(:ids)"),
+                {"uid": user_id, "ids": list(ids)},
+            )
+
     # ------------------------------------------------------------------ summary, sketches
     async def find_summary(self, user_id: str, needle: Needle) -> TextChange | None:
         content = (

@@ -183,12 +183,14 @@ class ForgetRunner:
             memory = ForgetMemoryRepository(db)
             chunks = await memory.find_chunks(user_id, None, needle)  # of no session
             facts = await memory.find_facts(user_id, needle)
+            versions = await memory.find_fact_versions(user_id, needle, facts)
             summary = await memory.find_summary(user_id, needle)
             sketches = await memory.find_sketches(user_id, needle)
             errors = await memory.find_errors(user_id, needle)
             if write:
                 await memory.write_chunks(user_id, chunks)
                 await memory.delete_facts(user_id, facts)
+                await memory.delete_fact_versions(user_id, versions)
                 await memory.write_summary(user_id, summary)
                 await memory.write_sketches(user_id, sketches)
                 # without a vector until embedded anew, after the commit
@@ -196,6 +198,7 @@ class ForgetRunner:
             step = {
                 "chunks": len(chunks),
                 "facts": len(facts),
+                "fact_versions": len(versions),
                 "memory_summary": int(summary is not None),
                 "sketches": len(sketches),
                 "errors": len(errors),

@@ -15,12 +15,13 @@ from app.domain.forget.redact import MAX_TEXT
 # checked on the stripped text (`redact.check_text`).
 ForgetText = Annotated[str, msgspec.Meta(max_length=MAX_TEXT)]
 
-#: The stores an answer counts, in this order (rows changed, or facts deleted).
+#: The stores an answer counts, in this order (rows changed, or facts and versions deleted).
 STORES = (
     "messages",
     "archived_messages",
     "chunks",
     "facts",
+    "fact_versions",
     "memory_summary",
     "rolling_summaries",
     "sketches",

@@ -6,6 +6,7 @@ The answer never repeats the text: it is stored as the tool's result in the sess
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,10 +26,14 @@ def forgets_text(call: MemoryToolCall) -> bool:
 
 
 async def run_memory_tool_with_forget(
-    facts: FactService, forget: ForgetService, user_id: str, call: MemoryToolCall
+    facts: FactService,
+    forget: ForgetService,
+    user_id: str,
+    call: MemoryToolCall,
+    session_id: uuid.UUID | None = None,
 ) -> MemoryToolResult:
     if not forgets_text(call):
-        return await run_memory_tool(facts, user_id, call)
+        return await run_memory_tool(facts, user_id, call, session_id)
     assert call.text is not None
     answer = await forget.forget(user_id, call.text, via="tool")
     out = answer.result if isinstance(answer, ForgetJobOut) else answer

@@ -23,6 +23,7 @@ class MemoryHit:
     score: float | None = None  # vector similarity, 0..1 when available
     terms_hit: int = 0  # lexical overlap, for the text-search path
     superseded_by: str | None = None  # the newer fact overriding this: "<key> (updated …)"
+    superseded_value: str | None = None  # that fact's value: what replaced this one
     before_summary: bool = False  # raw, older than the current session's last summary
     breadcrumbs: tuple[str, ...] = ()
     matched_terms: tuple[str, ...] = ()  # terms the store matched, if it reports them

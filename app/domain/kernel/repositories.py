@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import Session
+from app.db.models import Message, Session
 from app.domain.kernel.access import Viewer
 
 
@@ -47,6 +47,22 @@ class SessionLookupRepository:
         return (
             await self.session.execute(
                 select(Session).where(Session.id == session_id, visible(viewer))
+            )
+        ).scalar_one_or_none()
+
+    async def last_user_seq(self, user_id: str, session_id: uuid.UUID) -> int | None:
+        """The sequence number of the session's newest user message (what a `memory`
+        save in that session came from), None when it has none in the live history."""
+        return (
+            await self.session.execute(
+                select(Message.sequence_number)
+                .where(
+                    Message.user_id == user_id,
+                    Message.session_id == session_id,
+                    Message.role == "user",
+                )
+                .order_by(Message.sequence_number.desc())
+                .limit(1)
             )
         ).scalar_one_or_none()
 

@@ -11,6 +11,7 @@ from app.domain.search.schemas import MemorySearchIn, MemorySearchOut, ToolMemor
 from app.domain.search.services import UnifiedSearch
 from app.domain.search.tool import (
     MAX_QUERY,
+    check_as_of,
     check_session,
     result_out,
     run_memory_search_tool,
@@ -44,6 +45,7 @@ class MemorySearchController(Controller):
             session_id=sid,
             current_session_id=current,
             best_window=data.best_window,
+            as_of=check_as_of(data.as_of),
         )
         return result_out(result)
 

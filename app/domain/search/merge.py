@@ -47,6 +47,12 @@ def _fact_words(text: str) -> set[str]:
     return {t for t in query_terms(text) if len(t) > 2}
 
 
+def _value_of(fact: MemoryHit) -> str:
+    """The value of a fact hit (`"<key>: <value>"`), else its whole text."""
+    prefix = f"{fact.key}: " if fact.key else ""
+    return fact.text[len(prefix) :] if prefix and fact.text.startswith(prefix) else fact.text
+
+
 def _words(text: str) -> set[str]:
     """Every word of `text`, lower-cased: what a fact's content words are looked up in
     (they hold no stopword, so the raw side needs no filtering — one C-level scan of a
@@ -66,8 +72,11 @@ def mark_freshness(
 
     * A raw hit sharing at least two content words with a fact *newer* than the hit is
       superseded by that fact (the newest such fact when several qualify), labelled
-      `superseded_label(fact)`: its key and when it changed. An older fact next to a
-      newer verbatim line is the lossy copy, not the truth.
+      `superseded_label(fact)`: its key and when it changed, and `superseded_value`: the
+      value that replaced the excerpt's. An older fact next to a
+      newer verbatim line is the lossy copy, not the truth. A hit that states the fact's
+      current value (every content word of it) is not superseded by that fact: it says
+      what is still true (a value confirmed since, or restored, moves the fact's time).
     * A raw hit of the current session is `before_summary` when its turns are ones the
       latest summary covers: it ends at or before `summary_through` (the last turn the
       summary summarised) — or, when that is unknown, it is older than `summary_at`. A
@@ -82,9 +91,10 @@ def mark_freshness(
         reverse=True,
     )
     fact_words = {id(f): _fact_words(f.text) for f in dated}
+    value_words = {id(f): _fact_words(_value_of(f)) for f in dated}
     marked: list[MemoryHit] = []
     for hit in raws:
-        before, superseded = hit.before_summary, hit.superseded_by
+        before, superseded, now = hit.before_summary, hit.superseded_by, hit.superseded_value
         raw_words: set[str] | None = None  # read once per hit, and only when a fact is newer
         if (
             summary_at is not None
@@ -104,10 +114,18 @@ def mark_freshness(
                 if raw_words is None:
                     raw_words = _words(hit.text)
                 if len(fact_words[id(fact)] & raw_words) >= 2:
-                    superseded = superseded_label(fact)
+                    states = value_words[id(fact)]
+                    if not (states and states <= raw_words):  # else: it states the value
+                        superseded, now = superseded_label(fact), _value_of(fact)
                     break
-        if (before, superseded) != (hit.before_summary, hit.superseded_by):
-            hit = replace(hit, before_summary=before, superseded_by=superseded)
+        if (before, superseded, now) != (
+            hit.before_summary,
+            hit.superseded_by,
+            hit.superseded_value,
+        ):
+            hit = replace(
+                hit, before_summary=before, superseded_by=superseded, superseded_value=now
+            )
         marked.append(hit)
     return marked
 

@@ -31,6 +31,7 @@ MAX_KEYS_SHOWN = 12
 KEYS_CHARS = 200  # the keys line stops before this many chars (at least one key is shown)
 
 NO_HITS = "No matches in any store. Try fewer, different words."
+NOW_VALUE_CHARS = 120  # the replacing value in an `outdated` note, cut
 OUTDATED = (
     "⚠ outdated: a newer curated fact overrides this — {key}. "
     "Trust the fact; quote this only as history."
@@ -87,6 +88,11 @@ def format_hits(
     return "\n".join(lines)
 
 
+def _flat(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
 def _item(
     number: int, hit: MemoryHit, terms: Sequence[str], body: str, *, same_session: bool = False
 ) -> list[str]:
@@ -98,7 +104,10 @@ def _item(
     out = [f"{number}. {where}"]
     if hit.source_type == "raw":
         if hit.superseded_by:
-            out.append(_INDENT + OUTDATED.format(key=hit.superseded_by))
+            key = hit.superseded_by
+            if hit.superseded_value:  # which value replaced it
+                key += f", now: {_flat(hit.superseded_value, NOW_VALUE_CHARS)}"
+            out.append(_INDENT + OUTDATED.format(key=key))
         elif hit.before_summary:
             out.append(_INDENT + BEFORE_SUMMARY)
         if hit.breadcrumbs:

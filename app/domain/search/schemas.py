@@ -15,6 +15,8 @@ class MemorySearchIn(msgspec.Struct, forbid_unknown_fields=True):
     session_id: str | None = None  # narrows raw chunks to one conversation
     current_session_id: str | None = None  # orders sketches, freshness boundary
     best_window: bool = True
+    # the facts as they were then (their versions); the other stores are searched as now
+    as_of: datetime | None = None
 
 
 class ToolMemorySearchIn(msgspec.Struct):
@@ -24,6 +26,7 @@ class ToolMemorySearchIn(msgspec.Struct):
     scope: Any = "all"
     k: Any = 5
     session_id: str | None = None
+    as_of: Any = None  # an ISO 8601 time with its zone: the facts as they were then
 
 
 class HitOut(msgspec.Struct):
@@ -40,6 +43,7 @@ class HitOut(msgspec.Struct):
     rank: float | None  # raw: the fused relevance the hits are ordered by
     terms_hit: int
     superseded_by: str | None
+    superseded_value: str | None  # the value of the fact that replaced this excerpt's
     before_summary: bool
     breadcrumbs: list[str]
 

@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar, cast
 
 import structlog
@@ -22,7 +23,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.db.engine import behind_pooler, in_own_session
 from app.domain.error_memory.services import unified_error_search
+from app.domain.facts.history import search_fact_hits_as_of
 from app.domain.facts.memory_hits import search_fact_hits
+from app.domain.facts.services import FactService
 from app.domain.kernel.hits import MemoryHit
 from app.domain.kernel.runtime import Runtime
 from app.domain.kernel.terms import clamp_k, normalize_scope, query_terms
@@ -169,7 +172,9 @@ class UnifiedSearch:
         session_id: uuid.UUID | None = None,
         current_session_id: uuid.UUID | None = None,
         best_window: bool = True,
+        as_of: datetime | None = None,
     ) -> SearchResult:
+        """`as_of`: the facts leg answers with the values true then (versions, by words)."""
         started = time.perf_counter()
         query = scrub_text(query)  # free text: a NUL is searched (and echoed) as U+FFFD
         scope_ = normalize_scope(scope)
@@ -191,6 +196,8 @@ class UnifiedSearch:
         failed: dict[str, Exception] = {}  # store -> its error, in the order they failed
 
         async def facts_leg(db: AsyncSession) -> list[MemoryHit]:
+            if as_of is not None:
+                return await search_fact_hits_as_of(FactService(db), user_id, query, k_, as_of)
             return await self.facts(db, llm, user_id, query, k_)  # type: ignore[arg-type,misc]
 
         async def sketches_leg(db: AsyncSession) -> list[MemoryHit]:

@@ -4,6 +4,7 @@ one implementation for `POST /tools/memory_search` and the agents' tool registry
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.ownership import SessionAccess
@@ -39,6 +40,21 @@ def check_query(query: object) -> str:
     return query
 
 
+def check_as_of(raw: object) -> datetime | None:
+    """`as_of`: an ISO 8601 time with its zone, or None (now)."""
+    if raw is None:
+        return None
+    try:
+        at = raw if isinstance(raw, datetime) else datetime.fromisoformat(str(raw))
+    except ValueError:
+        at = None
+    if at is None or at.tzinfo is None:
+        raise Unprocessable(
+            "as_of: expected an ISO 8601 time with its zone, e.g. 2026-05-01T12:00Z"
+        )
+    return at
+
+
 async def check_session(access: SessionAccess, principal: Principal, sid: uuid.UUID | None) -> None:
     if sid is not None:
         await access.get(sid, Viewer.of(principal))
@@ -55,6 +71,11 @@ async def run_memory_search_tool(
     query = check_query(call.query)
     await check_session(access, principal, current)
     result = await search.search(
-        query, user_id=principal.id, scope=call.scope, k=call.k, current_session_id=current
+        query,
+        user_id=principal.id,
+        scope=call.scope,
+        k=call.k,
+        current_session_id=current,
+        as_of=check_as_of(call.as_of),
     )
     return result_out(result)

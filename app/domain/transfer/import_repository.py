@@ -84,6 +84,32 @@ class ImportRepository:
         ]
         return list((await self.session.execute(stmt, values)).scalars())
 
+    async def new_fact_ids(self, n: int) -> list[int]:
+        """`n` fresh fact ids (for the versions of facts a file holds no more: deleted)."""
+        rows = await self.session.execute(
+            text(
+                "SELECT nextval(pg_get_serial_sequence('memory_facts', 'id'))"
+                " FROM generate_series(1, :n)"
+            ),
+            {"n": n},
+        )
+        return list(rows.scalars())
+
+    async def add_missing_versions(self, user_id: str) -> None:
+        """A current version for each imported fact without one (a file written before
+        fact versions): its value as it is, valid from its `updated_at`."""
+        await self.session.execute(
+            text(
+                "INSERT INTO fact_versions (user_id, fact_id, category, key, value, source,"
+                " confidence, session_id, valid_from, expires_at)"
+                " SELECT f.user_id, f.id, f.category, f.key, f.value, f.source, f.confidence,"
+                " f.source_session_id, f.updated_at, f.expires_at FROM memory_facts f"
+                " WHERE f.user_id = :uid AND NOT EXISTS (SELECT 1 FROM fact_versions v"
+                " WHERE v.user_id = f.user_id AND v.fact_id = f.id)"
+            ),
+            {"uid": user_id},
+        )
+
     async def merge_facts(self, user_id: str, merges: Sequence[tuple[int, int]]) -> None:
         """Hide each fact `(id, into)` behind `into` (both the new ids)."""
         if not merges:

@@ -37,6 +37,7 @@ from sqlalchemy.dialects.postgresql import INT8MULTIRANGE, JSONB
 from app.config import Settings
 from app.db.models import (
     ErrorMemory,
+    FactVersion,
     MemoryChunk,
     MemoryChunkVector,
     MemoryFact,
@@ -146,6 +147,9 @@ KINDS: tuple[Kind, ...] = (
         vectors_only=True,
     ),
     Kind("fact", _t(MemoryFact), ("category", "key"), vector="embedding"),  # uq (user_id, …)
+    # after the facts: the import maps `fact_id` to the facts' new ids (a deleted fact's
+    # versions get a new id of their own); ix (user_id, fact_id, id)
+    Kind("fact_version", _t(FactVersion), ("fact_id", "id"), skip=frozenset({"id"})),
     Kind("memory_summary", _t(MemorySummary), ()),
     Kind(
         "error",

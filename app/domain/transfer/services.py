@@ -123,6 +123,7 @@ class _Import:
         self.sessions: set[uuid.UUID] = set()
         self.fact_ids: dict[int, int] = {}  # id in the file -> new id
         self.merges: list[tuple[int, int]] = []  # (id, merged_into), ids of the file
+        self.gone_fact_ids: dict[int, int] = {}  # a version's fact not in the file -> new id
         self.chunks = 0
         # planning entries of the session records of an older file (`planning_logs`)
         self.legacy_planning: list[dict[str, Any]] = []
@@ -236,6 +237,8 @@ class _Import:
                     self.fact_ids[row["id"]] = new_id
                     if row.get("merged_into") is not None:
                         self.merges.append((row["id"], row["merged_into"]))
+            elif kind.type == "fact_version":
+                await self.repo.insert(kind, self.user_id, await self._version_rows(rows))
             else:
                 await self.repo.insert(kind, self.user_id, rows)
         except (IntegrityError, DataError) as exc:  # rows the database refuses: the file's
@@ -248,6 +251,17 @@ class _Import:
                 await self.repo.insert(_PLANNING, self.user_id, planning)
         elif kind.type == "chunk":
             self.chunks += len(rows)
+
+    async def _version_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The versions with their facts' new ids; a fact the file does not hold (deleted
+        before the export) gets a new id of its own, the same for all its versions."""
+        ids = {**self.gone_fact_ids, **self.fact_ids}
+        unknown = sorted({r["fact_id"] for r in rows} - ids.keys())
+        if unknown:
+            fresh = dict(zip(unknown, await self.repo.new_fact_ids(len(unknown)), strict=True))
+            self.gone_fact_ids.update(fresh)
+            ids.update(fresh)
+        return [{**r, "fact_id": ids[r["fact_id"]]} for r in rows]
 
     async def _check_sessions(self, rows: list[dict[str, Any]]) -> None:
         taken = await self.repo.taken_session_ids([r["id"] for r in rows])
@@ -274,6 +288,7 @@ class _Import:
             await self.repo.merge_facts(self.user_id, merges)
         except (IntegrityError, DataError) as exc:
             raise Unprocessable(f"facts: merged_into: {type(exc.orig).__name__}") from None
+        await self.repo.add_missing_versions(self.user_id)
         await self.repo.count_chunks(self.user_id, self.chunks)
         await self.repo.mark_extraction_pending(self.user_id)
         await self.repo.mark_background_work(self.user_id)

@@ -70,6 +70,7 @@ SAMPLES: dict[str, Any] = {
     "data": b'{"type":"header"}\n',
     "entry": {"step": 1},
     "fact_id": 7,
+    "version_id": 11,
     "merged_into": None,
     "arguments": {"query": "x"},
     "limit": 5,

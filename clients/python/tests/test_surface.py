@@ -123,6 +123,16 @@ def test_facts_summary_and_forget(navi: Navi, admin: Navi, user: tuple[str, str]
     assert hidden.merged_into == saved.id
     assert admin.admin_merge_fact(other.id, None).merged_into is None
 
+    navi.save_fact("prefs", "editor", "helix")  # a new value: a new version
+    history = navi.fact_history(saved.id, limit=1)
+    assert [v.value for v in history.items] == ["helix"] and history.has_more
+    older = navi.fact_history(saved.id, cursor=history.next_cursor).items
+    assert [(v.value, v.current) for v in older] == [("neovim", False)]
+    then = navi.list_facts(as_of=older[0].valid_from.isoformat())
+    assert [f.value for f in then.items if f.key == "editor"] == ["neovim"]
+    assert navi.restore_fact(saved.id, older[0].id).value == "neovim"
+    assert len(navi.fact_history(saved.id).items) == 3
+
     navi.delete_fact("shell", category="prefs")
     with pytest.raises(NotFound):
         navi.delete_fact("shell", category="prefs")

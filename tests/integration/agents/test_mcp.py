@@ -90,7 +90,9 @@ async def test_lists_the_registry_tools(navi: Navi) -> None:
         assert by_name[name].description == spec.description
         assert by_name[name].input_schema["required"] == spec.parameters["required"]
     assert "session_id" in by_name["chat_history"].input_schema["properties"]
-    assert "session_id" not in by_name["memory"].input_schema["properties"]
+    # a saved value's version records the session it was said in
+    assert "session_id" in by_name["memory"].input_schema["properties"]
+    assert "session_id" not in by_name["write_error"].input_schema["properties"]
 
 
 async def test_calls_every_tool_as_the_caller(navi: Navi) -> None:
@@ -134,6 +136,24 @@ async def test_calls_every_tool_as_the_caller(navi: Navi) -> None:
         assert r.json()["items"] == []
         r = await http.get(f"/sessions/{sid}/scratchpad/plan", headers=navi.alice)
         assert r.json()["value"] == "migrate staging"
+
+
+async def test_memory_saves_record_their_session_and_history_lists_them(navi: Navi) -> None:
+    async with mcp_session(navi, {**navi.alice, "X-Navi-Session-Id": navi.sid}) as mcp:
+        for value in ("5432", "6543"):
+            args = {"action": "save", "category": "db", "key": "port", "value": value}
+            assert not (await mcp.call_tool("memory", args)).is_error
+        result = await mcp.call_tool("memory", {"action": "history", "key": "port"})
+    assert not result.is_error
+    assert "port = 6543" in _text(result) and "port = 5432" in _text(result)
+    async with httpx.AsyncClient(base_url=navi.base, timeout=30) as http:
+        fact = (await http.get("/memory/facts", headers=navi.alice)).json()["items"][0]
+        r = await http.get(f"/memory/facts/{fact['id']}/history", headers=navi.alice)
+    # the session and its newest user message (the fixture's one message: seq 0)
+    assert [(v["value"], v["session_id"], v["message_seq"]) for v in r.json()["items"]] == [
+        ("6543", navi.sid, 0),
+        ("5432", navi.sid, 0),
+    ]
 
 
 async def test_session_from_the_header(navi: Navi) -> None:

@@ -144,6 +144,10 @@ ROUTES: dict[tuple[str, str], tuple[str, Call]] = {
         "not_theirs",
         call(lambda w: {}, fact_id="{fact_id}"),
     ),
+    ("POST", "/console/memory/facts/restore"): (
+        "not_theirs",  # alice's fact: 404 for anyone else, before the version is looked at
+        call(lambda w: {}, fact_id="{fact_id}", version_id="1"),
+    ),
     ("POST", "/console/memory/summary"): ("own", call(summary="likes tea")),
     ("GET", "/console/search"): ("own", call()),
     ("POST", "/console/search/forget"): ("own", call(text=SECRET)),

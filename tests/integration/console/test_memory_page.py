@@ -192,6 +192,66 @@ async def test_delete_a_fact(client: AsyncTestClient) -> None:
     assert r.status_code == 422 and "key: required" in r.text
 
 
+async def test_a_facts_history_is_shown_and_an_old_value_restored(
+    client: AsyncTestClient,
+) -> None:
+    _, alice = await _user(client, "alice")
+    _, bob = await _user(client, "bob")
+    fact = await _save(client, alice, category="home", key="city", value="Lyon")
+    await _save(client, alice, category="home", key="city", value="Berlin")
+    single = await _save(client, alice, category="pets", key="cat", value="Mimi")
+    bobs = await _save(client, bob, category="home", key="city", value="Oslo")
+    await _save(client, bob, category="home", key="city", value="Rome")
+    r = await client.get(f"/memory/facts/{fact['id']}/history", headers=alice)
+    lyon = r.json()["items"][1]
+    r = await client.get(f"/memory/facts/{bobs['id']}/history", headers=bob)
+    oslo = r.json()["items"][1]
+    client.headers.pop("Authorization")
+    csrf = await _signed_in(client, alice)
+
+    html = (await client.get("/console/memory")).text
+    history = re.search(
+        rf'<details class="fact-history" id="history-fact-{fact["id"]}">(.*?)</details>', html, re.S
+    )
+    assert history, "no history of the changed fact"
+    assert "History (2)" in history.group(1)
+    assert history.group(1).index("Berlin") < history.group(1).index("Lyon")  # newest first
+    assert f'id="restore-version-{lyon["id"]}"' in history.group(1)
+    assert "until now" in history.group(1)
+    assert f'id="history-fact-{single["id"]}"' not in html  # one value: no history to show
+    assert "Oslo" not in html and "Rome" not in html
+
+    r = await post_form(
+        client,
+        "/console/memory/facts/restore",
+        csrf,
+        fact_id=str(fact["id"]),
+        version_id=str(lyon["id"]),
+    )
+    assert _done(r) == "Restored city → Lyon."
+    assert (await _facts(client, alice))["city"]["value"] == "Lyon"
+    assert "History (3)" in (await client.get("/console/memory")).text
+    # another user's fact or version: not found / not one of this fact's
+    r = await post_form(
+        client,
+        "/console/memory/facts/restore",
+        csrf,
+        fact_id=str(bobs["id"]),
+        version_id=str(oslo["id"]),
+    )
+    assert r.status_code == 404
+    r = await post_form(
+        client,
+        "/console/memory/facts/restore",
+        csrf,
+        fact_id=str(fact["id"]),
+        version_id=str(oslo["id"]),
+    )
+    assert r.status_code == 422 and "version_id" in r.text
+    r = await post_form(client, "/console/memory/facts/restore", csrf, fact_id="x", version_id="1")
+    assert r.status_code == 422 and "fact_id" in r.text
+
+
 async def test_undo_a_merge(client: AsyncTestClient) -> None:
     _, alice = await _user(client, "alice")
     old = await _save(client, alice, category="preferences", key="language", value="Python")

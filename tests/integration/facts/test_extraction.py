@@ -129,6 +129,11 @@ async def test_extraction_end_to_end(
         "os": ("Debian", 95),
     }
     assert facts["os"]["source_session_id"] == sid and facts["os"]["has_embedding"]
+    # each saved value's version names the session it was extracted from
+    versions = sql(
+        db_url, "SELECT key, session_id::text FROM fact_versions WHERE session_id IS NOT NULL"
+    )
+    assert sorted(versions or []) == [("home_city", sid), ("os", sid), ("preferred_language", sid)]
     merged = (
         await client.get("/admin/memory", params={"include_merged": "true", "user_id": alice_id})
     ).json()
@@ -376,3 +381,11 @@ async def test_pass_purges_long_expired_facts(
     )
     assert (await run_extraction_pass(Runtime.of(settings, factory, llm))).purged == 1
     assert sql(db_url, "SELECT count(*) FROM memory_facts") == [(0,)]  # hidden row went too
+    # their histories stay, closed: the expired one at its expiry
+    closed = sql(
+        db_url,
+        "SELECT key, valid_to IS NOT NULL, valid_to = expires_at FROM fact_versions ORDER BY key",
+    )
+    ends = sql(db_url, "SELECT DISTINCT valid_to FROM fact_versions")
+    assert closed is not None and [c[:2] for c in closed] == [("my_trip", True), ("trip", True)]
+    assert ends is not None and len(ends) == 1  # both at the expired fact's expiry

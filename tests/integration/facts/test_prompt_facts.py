@@ -43,3 +43,40 @@ def test_docs_name_the_cap_and_why() -> None:
     doc = (ROOT / "docs" / "memory.md").read_text()
     assert f"**At most {PROMPT_FACTS} facts** (`PROMPT_FACTS`" in doc
     assert "the cap is ours" in doc
+
+
+async def test_the_prompt_marks_a_recently_changed_fact_with_its_previous_value(
+    client, engine, settings, db_url
+) -> None:  # type: ignore[no-untyped-def]
+    from tests.integration.facts.conftest import sql
+
+    for key, value in [("city", "Lyon"), ("city", "Berlin"), ("cat", "Mimi"), ("old", "a")]:
+        r = await client.post(
+            "/memory/facts", json={"category": "home", "key": key, "value": value}
+        )
+        assert r.status_code == 201, r.text
+    r = await client.post("/memory/facts", json={"category": "home", "key": "old", "value": "b"})
+    # a change older than CHANGED_WITHIN_DAYS is not marked
+    sql(
+        db_url,
+        "update fact_versions set valid_from = valid_from - interval '40 days',"
+        " valid_to = valid_to - interval '40 days' where key = 'old'",
+    )
+    llm = build_gateway(settings)
+    try:
+        async with transaction(session_factory(engine)) as db:
+            _, listed = await memory_notes(FactService(db, llm), "admin", "")
+    finally:
+        await llm.aclose()
+    assert listed is not None
+    lines = {line.split("]")[1].split("→")[0].strip(): line for line in listed.splitlines()}
+    assert ", was: Lyon)" in lines["city"] and "changed 20" in lines["city"]
+    assert "was:" not in lines["cat"] and "was:" not in lines["old"]
+
+
+def test_docs_name_the_change_marks_bounds() -> None:
+    from app.domain.facts.prompt_notes import CHANGED_MARKS, CHANGED_WITHIN_DAYS
+
+    doc = (ROOT / "docs" / "memory.md").read_text()
+    assert f"`CHANGED_WITHIN_DAYS` = {CHANGED_WITHIN_DAYS}" in doc
+    assert f"`CHANGED_MARKS` = {CHANGED_MARKS}" in doc

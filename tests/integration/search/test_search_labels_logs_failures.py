@@ -54,7 +54,8 @@ async def test_raw_excerpt_is_labelled_with_the_newer_fact_in_scope_raw_and_all(
         body = r.json()
         raws = [h for h in body["hits"] if h["source_type"] == "raw"]
         assert raws and raws[0]["superseded_by"] == label, (path, scope, body["hits"])
-        assert f"overrides this — {label}. Trust the fact" in body["text"]
+        assert raws[0]["superseded_value"] == "server listens on port 9000"  # what replaced it
+        assert f"overrides this — {label}, now: server listens on port 9000. Trust" in body["text"]
         kinds = {h["source_type"] for h in body["hits"]}
         # scope raw: the facts label the excerpts, they are not returned
         assert ("fact" in kinds) == (scope == "all")
@@ -66,7 +67,7 @@ async def test_raw_excerpt_is_labelled_with_the_newer_fact_in_scope_raw_and_all(
         "memory_search",
         {"query": "which server port", "scope": "raw"},
     )
-    assert not tool.is_error and f"overrides this — {label}. Trust the fact" in tool.text
+    assert not tool.is_error and f"overrides this — {label}, now: server" in tool.text
 
 
 async def test_each_search_logs_its_counts_never_the_query(make_client, engine, settings) -> None:  # type: ignore[no-untyped-def]

@@ -87,6 +87,7 @@ class World:
     share_root: Path
     names: itertools.count = field(default_factory=itertools.count)
     forget_job: str = ""  # one of alice's forget jobs (the matrix's FORGET_WAIT_SECONDS: 0)
+    version_id: int = 0  # the current version of alice's fact
 
     def name(self, prefix: str) -> str:
         return f"{prefix}{next(self.names)}"
@@ -322,6 +323,14 @@ ROUTES: dict[tuple[str, str], tuple[str, Build]] = {
         "alice_fact",
         fresh(lambda w: _param("key", w.fresh_fact())),
     ),
+    ("GET", "/memory/facts/{fact_id:str}/history"): (
+        "alice_fact",
+        req(lambda w: {"fact_id": str(w.fact_id)}),
+    ),
+    ("POST", "/memory/facts/{fact_id:str}/restore"): (
+        "alice_fact",
+        req(lambda w: {"fact_id": str(w.fact_id)}, json=lambda w: {"version_id": w.version_id}),
+    ),
     ("GET", "/memory/categories"): ("own", req()),
     ("GET", "/memory/summary"): ("own", req()),
     ("PUT", "/memory/summary"): ("own", req(json={"content": "about me"})),
@@ -448,6 +457,8 @@ async def build_world(admin: AsyncTestClient, share_root: Path) -> tuple[World, 
     fact_id = r.json()["id"]
     share_token = (await admin.post(f"/sessions/{sid}/share", headers=alice)).json()["token"]
     world = World(admin, alice_id, alice, sid, fact_id, share_token, share_root)
+    r = await admin.get(f"/memory/facts/{fact_id}/history", headers=alice)
+    world.version_id = r.json()["items"][0]["id"]
     r = await admin.post("/memory/forget", json={"text": "not-said-anywhere"}, headers=alice)
     assert r.status_code == 202, r.text
     world.forget_job = r.json()["job_id"]

@@ -34,13 +34,23 @@ def _comparable(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     (drawn anew; `merged_into` named by the target's key instead)."""
     keys = {r["id"]: r["key"] for r in records if r["type"] == "fact"}
     out = []
+    versions = []
     for r in records:
         if r["type"] == "header":
             r = {k: v for k, v in r.items() if k not in ("user_id", "exported_at")}
         if r["type"] == "fact":
             r = {**r, "merged_into": keys.get(r["merged_into"])}
             del r["id"]
+        if r["type"] == "fact_version":  # in the order of their facts' new ids: sorted
+            if not versions:
+                out.append({"type": "fact_version"})  # where they go
+            versions.append({k: v for k, v in r.items() if k != "fact_id"})
+            continue
         out.append(r)
+    if versions:
+        at = out.index({"type": "fact_version"})
+        versions.sort(key=lambda v: (v["category"], v["key"], v["valid_from"]))
+        out[at : at + 1] = versions
     return out
 
 

@@ -133,6 +133,17 @@ def test_older_fact_does_not_supersede_newer_raw() -> None:
     assert marked.superseded_by is None
 
 
+def test_a_raw_that_states_the_current_value_is_not_superseded() -> None:
+    f = fact("server_port", "8099")  # confirmed (or restored) after the excerpt was said
+    [said] = mark_freshness([f], [raw("User: the server port is 8099 again")], None, None)
+    assert said.superseded_by is None
+    [other] = mark_freshness([f], [raw("User: the server port is 8098 again")], None, None)
+    assert other.superseded_by == "server_port (updated 2026-11-09 12:00)"
+    assert other.superseded_value == "8099"  # which value replaced it
+    text = format_hits("server port", "raw", [other])
+    assert "— server_port (updated 2026-11-09 12:00), now: 8099. Trust the fact" in text
+
+
 def test_one_shared_word_is_not_enough() -> None:
     [marked] = mark_freshness([fact("editor", "neovim")], [raw("my editor is emacs")], None, None)
     assert marked.superseded_by is None

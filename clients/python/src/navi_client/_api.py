@@ -33,6 +33,7 @@ from navi_client._models import (
     ContextView,
     ErrorHistoryResult,
     Fact,
+    FactHistory,
     FactSearchResult,
     FileCard,
     FileInfo,
@@ -410,6 +411,7 @@ def search_memory(
     session_id: str | None = None,
     current_session_id: str | None = None,
     best_window: bool | None = None,
+    as_of: str | None = None,
 ) -> Call[MemorySearchResult]:
     data = body(
         query=query,
@@ -418,6 +420,7 @@ def search_memory(
         session_id=session_id,
         current_session_id=current_session_id,
         best_window=best_window,
+        as_of=as_of,
     )
     return Call("POST", "/memory/search", json_as(MemorySearchResult), json=data)
 
@@ -431,6 +434,7 @@ def list_facts(
     sort_order: str | None = None,
     category: str | None = None,
     key: str | None = None,
+    as_of: str | None = None,
 ) -> Call[Page[Fact]]:
     qs = params(
         limit=limit,
@@ -440,8 +444,21 @@ def list_facts(
         sort_order=sort_order,
         category=category,
         key=key,
+        as_of=as_of,
     )
     return Call("GET", "/memory/facts", json_as(Page[Fact]), qs)
+
+
+def fact_history(
+    fact_id: int, *, limit: int | None = None, cursor: str | None = None
+) -> Call[FactHistory]:
+    url = path("/memory/facts/{}/history", str(fact_id))
+    return Call("GET", url, json_as(FactHistory), params(limit=limit, cursor=cursor))
+
+
+def restore_fact(fact_id: int, version_id: int) -> Call[SavedFact]:
+    url = path("/memory/facts/{}/restore", str(fact_id))
+    return Call("POST", url, json_as(SavedFact), json={"version_id": version_id})
 
 
 def save_fact(

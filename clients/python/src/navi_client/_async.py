@@ -29,6 +29,7 @@ from navi_client._models import (
     ContextView,
     ErrorHistoryResult,
     Fact,
+    FactHistory,
     FactSearchResult,
     FileCard,
     FileInfo,
@@ -356,9 +357,10 @@ class AsyncNavi:
         session_id: str | None = None,
         current_session_id: str | None = None,
         best_window: bool | None = None,
+        as_of: str | None = None,
     ) -> MemorySearchResult:
         """Facts, scratchpads, error memory and every session's raw history (`scope`
-        all / facts / raw / sketches / errors)."""
+        all / facts / raw / sketches / errors); `as_of`: the facts as they were then."""
         return await self._call(
             api.search_memory(
                 query,
@@ -367,6 +369,7 @@ class AsyncNavi:
                 session_id=session_id,
                 current_session_id=current_session_id,
                 best_window=best_window,
+                as_of=as_of,
             )
         )
 
@@ -380,8 +383,10 @@ class AsyncNavi:
         sort_order: str | None = None,
         category: str | None = None,
         key: str | None = None,
+        as_of: str | None = None,
     ) -> Page[Fact]:
-        """The user's facts, paged; `category` / `key`: exact (as a save normalises them)."""
+        """The user's facts, paged; `category` / `key`: exact (as a save normalises them);
+        `as_of` (ISO 8601 with a zone): the values true at that time instead."""
         return await self._call(
             api.list_facts(
                 limit=limit,
@@ -391,6 +396,7 @@ class AsyncNavi:
                 sort_order=sort_order,
                 category=category,
                 key=key,
+                as_of=as_of,
             )
         )
 
@@ -424,6 +430,16 @@ class AsyncNavi:
 
     async def search_facts(self, q: str, *, limit: int | None = None) -> FactSearchResult:
         return await self._call(api.search_facts(q, limit=limit))
+
+    async def fact_history(
+        self, fact_id: int, *, limit: int | None = None, cursor: str | None = None
+    ) -> FactHistory:
+        """A fact's versions, newest first (a deleted fact's too)."""
+        return await self._call(api.fact_history(fact_id, limit=limit, cursor=cursor))
+
+    async def restore_fact(self, fact_id: int, version_id: int) -> SavedFact:
+        """Make an earlier version's value current again (a new version)."""
+        return await self._call(api.restore_fact(fact_id, version_id))
 
     async def delete_fact(self, key: str, *, category: str | None = None) -> None:
         return await self._call(api.delete_fact(key, category=category))

@@ -489,6 +489,7 @@ class MemoryHit(_Out, kw_only=True):
     rank: float | None = None
     terms_hit: int = 0
     superseded_by: str | None = None
+    superseded_value: str | None = None
     before_summary: bool = False
     breadcrumbs: list[str] = msgspec.field(default_factory=list)
 
@@ -518,6 +519,39 @@ class Fact(_Out, kw_only=True):
     has_embedding: bool = False
     created_at: datetime
     updated_at: datetime
+    # set in an `as_of` answer: the version that was true then, and its validity
+    version_id: int | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+
+
+class FactVersion(_Out, kw_only=True):
+    """One value a fact held; `valid_to` is None while it is the current one."""
+
+    id: int
+    fact_id: int
+    category: str
+    key: str
+    value: str
+    source: str
+    confidence: int
+    session_id: str | None = None
+    message_seq: int | None = None
+    valid_from: datetime
+    valid_to: datetime | None = None
+    expires_at: datetime | None = None
+    recorded_at: datetime
+    current: bool = False
+
+
+class FactHistory(_Out, kw_only=True):
+    """A page of a fact's versions, newest first; pass `next_cursor` as `cursor`."""
+
+    items: list[FactVersion]
+    total: int
+    limit: int
+    has_more: bool
+    next_cursor: str | None = None
 
 
 class SavedFact(Fact, kw_only=True):
