@@ -364,6 +364,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/memory/facts/{fact_id}/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** FactHistory */
+        get: operations["MemoryFactsFactIdHistoryFactHistory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/memory/facts/{fact_id}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** RestoreFact */
+        post: operations["MemoryFactsFactIdRestoreRestoreFact"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/memory/facts/{key}": {
         parameters: {
             query?: never;
@@ -1090,6 +1124,14 @@ export interface components {
             vector: boolean;
             vector_version: string | null;
         };
+        /** FactHistoryPage */
+        FactHistoryPage: {
+            has_more: boolean;
+            items: components["schemas"]["FactVersionOut"][];
+            limit: number;
+            next_cursor?: string | null;
+            total: number;
+        };
         /** FactHit */
         FactHit: {
             category: string;
@@ -1110,7 +1152,10 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
             user_id: string;
+            valid_from?: string | null;
+            valid_to?: string | null;
             value: string;
+            version_id?: number | null;
         };
         /** FactIn */
         FactIn: {
@@ -1146,7 +1191,10 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
             user_id: string;
+            valid_from?: string | null;
+            valid_to?: string | null;
             value: string;
+            version_id?: number | null;
         };
         /** FactPatch */
         FactPatch: {
@@ -1170,6 +1218,28 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
             user_id: string;
+            valid_from?: string | null;
+            valid_to?: string | null;
+            value: string;
+            version_id?: number | null;
+        };
+        /** FactVersionOut */
+        FactVersionOut: {
+            category: string;
+            confidence: number;
+            current: boolean;
+            expires_at: string | null;
+            fact_id: number;
+            id: number;
+            key: string;
+            message_seq: number | null;
+            /** Format: date-time */
+            recorded_at: string;
+            session_id: string | null;
+            source: string;
+            /** Format: date-time */
+            valid_from: string;
+            valid_to: string | null;
             value: string;
         };
         /** FileOut */
@@ -1294,6 +1364,7 @@ export interface components {
             source_type: string;
             start_seq: number;
             superseded_by: string | null;
+            superseded_value: string | null;
             terms_hit: number;
             text: string;
             timestamp: string | null;
@@ -1348,6 +1419,7 @@ export interface components {
         };
         /** MemorySearchIn */
         MemorySearchIn: {
+            as_of?: string | null;
             /** @default true */
             best_window?: boolean;
             current_session_id?: string | null;
@@ -1369,7 +1441,7 @@ export interface components {
         /** MemoryToolCall */
         MemoryToolCall: {
             /** @enum {string} */
-            action: "save" | "search" | "forget" | "list";
+            action: "save" | "search" | "forget" | "list" | "history";
             category?: string | null;
             confidence?: number | null;
             expires_days?: number | null;
@@ -1395,6 +1467,7 @@ export interface components {
             merged?: number[] | null;
             ok: boolean;
             text: string;
+            versions?: components["schemas"]["FactVersionOut"][] | null;
         };
         /** MessageIn */
         MessageIn: {
@@ -1580,6 +1653,10 @@ export interface components {
             rolling_summary_kept: boolean;
             /** Format: uuid */
             session_id: string;
+        };
+        /** RestoreIn */
+        RestoreIn: {
+            version_id: number;
         };
         /** RollingSummaryDoc */
         RollingSummaryDoc: {
@@ -1791,6 +1868,7 @@ export interface components {
         };
         /** ToolMemorySearchIn */
         ToolMemorySearchIn: {
+            as_of?: unknown;
             /** @default 5 */
             k?: unknown;
             /** @default  */
@@ -3648,6 +3726,7 @@ export interface operations {
                 sort_order?: "asc" | "desc";
                 category?: string | null;
                 key?: string | null;
+                as_of?: string | null;
             };
             header?: never;
             path?: never;
@@ -3875,6 +3954,192 @@ export interface operations {
             };
             /** @description No such resource, or one the caller may not see */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A value breaks the rules of its field (the detail names it) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A dependency (the database) is unavailable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    MemoryFactsFactIdHistoryFactHistory: {
+        parameters: {
+            query?: {
+                limit?: number;
+                cursor?: string | null;
+            };
+            header?: never;
+            path: {
+                fact_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Request fulfilled, document follows */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FactHistoryPage"];
+                };
+            };
+            /** @description Malformed request (unreadable JSON, a parameter of the wrong type) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource, or one the caller may not see */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A value breaks the rules of its field (the detail names it) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A dependency (the database) is unavailable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    MemoryFactsFactIdRestoreRestoreFact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                fact_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RestoreIn"];
+            };
+        };
+        responses: {
+            /** @description Request fulfilled, document follows */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FactSaved"];
+                };
+            };
+            /** @description Malformed request (unreadable JSON, a parameter of the wrong type) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource, or one the caller may not see */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the stored state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request body or a field too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unsupported media type */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
