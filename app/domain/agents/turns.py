@@ -385,8 +385,12 @@ class TurnLoop:
         used = max(self.tokens, reply.prompt_eval_count) + reply.eval_count
         assert self.profile is not None
         self.tools.image_room = image_budget(self.profile.context_window, used)
+        # embedded first, with no connection held; then the round's short transaction
+        embedded = await self.tools.embed_ahead(self.principal, self.session_id, calls)
         async with self._step() as (db, _):
-            results = await self.tools.run_calls(db, self.principal, self.session_id, calls, emit)
+            results = await self.tools.run_calls(
+                db, self.principal, self.session_id, calls, emit, embedded
+            )
             message = self._assistant(reply, tool_calls=stored_calls(calls))
             message = redact_round(message, calls, results)  # a `memory` forget by text
             await SessionService.of(db, self.runtime).append(

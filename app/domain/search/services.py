@@ -90,6 +90,15 @@ class QueryEmbeddings:
         self._llm = llm
         self._done: dict[str, list[float] | LLMError] = {}
         self._lock = asyncio.Lock()
+        self._sealed = False
+
+    def seal(self) -> QueryEmbeddings:
+        """From now on the model is never called: a text not embedded before answers
+        an LLMError (its caller degrades as for a down embedder). What a tool of the
+        turn loop is handed inside its transaction: the embeddings were made ahead,
+        with no connection held (`Toolbox.embed_ahead`)."""
+        self._sealed = True
+        return self
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._llm, name)
@@ -97,6 +106,9 @@ class QueryEmbeddings:
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         async with self._lock:
             missing = [t for t in dict.fromkeys(texts) if t not in self._done]
+            if missing and self._sealed:
+                log.warning("embeddings.not_made_ahead", texts=len(missing))
+                raise LLMError("the text was not embedded ahead of the transaction")
             if missing:
                 try:
                     self._done.update(zip(missing, await self._llm.embed(missing), strict=True))
@@ -144,14 +156,20 @@ class UnifiedSearch:
 
     @classmethod
     def of(
-        cls, db: AsyncSession, runtime: Runtime, primary: AsyncSession | None = None
+        cls,
+        db: AsyncSession,
+        runtime: Runtime,
+        primary: AsyncSession | None = None,
+        *,
+        llm: LLMGateway | None = None,
     ) -> UnifiedSearch:
         """Every store the service has: the facts and sketches read on a second
         connection (the replica's when `db` is), the errors scope's renewals written
-        through `primary` (default `db`) when `db` is a read replica's."""
+        through `primary` (default `db`) when `db` is a read replica's. `llm` (default
+        the runtime's): the gateway the query is embedded through."""
         return cls(
             db,
-            runtime.llm,
+            llm or runtime.llm,
             runtime.settings,
             facts=search_fact_hits,
             errors=unified_error_search(runtime.settings),
