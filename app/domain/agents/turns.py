@@ -226,7 +226,7 @@ class TurnLoop:
         )
         user = MessageIn(role="user", content=msg.content, images=msg.images)
         sessions = SessionService.of(db, self.runtime)
-        [ref] = await sessions.append(self.session_id, self.viewer, [user])
+        [ref] = await sessions.append(self.session_id, self.viewer, [user], check_quota=True)
         self.prompt = Prompt.of(out.context)
         # The model copy as stored — the admitted images and their notice — from the
         # first round on, as every later round (a prepare's view) sends it.
@@ -258,7 +258,7 @@ class TurnLoop:
             )
             for r in req.tool_results
         ]
-        await sessions.append(self.session_id, self.viewer, results)
+        await sessions.append(self.session_id, self.viewer, results, check_quota=True)
         out = await ctx.prepare(session, self.viewer, None, mid_turn=True, model=self.model)
         self.prompt = Prompt.of(out.context)
         return out

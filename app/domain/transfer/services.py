@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.engine import transaction
+from app.domain.sessions.quota import check_quota, message_bytes
 from app.domain.transfer.export_repository import ExportRepository
 from app.domain.transfer.files_io import FileWriter
 from app.domain.transfer.import_repository import ImportRepository
@@ -49,6 +50,7 @@ log = structlog.get_logger()
 INSERT_BATCH = 500
 INSERT_BATCH_BYTES = 16 * 1024 * 1024
 _PLANNING = KIND_BY_TYPE["planning_entry"]
+_MESSAGE_TYPES = ("message", "archived_message")
 
 
 async def require_user(db: AsyncSession, user_id: str) -> None:
@@ -124,6 +126,8 @@ class _Import:
         self.fact_ids: dict[int, int] = {}  # id in the file -> new id
         self.merges: list[tuple[int, int]] = []  # (id, merged_into), ids of the file
         self.chunks = 0
+        self.message_bytes = 0  # of the file's messages (the storage quota)
+        self.session_bytes: Counter[uuid.UUID] = Counter()
         # planning entries of the session records of an older file (`planning_logs`)
         self.legacy_planning: list[dict[str, Any]] = []
 
@@ -213,6 +217,8 @@ class _Import:
         if self.batch.kind is not kind or full:
             await self._flush()
             self.batch = _Batch(kind, number)
+        if kind.type in _MESSAGE_TYPES:
+            self._count_message(values, number)
         self.batch.rows.append(values)
         if planning:  # inserted after their session's batch
             self.legacy_planning.extend(planning)
@@ -220,6 +226,21 @@ class _Import:
         self.batch.last_line = number
         self.batch.bytes += size
         self.counts[type_] += 1
+
+    def _count_message(self, values: dict[str, Any], number: int) -> None:
+        """The message's bytes to its session's `message_bytes`; 413 naming the line once
+        the file passes the user's message-storage quota (the account is empty)."""
+        n = message_bytes(
+            values.get("content"),
+            values.get("thinking"),
+            values.get("tool_calls"),
+            values.get("images"),
+        )
+        check_quota(self.settings, self.message_bytes, n, f"line {number}")
+        self.message_bytes += n
+        sid = values.get("session_id")
+        if isinstance(sid, uuid.UUID):
+            self.session_bytes[sid] += n
 
     async def _flush(self) -> None:
         batch, self.batch = self.batch, _Batch()
@@ -274,6 +295,9 @@ class _Import:
             await self.repo.merge_facts(self.user_id, merges)
         except (IntegrityError, DataError) as exc:
             raise Unprocessable(f"facts: merged_into: {type(exc.orig).__name__}") from None
+        await self.repo.set_message_bytes(
+            self.user_id, {sid: self.session_bytes[sid] for sid in self.sessions}
+        )
         await self.repo.count_chunks(self.user_id, self.chunks)
         await self.repo.mark_extraction_pending(self.user_id)
         await self.repo.mark_background_work(self.user_id)
