@@ -24,7 +24,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.engine import transaction
+from app.domain.sessions.planning_repository import PlanningRepository
 from app.domain.sessions.quota import check_quota, message_bytes
+from app.domain.sessions.services import PLANNING_ENTRY_MAX_BYTES, PLANNING_LOGS_KEPT
 from app.domain.transfer.export_repository import ExportRepository
 from app.domain.transfer.files_io import FileWriter
 from app.domain.transfer.import_repository import ImportRepository
@@ -65,6 +67,9 @@ class ImportReport(msgspec.Struct):
     records: dict[str, int]
     vectors: str  # "kept" or "dropped"
     dropped_records: int
+    #: planning entries dropped, oldest first, past a session's kept count or bytes
+    #: (PLANNING_MAX_SESSION_BYTES), as an append past them drops them
+    trimmed_planning_entries: int = 0
 
 
 @dataclass
@@ -126,6 +131,7 @@ class _Import:
         self.fact_ids: dict[int, int] = {}  # id in the file -> new id
         self.merges: list[tuple[int, int]] = []  # (id, merged_into), ids of the file
         self.chunks = 0
+        self.trimmed = 0  # planning entries past a session's caps
         self.message_bytes = 0  # of the file's messages (the storage quota)
         self.session_bytes: Counter[uuid.UUID] = Counter()
         # planning entries of the session records of an older file (`planning_logs`)
@@ -165,6 +171,7 @@ class _Import:
             records=dict(self.counts),
             vectors="kept" if self.dimension is not None else "dropped",
             dropped_records=self.dropped,
+            trimmed_planning_entries=self.trimmed,
         )
 
     async def _start(self, record: dict[str, Any], number: int) -> None:
@@ -211,6 +218,8 @@ class _Import:
             record, legacy = split_legacy_planning(record)
             values = decode(kind, record, self.dimension)
             planning = [decode(_PLANNING, r, self.dimension) for r in legacy]
+            for entry in [values] if kind is _PLANNING else planning:
+                _check_planning_entry(entry)
         except RecordError as exc:
             raise Unprocessable(f"line {number} ({type_}): {exc}") from None
         full = len(self.batch.rows) >= INSERT_BATCH or self.batch.bytes >= INSERT_BATCH_BYTES
@@ -298,6 +307,11 @@ class _Import:
         await self.repo.set_message_bytes(
             self.user_id, {sid: self.session_bytes[sid] for sid in self.sessions}
         )
+        self.trimmed = await PlanningRepository(self.repo.session).trim_user(
+            self.user_id,
+            keep=PLANNING_LOGS_KEPT,
+            max_bytes=self.settings.planning_max_session_bytes,
+        )
         await self.repo.count_chunks(self.user_id, self.chunks)
         await self.repo.mark_extraction_pending(self.user_id)
         await self.repo.mark_background_work(self.user_id)
@@ -307,6 +321,13 @@ class _Import:
             records=sum(self.counts.values()),
             vectors="kept" if self.dimension is not None else "dropped",
         )
+
+
+def _check_planning_entry(values: dict[str, Any]) -> None:
+    """An entry the API would refuse (over PLANNING_ENTRY_MAX_BYTES) is refused here."""
+    size = len(msgspec.json.encode(values.get("entry")))
+    if size > PLANNING_ENTRY_MAX_BYTES:
+        raise RecordError(f"entry: {size} bytes, the limit is {PLANNING_ENTRY_MAX_BYTES}")
 
 
 def _parse(raw: bytes, number: int) -> dict[str, Any]:
