@@ -25,7 +25,12 @@ from app.domain.agents.file_tools import content_publish, image_view, share_file
 from app.domain.agents.tool_types import ToolContext, ToolResult
 from app.domain.error_memory.schemas import ErrorHistoryIn, WriteErrorIn
 from app.domain.error_memory.services import ErrorMemoryService
-from app.domain.error_memory.tool import run_error_history, run_write_error
+from app.domain.error_memory.tool import (
+    error_history_embeds,
+    run_error_history,
+    run_write_error,
+    write_error_embeds,
+)
 from app.domain.facts.schemas import MemoryToolCall
 from app.domain.facts.services import FactService
 from app.domain.forget.services import ForgetService
@@ -145,15 +150,27 @@ async def _chat_history_ahead(
 
 
 async def _write_error(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
-    errors = ErrorMemoryService.of(ctx.db, ctx.runtime)
+    errors = ErrorMemoryService.of(ctx.db, ctx.runtime, llm=ctx.gateway)
     call = _args(arguments, WriteErrorIn)
     return _result(await run_write_error(errors, ctx.settings, ctx.principal.id, call))
 
 
+async def _write_error_ahead(
+    runtime: Runtime, principal: Principal, session_id: uuid.UUID | None, arguments: dict[str, Any]
+) -> list[str]:
+    return write_error_embeds(_args(arguments, WriteErrorIn))
+
+
 async def _error_history(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
-    errors = ErrorMemoryService.of(ctx.db, ctx.runtime)
+    errors = ErrorMemoryService.of(ctx.db, ctx.runtime, llm=ctx.gateway)
     call = _args(arguments, ErrorHistoryIn)
     return _result(await run_error_history(errors, ctx.principal.id, call))
+
+
+async def _error_history_ahead(
+    runtime: Runtime, principal: Principal, session_id: uuid.UUID | None, arguments: dict[str, Any]
+) -> list[str]:
+    return error_history_embeds(_args(arguments, ErrorHistoryIn))
 
 
 def _pad(ctx: ToolContext) -> tuple[SketchService, SessionAccess, Principal, uuid.UUID]:
@@ -205,8 +222,8 @@ BUILTIN_TOOLS: Mapping[str, ToolSpec] = MappingProxyType(
             _spec("memory", _memory),
             _spec("memory_search", _memory_search, uses_session=True, ahead=_memory_search_ahead),
             _spec("chat_history", _chat_history, needs_session=True, ahead=_chat_history_ahead),
-            _spec("write_error", _write_error),
-            _spec("error_history", _error_history),
+            _spec("write_error", _write_error, ahead=_write_error_ahead),
+            _spec("error_history", _error_history, ahead=_error_history_ahead),
             _spec("scratchpad_read", _scratchpad_read, needs_session=True),
             _spec("scratchpad_write", _scratchpad_write, needs_session=True),
             _spec("image_view", image_view, needs_session=True),

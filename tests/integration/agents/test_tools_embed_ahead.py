@@ -1,5 +1,6 @@
 """Issue 42 (leftover of review item 2): the built-in tools of a turn that embed
-(`memory_search`, `chat_history` in its semantic mode) embed before the round's
+(`memory_search`, `chat_history` in its semantic mode, `write_error`, `error_history`)
+embed before the round's
 transaction opens — no pooled connection is held while the embedder runs — and the
 transaction then makes no embedding call.
 
@@ -32,6 +33,8 @@ EMBED_SECONDS = 1.5
 CALLS = {
     "memory_search": {"query": "nginx port for the proxy", "scope": "all"},
     "chat_history": {"mode": "search", "match": "semantic", "query": "nginx port"},
+    "write_error": {"tool": "nginx", "error": "bind() to 0.0.0.0:80 failed", "fix": "use 8098"},
+    "error_history": {"query": "nginx bind failed"},
 }
 
 
