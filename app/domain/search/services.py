@@ -153,6 +153,7 @@ class UnifiedSearch:
         self.facts = facts
         self.errors = errors
         self.side_sessions = side_sessions
+        self._embedded: QueryEmbeddings | None = None  # `embed_first`'s
 
     @classmethod
     def of(
@@ -177,6 +178,22 @@ class UnifiedSearch:
             errors_db=primary,
         )
 
+    async def embed_first(self, query: str) -> None:
+        """Embed `query` now, before the caller's first statement (its ownership checks):
+        the search then finds the vector made, and no connection is held while the
+        embedder runs (a request's session keeps its connection from its first statement
+        to its end). A failure is remembered: the search degrades as without."""
+        if self.llm is None:
+            return
+        self._embedded = QueryEmbeddings(self.llm)
+        query = scrub_text(query)
+        texts = [t for t in dict.fromkeys((query.strip(), query)) if t.strip()]
+        if texts:
+            try:
+                await self._embedded.embed(texts)
+            except LLMError:
+                pass
+
     async def search(
         self,
         query: str,
@@ -192,7 +209,8 @@ class UnifiedSearch:
         query = scrub_text(query)  # free text: a NUL is searched (and echoed) as U+FFFD
         scope_ = normalize_scope(scope)
         k_ = clamp_k(k)
-        llm = cast(LLMGateway, QueryEmbeddings(self.llm)) if self.llm is not None else None
+        embedded = self._embedded or (QueryEmbeddings(self.llm) if self.llm is not None else None)
+        llm = cast(LLMGateway | None, embedded)
         if llm is not None and query.strip():
             # the query's vector first, with no connection of this search checked out yet:
             # every store's embed call then finds it (a failure too: they degrade)
