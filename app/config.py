@@ -267,6 +267,14 @@ class Settings:
     message_max_chars: int = setting(
         "MESSAGE_MAX_CHARS", 1_000_000, ge=1, doc="Largest content of one message (413 above)."
     )
+    user_message_storage_mb: int = setting(
+        "USER_MESSAGE_STORAGE_MB",
+        10_240,
+        ge=0,
+        doc="Message storage one user may keep, all their sessions (text, thinking, tool "
+        "calls and pasted images of every message, archived ones included), in MiB; an "
+        "append, a turn's new message or an import past it is 413. 0: no quota.",
+    )
     # --- auth
     auth_enabled: bool = setting(
         "NAVI_AUTH_ENABLED",

@@ -28,6 +28,7 @@ _.message_block  # files/schemas.py UploadOut
 _.vector_version  # system/controllers.py ExtensionsOut (GET /health)
 _.database, _.extensions, _.llm_breakers, _.embedding_fallback  # system HealthOut (/health)
 _.dropped_records  # transfer/services.py ImportReport (POST /me/import)
+_.trimmed_planning_entries  # transfer/services.py ImportReport (POST /me/import)
 _.planning_logs  # sessions/schemas.py PlanningOut (GET /sessions/{id}/planning)
 _.backlog_chunks, _.backlog_bytes  # system/controllers.py IndexOut (GET /health)
 _.checked_seconds_ago  # system/controllers.py HealthOut, ReadyOut (/health, /health/ready)

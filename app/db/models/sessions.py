@@ -56,6 +56,9 @@ class Session(Base):
     # Next sequence number and next display position; bumped under the row lock on append.
     next_seq: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
     next_display_index: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    #: bytes its messages keep (`sessions.quota.message_bytes`), added by each append:
+    #: the user's message-storage usage is the sum over their sessions
+    message_bytes: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
     # Fact extraction's work marker, set by the append itself (`MessageRepository.reserve`):
     # NULL = no user message yet (nothing to learn), true = activity the extraction has
     # not read, false = read (or parked after too many failures, until the next append).

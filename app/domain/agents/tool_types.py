@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.domain.kernel.principal import Principal
 from app.domain.kernel.runtime import Runtime
+from app.llm.gateway import LLMGateway
 
 __all__ = ["ToolContext", "ToolImage", "ToolResult"]
 
@@ -23,10 +24,17 @@ class ToolContext:
     runtime: Runtime  # what the tool's services are built from (`Service.of(db, runtime)`)
     principal: Principal
     session_id: uuid.UUID | None  # the current session (ownership checked by the caller), or None
+    #: the gateway a tool that embeds uses (default the runtime's); the turn loop hands
+    #: the tools that say what they embed (`ToolSpec.ahead`) a sealed one, filled ahead
+    llm: LLMGateway | None = None
 
     @property
     def settings(self) -> Settings:
         return self.runtime.settings
+
+    @property
+    def gateway(self) -> LLMGateway | None:
+        return self.llm or self.runtime.llm
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import anyio.to_thread
 import ollama
@@ -15,7 +15,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.domain.agents.stream import ToolCall, ToolResult, TurnEvent
 from app.domain.agents.tool_types import ToolResult as ToolOutput
-from app.domain.agents.tools import BUILTIN_TOOLS, ToolContext, ollama_tool_defs, run_tool
+from app.domain.agents.tools import (
+    BUILTIN_TOOLS,
+    ToolContext,
+    ollama_tool_defs,
+    run_tool,
+    texts_ahead,
+)
 from app.domain.compression import image_tokens
 from app.domain.files.image_view import read_session_image
 from app.domain.files.notice import image_view_refusal
@@ -23,7 +29,9 @@ from app.domain.kernel.messages import MessageIn, MessageOut
 from app.domain.kernel.principal import Principal
 from app.domain.kernel.profiles import Profile
 from app.domain.kernel.runtime import Runtime
+from app.domain.search.services import QueryEmbeddings
 from app.lib.errors import AppError, Unprocessable
+from app.llm.gateway import LLMError, LLMGateway
 
 log = structlog.get_logger("app.agents.turns")
 
@@ -81,6 +89,32 @@ class Toolbox:
     def definitions(self) -> list[dict[str, Any]]:
         return [*ollama_tool_defs(self.builtin), *self.client_tools]
 
+    async def embed_ahead(
+        self,
+        principal: Principal,
+        session_id: uuid.UUID,
+        calls: Sequence[tuple[str, str, dict[str, Any]]],
+    ) -> LLMGateway | None:
+        """The round's embeddings, made before its transaction opens (with no connection
+        held: a slow embedder then delays this turn only, not the pool): what each
+        built-in call says it will embed (`ToolSpec.ahead`). The gateway handed to those
+        calls' run — sealed: it answers from what was made here and never calls the
+        model (a failure here is remembered: the calls degrade as they do without an
+        embedder)."""
+        if self.runtime.llm is None:
+            return None
+        texts: list[str] = []
+        for _, name, args in calls:
+            if name in self.builtin:
+                texts += await texts_ahead(name, self.runtime, principal, session_id, args)
+        cached = QueryEmbeddings(self.runtime.llm)
+        if texts:
+            try:
+                await cached.embed(texts)
+            except LLMError:
+                pass
+        return cast(LLMGateway, cached.seal())
+
     async def run_calls(
         self,
         db: AsyncSession,
@@ -88,10 +122,13 @@ class Toolbox:
         session_id: uuid.UUID,
         calls: Sequence[tuple[str, str, dict[str, Any]]],
         emit: Callable[[TurnEvent], None],
+        embedded: LLMGateway | None = None,
     ) -> list[MessageIn]:
         """Run the built-in calls (each in a savepoint: a failing one cannot spoil the
-        round's transaction); the results as tool messages."""
+        round's transaction); the results as tool messages. `embedded`: the gateway of
+        `embed_ahead`, handed to the calls that embed."""
         ctx = ToolContext(db, self.runtime, principal, session_id)
+        ahead = ToolContext(db, self.runtime, principal, session_id, llm=embedded)
         out = []
         self.viewed = []
         for cid, name, args in calls:
@@ -99,7 +136,8 @@ class Toolbox:
             emit(ToolCall(id=cid, name=name, arguments=args, builtin=builtin))
             if not builtin:
                 continue
-            result = self._priced(await self._run_one(db, ctx, name, args))
+            own = ahead if embedded is not None and BUILTIN_TOOLS[name].ahead else ctx
+            result = self._priced(await self._run_one(db, own, name, args))
             text, is_error = result.text, result.is_error
             emit(ToolResult(id=cid, name=name, content=text, is_error=is_error))
             content = text[: self.settings.message_max_chars]

@@ -17,29 +17,39 @@ from typing import Any, TypeVar
 
 import msgspec
 import structlog
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.engine import in_own_session
 from app.domain.agents import tool_schemas as schemas
 from app.domain.agents.file_tools import content_publish, image_view, share_file
 from app.domain.agents.tool_types import ToolContext, ToolResult
 from app.domain.error_memory.schemas import ErrorHistoryIn, WriteErrorIn
 from app.domain.error_memory.services import ErrorMemoryService
-from app.domain.error_memory.tool import run_error_history, run_write_error
+from app.domain.error_memory.tool import (
+    error_history_embeds,
+    run_error_history,
+    run_write_error,
+    write_error_embeds,
+)
 from app.domain.facts.schemas import MemoryToolCall
 from app.domain.facts.services import FactService
 from app.domain.forget.services import ForgetService
 from app.domain.forget.tool import run_memory_tool_with_forget
 from app.domain.history.schemas import ChatHistoryIn
+from app.domain.history.search import normalize_call
 from app.domain.history.services import HistorySearch
 from app.domain.history.tool import run_chat_history_tool
+from app.domain.kernel.access import Viewer
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
+from app.domain.kernel.runtime import Runtime
 from app.domain.search.schemas import ToolMemorySearchIn
 from app.domain.search.services import UnifiedSearch
 from app.domain.search.tool import run_memory_search_tool
 from app.domain.sketches.services import SketchService
 from app.domain.sketches.tool import read_scratchpad, sketch_out, write_scratchpad
 from app.lib.errors import AppError
-from app.lib.inputs import explain_pattern
+from app.lib.inputs import explain_pattern, scrub_text
 
 log = structlog.get_logger()
 
@@ -54,6 +64,13 @@ class ToolSpec:
     run: Callable[[ToolContext, dict[str, Any]], Awaitable[ToolResult]]
     needs_session: bool = False  # answers is_error without a current session
     uses_session: bool = False  # reads the current session (needed or optional)
+    #: the texts a call will embed, found with no connection held (a short read of its
+    #: own at most): the turn loop embeds them before the round's transaction opens
+    ahead: Ahead | None = None
+
+
+#: (runtime, principal, current session, arguments) -> the texts the call will embed
+Ahead = Callable[[Runtime, Principal, uuid.UUID | None, dict[str, Any]], Awaitable[list[str]]]
 
 
 class BadArguments(Exception):
@@ -93,32 +110,69 @@ async def _memory(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
 
 async def _memory_search(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
     call = _args(arguments, ToolMemorySearchIn)
-    search = UnifiedSearch.of(ctx.db, ctx.runtime)
+    search = UnifiedSearch.of(ctx.db, ctx.runtime, llm=ctx.gateway)
     access = SessionAccess(ctx.db)
     return _result(
         await run_memory_search_tool(search, access, ctx.principal, call, ctx.session_id)
     )
 
 
+async def _memory_search_ahead(
+    runtime: Runtime, principal: Principal, session_id: uuid.UUID | None, arguments: dict[str, Any]
+) -> list[str]:
+    """The query, as the stores embed it (stripped; the errors scope as written)."""
+    query = scrub_text(_args(arguments, ToolMemorySearchIn).query)
+    return [t for t in dict.fromkeys((query.strip(), query)) if t.strip()]
+
+
 async def _chat_history(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
     call = _args(arguments, ChatHistoryIn)
-    history = HistorySearch.of(ctx.db, ctx.runtime)
+    history = HistorySearch.of(ctx.db, ctx.runtime, llm=ctx.gateway)
     out = await run_chat_history_tool(
         history, SessionAccess(ctx.db), ctx.principal, call, _session(ctx)
     )
     return _result(out)
 
 
+async def _chat_history_ahead(
+    runtime: Runtime, principal: Principal, session_id: uuid.UUID | None, arguments: dict[str, Any]
+) -> list[str]:
+    """The semantic mode's texts: the recent messages without a vector and the query,
+    read on a connection of its own, given back before they are embedded."""
+    if session_id is None:
+        return []
+    raw = _args(arguments, ChatHistoryIn)
+    call = normalize_call(raw.mode, raw.match, raw.query, raw.limit)
+
+    async def read(db: AsyncSession) -> list[str]:
+        session = await SessionAccess(db).get(session_id, Viewer.of(principal))
+        return await HistorySearch.of(db, runtime).texts_ahead(session.user_id, session_id, call)
+
+    return await in_own_session(runtime.session_factory, read)
+
+
 async def _write_error(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
-    errors = ErrorMemoryService.of(ctx.db, ctx.runtime)
+    errors = ErrorMemoryService.of(ctx.db, ctx.runtime, llm=ctx.gateway)
     call = _args(arguments, WriteErrorIn)
     return _result(await run_write_error(errors, ctx.settings, ctx.principal.id, call))
 
 
+async def _write_error_ahead(
+    runtime: Runtime, principal: Principal, session_id: uuid.UUID | None, arguments: dict[str, Any]
+) -> list[str]:
+    return write_error_embeds(_args(arguments, WriteErrorIn))
+
+
 async def _error_history(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
-    errors = ErrorMemoryService.of(ctx.db, ctx.runtime)
+    errors = ErrorMemoryService.of(ctx.db, ctx.runtime, llm=ctx.gateway)
     call = _args(arguments, ErrorHistoryIn)
     return _result(await run_error_history(errors, ctx.principal.id, call))
+
+
+async def _error_history_ahead(
+    runtime: Runtime, principal: Principal, session_id: uuid.UUID | None, arguments: dict[str, Any]
+) -> list[str]:
+    return error_history_embeds(_args(arguments, ErrorHistoryIn))
 
 
 def _pad(ctx: ToolContext) -> tuple[SketchService, SessionAccess, Principal, uuid.UUID]:
@@ -149,6 +203,7 @@ def _spec(
     *,
     needs_session: bool = False,
     uses_session: bool = False,
+    ahead: Ahead | None = None,
 ) -> ToolSpec:
     upper = name.upper()
     return ToolSpec(
@@ -158,6 +213,7 @@ def _spec(
         run=run,
         needs_session=needs_session,
         uses_session=uses_session or needs_session,
+        ahead=ahead,
     )
 
 
@@ -166,10 +222,10 @@ BUILTIN_TOOLS: Mapping[str, ToolSpec] = MappingProxyType(
         spec.name: spec
         for spec in (
             _spec("memory", _memory, uses_session=True),
-            _spec("memory_search", _memory_search, uses_session=True),
-            _spec("chat_history", _chat_history, needs_session=True),
-            _spec("write_error", _write_error),
-            _spec("error_history", _error_history),
+            _spec("memory_search", _memory_search, uses_session=True, ahead=_memory_search_ahead),
+            _spec("chat_history", _chat_history, needs_session=True, ahead=_chat_history_ahead),
+            _spec("write_error", _write_error, ahead=_write_error_ahead),
+            _spec("error_history", _error_history, ahead=_error_history_ahead),
             _spec("scratchpad_read", _scratchpad_read, needs_session=True),
             _spec("scratchpad_write", _scratchpad_write, needs_session=True),
             _spec("image_view", image_view, needs_session=True),
@@ -208,6 +264,25 @@ async def run_tool(name: str, ctx: ToolContext, arguments: dict[str, Any]) -> To
         if exc.status_code >= 500:
             raise
         return _refused(name, exc.detail)
+
+
+async def texts_ahead(
+    name: str,
+    runtime: Runtime,
+    principal: Principal,
+    session_id: uuid.UUID | None,
+    arguments: object,
+) -> list[str]:
+    """What a call of the built-in tool `name` will embed (`ToolSpec.ahead`); nothing for
+    a tool that embeds nothing, or for a call its run will refuse anyway (bad arguments,
+    a session out of reach: the run answers that)."""
+    spec = BUILTIN_TOOLS[name]
+    if spec.ahead is None or not isinstance(arguments, dict):
+        return []
+    try:
+        return await spec.ahead(runtime, principal, session_id, arguments)
+    except (BadArguments, AppError):
+        return []
 
 
 def _refused(name: str, text: str) -> ToolResult:

@@ -226,7 +226,7 @@ class TurnLoop:
         )
         user = MessageIn(role="user", content=msg.content, images=msg.images)
         sessions = SessionService.of(db, self.runtime)
-        [ref] = await sessions.append(self.session_id, self.viewer, [user])
+        [ref] = await sessions.append(self.session_id, self.viewer, [user], check_quota=True)
         self.prompt = Prompt.of(out.context)
         # The model copy as stored — the admitted images and their notice — from the
         # first round on, as every later round (a prepare's view) sends it.
@@ -258,7 +258,7 @@ class TurnLoop:
             )
             for r in req.tool_results
         ]
-        await sessions.append(self.session_id, self.viewer, results)
+        await sessions.append(self.session_id, self.viewer, results, check_quota=True)
         out = await ctx.prepare(session, self.viewer, None, mid_turn=True, model=self.model)
         self.prompt = Prompt.of(out.context)
         return out
@@ -385,8 +385,12 @@ class TurnLoop:
         used = max(self.tokens, reply.prompt_eval_count) + reply.eval_count
         assert self.profile is not None
         self.tools.image_room = image_budget(self.profile.context_window, used)
+        # embedded first, with no connection held; then the round's short transaction
+        embedded = await self.tools.embed_ahead(self.principal, self.session_id, calls)
         async with self._step() as (db, _):
-            results = await self.tools.run_calls(db, self.principal, self.session_id, calls, emit)
+            results = await self.tools.run_calls(
+                db, self.principal, self.session_id, calls, emit, embedded
+            )
             message = self._assistant(reply, tool_calls=stored_calls(calls))
             message = redact_round(message, calls, results)  # a `memory` forget by text
             await SessionService.of(db, self.runtime).append(

@@ -22,6 +22,7 @@ from app.config import Settings
 from app.db.engine import transaction
 from app.domain.auth.repositories import UserDeletionRepository
 from app.domain.kernel.jobs import spawn
+from app.domain.kernel.repositories import UserSessionsRepository
 from app.domain.kernel.runtime import Runtime, SessionMaker
 from app.domain.kernel.session_files import remove_session_dirs
 
@@ -51,7 +52,9 @@ async def delete_marked_user(factory: SessionMaker, settings: Settings, user_id:
             repo = UserDeletionRepository(db)
             if not await repo.still_deleting(user_id, datetime.now(UTC)):
                 return False
-            ids = await repo.next_sessions(user_id, settings.user_delete_batch_sessions)
+            ids = await UserSessionsRepository(db).ids(
+                user_id, limit=settings.user_delete_batch_sessions
+            )
             if ids:
                 await repo.delete_sessions(user_id, ids)
         if not ids:
@@ -91,7 +94,7 @@ async def deletion_state(factory: SessionMaker, user_id: str) -> tuple[str, int]
     async with transaction(factory) as db:
         repo = UserDeletionRepository(db)
         deleting = await repo.deleting(user_id)
-        left = await repo.count_sessions(user_id) if deleting else 0
+        left = await UserSessionsRepository(db).count(user_id) if deleting else 0
     if deleting is None:
         return "deleted", 0
     return ("deleting" if deleting else "active"), left

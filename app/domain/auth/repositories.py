@@ -205,19 +205,6 @@ class UserDeletionRepository:
         )
         return list(rows.scalars())
 
-    async def next_sessions(self, user_id: str, limit: int) -> list[uuid.UUID]:
-        rows = await self.session.execute(
-            text("SELECT id FROM sessions WHERE user_id = :uid ORDER BY id LIMIT :n"),
-            {"uid": user_id, "n": limit},
-        )
-        return list(rows.scalars())
-
-    async def count_sessions(self, user_id: str) -> int:
-        rows = await self.session.execute(
-            text("SELECT count(*) FROM sessions WHERE user_id = :uid"), {"uid": user_id}
-        )
-        return int(rows.scalar_one())
-
     async def delete_sessions(self, user_id: str, ids: list[uuid.UUID]) -> None:
         """These sessions, with their chunks (no foreign key to the session, by design)
         and every row that cascades from the session."""

@@ -80,9 +80,11 @@ class ErrorMemoryService:
         self.settings = settings
 
     @classmethod
-    def of(cls, db: AsyncSession, runtime: Runtime) -> ErrorMemoryService:
-        """The service on `db`, embedding through the runtime's gateway."""
-        return cls(db, runtime.llm, runtime.settings)
+    def of(
+        cls, db: AsyncSession, runtime: Runtime, *, llm: LLMGateway | None = None
+    ) -> ErrorMemoryService:
+        """The service on `db`, embedding through `llm` (default the runtime's gateway)."""
+        return cls(db, llm or runtime.llm, runtime.settings)
 
     @property
     def ttl_days(self) -> int:

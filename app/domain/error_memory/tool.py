@@ -13,7 +13,7 @@ from app.domain.error_memory.schemas import (
     WriteErrorIn,
     WriteErrorOut,
 )
-from app.domain.error_memory.services import ErrorEntry, ErrorMemoryService, render
+from app.domain.error_memory.services import ErrorEntry, ErrorMemoryService, embed_text, render
 from app.domain.kernel.terms import clamp_k
 from app.lib.errors import PayloadTooLarge, Unprocessable
 from app.lib.inputs import reject_nul, scrub_text
@@ -64,6 +64,21 @@ async def run_write_error(
         text=f"write_error: {verb} [{entry.tool}] (kept {settings.error_memory_ttl_days} "
         "days, renewed on every hit)",
     )
+
+
+def write_error_embeds(call: WriteErrorIn) -> list[str]:
+    """What `run_write_error` will embed (the turn loop embeds it first); its checks
+    raise as the run's do."""
+    tool = _tool(call.tool, required=True)
+    error = _text(call.error, "error", required=True)
+    assert tool is not None and error is not None
+    return [embed_text(tool, error)]
+
+
+def error_history_embeds(call: ErrorHistoryIn) -> list[str]:
+    """What `run_error_history` will embed: its query, if any."""
+    query = _text(call.query, "query", required=False, limit=MAX_QUERY)
+    return [query] if query else []
 
 
 async def run_error_history(

@@ -14,6 +14,8 @@ from typing import Any
 from sqlalchemy import Row, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.domain.kernel.repositories import clear_pending_mark
+
 # How many candidates one claim reads before locking them one by one.
 CLAIM_CANDIDATES = 20
 
@@ -90,13 +92,7 @@ class ExtractionRepository:
         """Clear the session's pending mark (extracted, or parked), unless it was active
         after `seen` (the `last_active` the claim read): an append during the extraction
         keeps it pending, so what it said is read by a later pass."""
-        await self.session.execute(
-            text(
-                "UPDATE sessions SET memory_pending = false"
-                " WHERE user_id = :uid AND id = :sid AND memory_pending AND last_active <= :seen"
-            ),
-            {"uid": user_id, "sid": session_id, "seen": seen},
-        )
+        await clear_pending_mark(self.session, "memory_pending", user_id, session_id, seen)
 
     async def transcript_messages(
         self, user_id: str, session_id: Any, head: int = 200, tail: int = 400

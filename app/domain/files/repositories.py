@@ -33,8 +33,3 @@ class FilesRepository:
             batch = listed[start : start + IDS_PER_QUERY]
             found.update((await self.session.execute(_EXISTING, {"ids": batch})).scalars())
         return found
-
-    async def user_session_ids(self, user_id: str) -> list[uuid.UUID]:
-        """The ids of the user's sessions (their file directories make the user's usage)."""
-        rows = await self.session.execute(select(Session.id).where(Session.user_id == user_id))
-        return list(rows.scalars())

@@ -41,6 +41,7 @@ from app.domain.files.storage import (
 from app.domain.files.uploads import StoredUpload, UploadLimits, receive
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.ownership import SessionAccess
+from app.domain.kernel.repositories import UserSessionsRepository
 from app.domain.kernel.runtime import Runtime, SessionMaker
 from app.domain.kernel.session_files import import_staging_root
 from app.lib.errors import Forbidden, NotFound, PayloadTooLarge, Unprocessable
@@ -114,7 +115,7 @@ class FileService:
         if not quota:
             return None
         async with transaction(self.sessions) as db:
-            ids = await FilesRepository(db).user_session_ids(owner)
+            ids = await UserSessionsRepository(db).ids(owner)
         usage = await anyio.to_thread.run_sync(usage_bytes, self.settings, ids)
         return quota - usage, quota_detail(quota, usage)
 

@@ -73,26 +73,6 @@ class ForgetSessionRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def next_sessions(
-        self, user_id: str, after: uuid.UUID | None, limit: int
-    ) -> list[uuid.UUID]:
-        """The user's next `limit` sessions in id order after `after` (None: the first)."""
-        rows = await self.session.execute(
-            text(
-                "SELECT id FROM sessions WHERE user_id = :uid"
-                + ("" if after is None else " AND id > :after")
-                + " ORDER BY id LIMIT :n"
-            ),
-            {"uid": user_id, "after": after, "n": limit},
-        )
-        return list(rows.scalars())
-
-    async def count_sessions(self, user_id: str) -> int:
-        rows = await self.session.execute(
-            text("SELECT count(*) FROM sessions WHERE user_id = :uid"), {"uid": user_id}
-        )
-        return int(rows.scalar_one())
-
     async def lock_sessions(self, user_id: str, ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
         """Lock this batch's session rows (appends and compressions of these sessions wait
         for the batch to commit; the user's other sessions are not held), then their raw

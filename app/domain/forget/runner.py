@@ -43,6 +43,7 @@ from app.domain.forget.redact import Needle
 from app.domain.forget.repositories import MESSAGE_TABLES, ForgetSessionRepository
 from app.domain.forget.scan import files_holding
 from app.domain.forget.schemas import STORES
+from app.domain.kernel.repositories import UserSessionsRepository
 from app.domain.kernel.runtime import Runtime, SessionMaker
 from app.domain.raw_history.indexer import embed_chunks
 from app.lib.metrics import FORGETS, FORGOTTEN_ROWS
@@ -103,8 +104,8 @@ class ForgetRunner:
             job = await ForgetJobRepository(db).get(user_id, job_id)
             sids = []
             if job is not None and job.state == "running" and not job.stores_done:
-                sids = await ForgetSessionRepository(db).next_sessions(
-                    user_id, job.after_session, self.settings.forget_batch_sessions
+                sids = await UserSessionsRepository(db).ids(
+                    user_id, after=job.after_session, limit=self.settings.forget_batch_sessions
                 )
         if job is None or job.state != "running" or job.text is None:
             return False

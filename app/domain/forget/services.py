@@ -28,7 +28,6 @@ from app.db.models import ForgetJob
 from app.domain.forget.job_repository import ForgetJobRepository
 from app.domain.forget.memory_repository import ForgetMemoryRepository
 from app.domain.forget.redact import check_text, text_hash
-from app.domain.forget.repositories import ForgetSessionRepository
 from app.domain.forget.runner import ForgetRunner
 from app.domain.forget.schemas import (
     STORES,
@@ -38,6 +37,7 @@ from app.domain.forget.schemas import (
     ForgottenFile,
 )
 from app.domain.kernel.jobs import spawn
+from app.domain.kernel.repositories import UserSessionsRepository
 from app.domain.kernel.runtime import Runtime
 from app.lib.errors import NotFound
 
@@ -107,7 +107,7 @@ class ForgetService:
         text = check_text(raw)
         factory = self.runtime.session_factory
         async with transaction(factory) as db:  # committed before any batch runs
-            total = await ForgetSessionRepository(db).count_sessions(user_id)
+            total = await UserSessionsRepository(db).count(user_id)
             job = await ForgetJobRepository(db).create(
                 ForgetJob(
                     user_id=user_id,

@@ -50,11 +50,29 @@ class HistorySearch:
 
     @classmethod
     def of(
-        cls, db: AsyncSession, runtime: Runtime, primary: AsyncSession | None = None
+        cls,
+        db: AsyncSession,
+        runtime: Runtime,
+        primary: AsyncSession | None = None,
+        *,
+        llm: LLMGateway | None = None,
     ) -> HistorySearch:
         """The search reading `db`; `primary` (default `db`) takes the semantic mode's
-        writes when `db` is a read replica's."""
-        return cls(db, runtime.llm, runtime.settings, primary)
+        writes when `db` is a read replica's. `llm` (default the runtime's): the gateway
+        the semantic mode embeds through."""
+        return cls(db, llm or runtime.llm, runtime.settings, primary)
+
+    async def texts_ahead(self, user_id: str, session_id: uuid.UUID, call: ToolCall) -> list[str]:
+        """What the semantic mode of `call` will embed (the recent messages without a
+        vector, then the query), read only: the turn loop embeds them first, with no
+        connection held, and runs the search after in its transaction. Nothing for a
+        call that embeds nothing."""
+        window = self.settings.history_embed_recent
+        if call.mode != "search" or call.match != "semantic" or not call.query or window <= 0:
+            return []
+        floor = max(0, await self.repo.next_seq(user_id, session_id) - window)
+        todo = await self.repo.unembedded(user_id, session_id, floor, window)
+        return [*(content[:EMBED_TEXT_CHARS] for _, content in todo), call.query]
 
     async def run(self, user_id: str, session_id: uuid.UUID, call: ToolCall) -> HistoryResult:
         """The tool call on a session the caller may see (checked by the caller)."""

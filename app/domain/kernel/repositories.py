@@ -1,12 +1,14 @@
-"""Queries every domain needs: a session row in a viewer's scope, and each user's chunk
-count (written by whoever adds or deletes raw chunks)."""
+"""Queries every domain needs: a session row in a viewer's scope, a user's sessions, the
+sessions' work markers, and each user's chunk count (written by whoever adds or deletes
+raw chunks)."""
 
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, text
+from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Message, Session
@@ -65,6 +67,54 @@ class SessionLookupRepository:
                 .limit(1)
             )
         ).scalar_one_or_none()
+
+
+class UserSessionsRepository:
+    """A user's sessions by id, what the jobs that walk them in batches (forget, user
+    deletion) and the upload quota read. Every statement names the user."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def ids(
+        self, user_id: str, *, after: uuid.UUID | None = None, limit: int | None = None
+    ) -> list[uuid.UUID]:
+        """The user's session ids in id order: after `after` (None: from the first), at
+        most `limit` (None: all)."""
+        stmt = select(Session.id).where(Session.user_id == user_id).order_by(Session.id)
+        if after is not None:
+            stmt = stmt.where(Session.id > after)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        return list((await self.session.execute(stmt)).scalars())
+
+    async def count(self, user_id: str) -> int:
+        return int(
+            await self.session.scalar(select(func.count()).where(Session.user_id == user_id)) or 0
+        )
+
+
+#: The work markers on `sessions` an append sets (`MessageRepository.reserve`) and a
+#: job clears once it has read the session: fact extraction's, the rolling summary's.
+PENDING_MARKS = ("memory_pending", "rolling_pending")
+
+
+async def clear_pending_mark(
+    db: AsyncSession, mark: str, user_id: str, session_id: uuid.UUID, seen: datetime
+) -> bool:
+    """Clear the session's work marker `mark` (read, or parked) unless an append came
+    after `seen` (the `last_active` the job read when it took the session): that append
+    keeps it, so a later pass reads what it said. Whether it was cleared."""
+    if mark not in PENDING_MARKS:
+        raise ValueError(f"not a work marker of sessions: {mark!r}")
+    result = await db.execute(
+        text(
+            f"UPDATE sessions SET {mark} = false"
+            f" WHERE user_id = :uid AND id = :sid AND {mark} AND last_active <= :seen"
+        ),
+        {"uid": user_id, "sid": session_id, "seen": seen},
+    )
+    return bool(getattr(result, "rowcount", 0))
 
 
 class ChunkCountRepository:

@@ -18,6 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.domain.kernel.repositories import clear_pending_mark
 from app.domain.rolling.summary import TranscriptMessage
 
 # What the summary reads: the conversation, not system prompts, summaries or markers.
@@ -92,15 +93,7 @@ class RollingRepository:
     async def unmark(self, user_id: str, session_id: uuid.UUID, seen: datetime) -> bool:
         """Clear the session's mark (up to date, parked, or not in rolling mode) unless
         an append came after `seen` (its `last_active` when listed): that one keeps it."""
-        result = await self.session.execute(
-            text(
-                "UPDATE sessions SET rolling_pending = false"
-                " WHERE user_id = :uid AND id = :sid AND rolling_pending"
-                " AND last_active <= :seen"
-            ),
-            {"uid": user_id, "sid": session_id, "seen": seen},
-        )
-        return bool(result.rowcount)  # type: ignore[attr-defined]
+        return await clear_pending_mark(self.session, "rolling_pending", user_id, session_id, seen)
 
     async def ensure_row(self, user_id: str, session_id: uuid.UUID) -> None:
         await self.session.execute(

@@ -35,6 +35,7 @@ class MemorySearchController(Controller):
             raise Unprocessable(f"query: at most {MAX_QUERY} characters")
         sid = session_id_of(data.session_id, "session_id")
         current = session_id_of(data.current_session_id, "current_session_id")
+        await search.embed_first(data.query)  # before the session checks' statement
         for s in (sid, current):
             await check_session(access, principal, s)
         result = await search.search(

@@ -93,6 +93,15 @@ class QueryEmbeddings:
         self._llm = llm
         self._done: dict[str, list[float] | LLMError] = {}
         self._lock = asyncio.Lock()
+        self._sealed = False
+
+    def seal(self) -> QueryEmbeddings:
+        """From now on the model is never called: a text not embedded before answers
+        an LLMError (its caller degrades as for a down embedder). What a tool of the
+        turn loop is handed inside its transaction: the embeddings were made ahead,
+        with no connection held (`Toolbox.embed_ahead`)."""
+        self._sealed = True
+        return self
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._llm, name)
@@ -100,6 +109,9 @@ class QueryEmbeddings:
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         async with self._lock:
             missing = [t for t in dict.fromkeys(texts) if t not in self._done]
+            if missing and self._sealed:
+                log.warning("embeddings.not_made_ahead", texts=len(missing))
+                raise LLMError("the text was not embedded ahead of the transaction")
             if missing:
                 try:
                     self._done.update(zip(missing, await self._llm.embed(missing), strict=True))
@@ -144,23 +156,46 @@ class UnifiedSearch:
         self.facts = facts
         self.errors = errors
         self.side_sessions = side_sessions
+        self._embedded: QueryEmbeddings | None = None  # `embed_first`'s
 
     @classmethod
     def of(
-        cls, db: AsyncSession, runtime: Runtime, primary: AsyncSession | None = None
+        cls,
+        db: AsyncSession,
+        runtime: Runtime,
+        primary: AsyncSession | None = None,
+        *,
+        llm: LLMGateway | None = None,
     ) -> UnifiedSearch:
         """Every store the service has: the facts and sketches read on a second
         connection (the replica's when `db` is), the errors scope's renewals written
-        through `primary` (default `db`) when `db` is a read replica's."""
+        through `primary` (default `db`) when `db` is a read replica's. `llm` (default
+        the runtime's): the gateway the query is embedded through."""
         return cls(
             db,
-            runtime.llm,
+            llm or runtime.llm,
             runtime.settings,
             facts=search_fact_hits,
             errors=unified_error_search(runtime.settings),
             side_sessions=runtime.side_sessions(db),
             errors_db=primary,
         )
+
+    async def embed_first(self, query: str) -> None:
+        """Embed `query` now, before the caller's first statement (its ownership checks):
+        the search then finds the vector made, and no connection is held while the
+        embedder runs (a request's session keeps its connection from its first statement
+        to its end). A failure is remembered: the search degrades as without."""
+        if self.llm is None:
+            return
+        self._embedded = QueryEmbeddings(self.llm)
+        query = scrub_text(query)
+        texts = [t for t in dict.fromkeys((query.strip(), query)) if t.strip()]
+        if texts:
+            try:
+                await self._embedded.embed(texts)
+            except LLMError:
+                pass
 
     async def search(
         self,
@@ -179,7 +214,8 @@ class UnifiedSearch:
         query = scrub_text(query)  # free text: a NUL is searched (and echoed) as U+FFFD
         scope_ = normalize_scope(scope)
         k_ = clamp_k(k)
-        llm = cast(LLMGateway, QueryEmbeddings(self.llm)) if self.llm is not None else None
+        embedded = self._embedded or (QueryEmbeddings(self.llm) if self.llm is not None else None)
+        llm = cast(LLMGateway | None, embedded)
         if llm is not None and query.strip():
             # the query's vector first, with no connection of this search checked out yet:
             # every store's embed call then finds it (a failure too: they degrade)

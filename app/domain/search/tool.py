@@ -69,6 +69,7 @@ async def run_memory_search_tool(
 ) -> MemorySearchOut:
     """`current`: the caller's session (ranked first; its sketches searched), or None."""
     query = check_query(call.query)
+    await search.embed_first(query)  # before the session check's statement
     await check_session(access, principal, current)
     result = await search.search(
         query,

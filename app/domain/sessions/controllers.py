@@ -233,7 +233,7 @@ class SessionController(Controller):
         runtime: Runtime,
     ) -> AppendResult:
         viewer = Viewer.editor(principal)
-        refs = await sessions.append(session_id, viewer, data.messages)
+        refs = await sessions.append(session_id, viewer, data.messages, check_quota=True)
         after_commit(db, lambda: wake(runtime.jobs, LIVE_INDEX_JOB))  # findable by memory_search
         if settings.session_auto_name_enabled and any(m.role == "assistant" for m in data.messages):
             name_after_commit(db, runtime, await sessions.get(session_id, viewer))  # 1st exchange

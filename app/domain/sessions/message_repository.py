@@ -58,6 +58,7 @@ _RESERVE = (
     .values(
         next_seq=_SESSIONS.c.next_seq + bindparam("n"),
         next_display_index=_SESSIONS.c.next_display_index + bindparam("d"),
+        message_bytes=_SESSIONS.c.message_bytes + bindparam("bytes"),
         last_active=func.now(),
         # fact extraction's marker: pending once the session has a user message (this
         # append's `user`, or an earlier one: not NULL), NULL before (nothing to learn)
@@ -238,6 +239,7 @@ class MessageRepository:
         *,
         has_user: bool = False,
         rolling: tuple[bool, Sequence[str]] = (False, ()),
+        n_bytes: int = 0,
     ) -> tuple[int, int, str] | None:
         """Reserve `n_total` sequence numbers and `n_display` display positions.
 
@@ -248,7 +250,8 @@ class MessageRepository:
         the session pending for fact extraction (`sessions.memory_pending`) once it
         holds a user message (`has_user`: this append has one), for the rolling summary
         (`sessions.rolling_pending`) when its profile is in rolling mode (`rolling`:
-        `Profiles.rolling_marks`), and for the idle raw index (`raw_index_pending`).
+        `Profiles.rolling_marks`), and for the idle raw index (`raw_index_pending`); it
+        adds `n_bytes` to the session's `message_bytes` (the storage quota's count).
         """
         owner = await scope_owner(self.session, session_id, viewer)
         if owner is None:
@@ -261,6 +264,7 @@ class MessageRepository:
             "user": has_user,
             "rolling_all_but": rolling[0],
             "rolling_ids": list(rolling[1]),
+            "bytes": n_bytes,
         }
         row = (await self.session.execute(_RESERVE, params)).first()
         return (int(row[0]), int(row[1]), str(row[2])) if row else None

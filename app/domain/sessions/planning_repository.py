@@ -39,6 +39,25 @@ _TRIM_SQL = text(
 )
 
 
+# The same, over every session of one user at once (an import's: its sessions only).
+_TRIM_USER_SQL = text(
+    """
+    DELETE FROM session_planning_entries
+    WHERE user_id = :uid AND (session_id, seq) IN (
+        SELECT session_id, seq FROM (
+            SELECT session_id, seq,
+                   row_number() OVER w AS n,
+                   sum(bytes) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS total
+            FROM session_planning_entries
+            WHERE user_id = :uid
+            WINDOW w AS (PARTITION BY session_id ORDER BY seq DESC)
+        ) newest_first
+        WHERE n > :keep OR total > :max_bytes
+    )
+    """
+)
+
+
 class PlanningRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -78,6 +97,14 @@ class PlanningRepository:
             _TRIM_SQL, {"sid": session_id, "uid": user_id, "keep": keep, "max_bytes": max_bytes}
         )
         return int(seq)
+
+    async def trim_user(self, user_id: str, *, keep: int, max_bytes: int) -> int:
+        """Trim every planning log of the user as `append` trims one (an import's);
+        the entries removed."""
+        result = await self.session.execute(
+            _TRIM_USER_SQL, {"uid": user_id, "keep": keep, "max_bytes": max_bytes}
+        )
+        return int(getattr(result, "rowcount", 0) or 0)
 
     async def page(
         self, user_id: str, session_id: uuid.UUID, limit: int, offset: int, *, newest: bool = False

@@ -219,6 +219,16 @@ class SessionRepository(SessionLookupRepository):
             {"key": key, "token": token, "sid": session_id, "uid": user_id},
         )
 
+    async def message_bytes(self, user_id: str) -> int:
+        """The user's message-storage usage: the sum of their sessions' `message_bytes`
+        (their rows by the `user_id` index; no message is read)."""
+        total = await self.session.scalar(
+            select(func.coalesce(func.sum(Session.message_bytes), 0)).where(
+                Session.user_id == user_id
+            )
+        )
+        return int(total or 0)
+
     async def delete(self, session_id: uuid.UUID, viewer: Viewer) -> bool:
         """Delete the session; messages, archive, shares, state and sketches cascade.
 

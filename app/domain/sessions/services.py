@@ -26,6 +26,8 @@ from app.domain.kernel.runtime import Runtime
 from app.domain.sessions.compaction import after_append
 from app.domain.sessions.message_repository import MessageRepository
 from app.domain.sessions.planning_repository import PlanningRepository
+from app.domain.sessions.quota import check_quota as check_quota_of
+from app.domain.sessions.quota import message_bytes, quota_bytes
 from app.domain.sessions.repositories import SessionRepository
 from app.domain.sessions.schemas import MAX_APPEND, AppendedRef, HistoryPage
 from app.lib.errors import PayloadTooLarge, Unprocessable
@@ -244,13 +246,23 @@ class SessionService:
         log.info("session.deleted", session_id=str(session_id))
 
     async def append(
-        self, session_id: uuid.UUID, viewer: Viewer, messages: list[MessageIn]
+        self,
+        session_id: uuid.UUID,
+        viewer: Viewer,
+        messages: list[MessageIn],
+        *,
+        check_quota: bool = False,
     ) -> list[AppendedRef]:
         """Append atomically: all messages or none, consecutive sequence numbers in
-        request order, display positions for displayed ones; bumps last_active."""
+        request order, display positions for displayed ones; bumps last_active and the
+        session's `message_bytes`. `check_quota`: a user's own messages — 413 past
+        USER_MESSAGE_STORAGE_MB (`quota.py`)."""
         messages = validate_messages(messages, self.settings)
         n_display = sum(1 for m in messages if m.is_display)
         has_user = any(m.role == "user" for m in messages)
+        n_bytes = sum(
+            message_bytes(m.content, m.thinking, m.tool_calls, m.images) for m in messages
+        )
         reserved = await self.messages.reserve(
             session_id,
             viewer,
@@ -258,10 +270,14 @@ class SessionService:
             n_display,
             has_user=has_user,
             rolling=self.profiles.rolling_marks,
+            n_bytes=n_bytes,
         )
         if reserved is None:
             await self.refuse(session_id, viewer)
         seq, disp, user_id = reserved
+        if check_quota and quota_bytes(self.settings):
+            used = await self.repo.message_bytes(user_id) - n_bytes  # this append counted
+            check_quota_of(self.settings, used, n_bytes, "messages")
         # Pasted images → session files + the notice of the LLM copy (metadata).
         await attach_pasted_images(
             self.repo,

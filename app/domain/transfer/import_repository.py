@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import bindparam, exists, func, insert, select, text, update
+from sqlalchemy import Table, bindparam, exists, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import RawIndexState, Session
@@ -162,6 +162,17 @@ class ImportRepository:
             ),
             {"uid": user_id},
         )
+
+    async def set_message_bytes(self, user_id: str, counts: dict[uuid.UUID, int]) -> None:
+        """The imported sessions' `message_bytes` (the storage quota's count)."""
+        if counts:
+            t = cast(Table, Session.__table__)
+            await self.session.execute(
+                update(t)
+                .where(t.c.user_id == bindparam("uid"), t.c.id == bindparam("sid"))
+                .values(message_bytes=bindparam("bytes")),
+                [{"uid": user_id, "sid": sid, "bytes": n} for sid, n in counts.items()],
+            )
 
     async def count_chunks(self, user_id: str, chunks: int) -> None:
         await ChunkCountRepository(self.session).change(user_id, chunks)

@@ -24,6 +24,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.engine import transaction
+from app.domain.sessions.planning_repository import PlanningRepository
+from app.domain.sessions.quota import check_quota, message_bytes
+from app.domain.sessions.services import PLANNING_ENTRY_MAX_BYTES, PLANNING_LOGS_KEPT
 from app.domain.transfer.export_repository import ExportRepository
 from app.domain.transfer.files_io import FileWriter
 from app.domain.transfer.import_repository import ImportRepository
@@ -49,6 +52,7 @@ log = structlog.get_logger()
 INSERT_BATCH = 500
 INSERT_BATCH_BYTES = 16 * 1024 * 1024
 _PLANNING = KIND_BY_TYPE["planning_entry"]
+_MESSAGE_TYPES = ("message", "archived_message")
 
 
 async def require_user(db: AsyncSession, user_id: str) -> None:
@@ -63,6 +67,9 @@ class ImportReport(msgspec.Struct):
     records: dict[str, int]
     vectors: str  # "kept" or "dropped"
     dropped_records: int
+    #: planning entries dropped, oldest first, past a session's kept count or bytes
+    #: (PLANNING_MAX_SESSION_BYTES), as an append past them drops them
+    trimmed_planning_entries: int = 0
 
 
 @dataclass
@@ -125,6 +132,9 @@ class _Import:
         self.merges: list[tuple[int, int]] = []  # (id, merged_into), ids of the file
         self.gone_fact_ids: dict[int, int] = {}  # a version's fact not in the file -> new id
         self.chunks = 0
+        self.trimmed = 0  # planning entries past a session's caps
+        self.message_bytes = 0  # of the file's messages (the storage quota)
+        self.session_bytes: Counter[uuid.UUID] = Counter()
         # planning entries of the session records of an older file (`planning_logs`)
         self.legacy_planning: list[dict[str, Any]] = []
 
@@ -162,6 +172,7 @@ class _Import:
             records=dict(self.counts),
             vectors="kept" if self.dimension is not None else "dropped",
             dropped_records=self.dropped,
+            trimmed_planning_entries=self.trimmed,
         )
 
     async def _start(self, record: dict[str, Any], number: int) -> None:
@@ -208,12 +219,16 @@ class _Import:
             record, legacy = split_legacy_planning(record)
             values = decode(kind, record, self.dimension)
             planning = [decode(_PLANNING, r, self.dimension) for r in legacy]
+            for entry in [values] if kind is _PLANNING else planning:
+                _check_planning_entry(entry)
         except RecordError as exc:
             raise Unprocessable(f"line {number} ({type_}): {exc}") from None
         full = len(self.batch.rows) >= INSERT_BATCH or self.batch.bytes >= INSERT_BATCH_BYTES
         if self.batch.kind is not kind or full:
             await self._flush()
             self.batch = _Batch(kind, number)
+        if kind.type in _MESSAGE_TYPES:
+            self._count_message(values, number)
         self.batch.rows.append(values)
         if planning:  # inserted after their session's batch
             self.legacy_planning.extend(planning)
@@ -221,6 +236,21 @@ class _Import:
         self.batch.last_line = number
         self.batch.bytes += size
         self.counts[type_] += 1
+
+    def _count_message(self, values: dict[str, Any], number: int) -> None:
+        """The message's bytes to its session's `message_bytes`; 413 naming the line once
+        the file passes the user's message-storage quota (the account is empty)."""
+        n = message_bytes(
+            values.get("content"),
+            values.get("thinking"),
+            values.get("tool_calls"),
+            values.get("images"),
+        )
+        check_quota(self.settings, self.message_bytes, n, f"line {number}")
+        self.message_bytes += n
+        sid = values.get("session_id")
+        if isinstance(sid, uuid.UUID):
+            self.session_bytes[sid] += n
 
     async def _flush(self) -> None:
         batch, self.batch = self.batch, _Batch()
@@ -289,6 +319,14 @@ class _Import:
         except (IntegrityError, DataError) as exc:
             raise Unprocessable(f"facts: merged_into: {type(exc.orig).__name__}") from None
         await self.repo.add_missing_versions(self.user_id)
+        await self.repo.set_message_bytes(
+            self.user_id, {sid: self.session_bytes[sid] for sid in self.sessions}
+        )
+        self.trimmed = await PlanningRepository(self.repo.session).trim_user(
+            self.user_id,
+            keep=PLANNING_LOGS_KEPT,
+            max_bytes=self.settings.planning_max_session_bytes,
+        )
         await self.repo.count_chunks(self.user_id, self.chunks)
         await self.repo.mark_extraction_pending(self.user_id)
         await self.repo.mark_background_work(self.user_id)
@@ -298,6 +336,13 @@ class _Import:
             records=sum(self.counts.values()),
             vectors="kept" if self.dimension is not None else "dropped",
         )
+
+
+def _check_planning_entry(values: dict[str, Any]) -> None:
+    """An entry the API would refuse (over PLANNING_ENTRY_MAX_BYTES) is refused here."""
+    size = len(msgspec.json.encode(values.get("entry")))
+    if size > PLANNING_ENTRY_MAX_BYTES:
+        raise RecordError(f"entry: {size} bytes, the limit is {PLANNING_ENTRY_MAX_BYTES}")
 
 
 def _parse(raw: bytes, number: int) -> dict[str, Any]:

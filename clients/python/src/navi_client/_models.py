@@ -753,6 +753,7 @@ class ImportReport(_Out, kw_only=True):
     records: dict[str, int]
     vectors: str
     dropped_records: int = 0
+    trimmed_planning_entries: int = 0
 
 
 class Health(_Out, kw_only=True):
