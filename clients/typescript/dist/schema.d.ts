@@ -1375,6 +1375,8 @@ export interface components {
             records: {
                 [key: string]: number;
             };
+            /** @default 0 */
+            trimmed_planning_entries?: number;
             user_id: string;
             vectors: string;
         };
