@@ -26,8 +26,8 @@ from app.domain.kernel.runtime import Runtime
 from app.domain.sessions.compaction import after_append
 from app.domain.sessions.message_repository import MessageRepository
 from app.domain.sessions.planning_repository import PlanningRepository
+from app.domain.sessions.quota import USAGE, message_bytes, quota_bytes
 from app.domain.sessions.quota import check_quota as check_quota_of
-from app.domain.sessions.quota import message_bytes, quota_bytes
 from app.domain.sessions.repositories import SessionRepository
 from app.domain.sessions.schemas import MAX_APPEND, AppendedRef, HistoryPage
 from app.lib.errors import PayloadTooLarge, Unprocessable
@@ -275,8 +275,12 @@ class SessionService:
         if reserved is None:
             await self.refuse(session_id, viewer)
         seq, disp, user_id = reserved
-        if check_quota and quota_bytes(self.settings):
-            used = await self.repo.message_bytes(user_id) - n_bytes  # this append counted
+        quota = quota_bytes(self.settings) if check_quota else 0
+        if quota:
+            used = USAGE.estimate(user_id, quota, n_bytes)
+            if used is None:  # read: this append is counted in the sum already
+                used = await self.repo.message_bytes(user_id) - n_bytes
+                USAGE.remember(user_id, used + n_bytes)
             check_quota_of(self.settings, used, n_bytes, "messages")
         # Pasted images → session files + the notice of the LLM copy (metadata).
         await attach_pasted_images(

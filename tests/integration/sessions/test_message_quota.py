@@ -77,19 +77,24 @@ async def test_appends_past_the_quota_answer_413_naming_it(make_client, settings
 
 async def test_the_check_adds_one_statement_to_an_append(make_client, settings) -> None:  # type: ignore[no-untyped-def]
     """The count rides in the append's reserving UPDATE; the check is one SUM over the
-    user's session rows (background jobs of the app may run statements meanwhile: only
-    the statements naming the counter are counted)."""
+    user's session rows, read once and then remembered by the process for a while, far
+    from the quota (background jobs of the app may run statements meanwhile: only the
+    statements naming the counter are counted)."""
     for mb in (0, 1024):
         async with make_client(settings, user_message_storage_mb=mb) as c:
             c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
-            sid = await _session(c, {})
-            await c.post(f"/sessions/{sid}/messages", json=_msg("warm up"))
-            with _statements() as seen:
-                r = await c.post(f"/sessions/{sid}/messages", json=_msg("counted"))
-                assert r.status_code == 201, r.text
-            counted = [s for s in seen if "message_bytes" in s]
-            assert [s.lstrip().split()[0] for s in counted] == ["UPDATE"] + ["SELECT"] * (mb > 0)
-            assert not any("session_messages" in s for s in counted)  # no message read
+            _, h = await new_user(c, f"counted{mb}")
+            sid = await _session(c, h)
+            kinds = []
+            for text in ("first", "second", "third"):
+                with _statements() as seen:
+                    r = await c.post(f"/sessions/{sid}/messages", json=_msg(text), headers=h)
+                    assert r.status_code == 201, r.text
+                counted = [s for s in seen if "message_bytes" in s]
+                assert not any("session_messages" in s for s in counted)  # no message read
+                kinds.append([s.lstrip().split()[0] for s in counted])
+            read = ["SELECT"] * (mb > 0)
+            assert kinds == [["UPDATE", *read], ["UPDATE"], ["UPDATE"]], kinds
 
 
 async def test_a_turns_new_message_past_the_quota_is_413(  # type: ignore[no-untyped-def]
