@@ -1,0 +1,213 @@
+"""`/console/chat/{id}`: the chat page, its turn route (SSE through the console's cookie
+and CSRF), its upload and file routes, under the API's ownership rules; and the cards
+the history is drawn as."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from app.config import Settings
+from app.domain.compression import reset_registry
+from tests.conftest import ADMIN_TOKEN, new_user
+from tests.fakes.chat_script import ScriptedReply
+from tests.fakes.ollama_server import FakeOllama
+from tests.integration.console.support import csrf_of, post_form, sign_in
+
+PROFILES = {"small": {"context_window": 4096, "compression_keep_recent": 4, "model": "fake-chat"}}
+Headers = dict[str, str]
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+)
+
+
+@pytest.fixture
+async def cclient(  # type: ignore[no-untyped-def]
+    make_client, settings: Settings, tmp_path: Path
+) -> AsyncIterator[AsyncTestClient]:
+    reset_registry()
+    path = tmp_path / "profiles.json"
+    path.write_text(json.dumps(PROFILES))
+    async with make_client(
+        settings, profiles_file=str(path), llm_max_attempts=1, llm_backoff_initial=0.0
+    ) as c:
+        c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        yield c
+    reset_registry()
+
+
+async def _user(client: AsyncTestClient, name: str, perms: list[str] | None = None) -> Headers:
+    _, headers = await new_user(client, name, perms)
+    return headers
+
+
+def _token(headers: Headers) -> str:
+    return headers["Authorization"].removeprefix("Bearer ")
+
+
+async def _session(client: AsyncTestClient, headers: Headers) -> str:
+    r = await client.post("/sessions", json={"profile_id": "small"}, headers=headers)
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+def _events(body: str) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for frame in body.split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in frame.splitlines() if ": " in line)
+        if "event" in lines:
+            out.append((lines["event"], json.loads(lines["data"])))
+    return out
+
+
+async def _turn(client: AsyncTestClient, sid: str, csrf: str | None, content: str) -> Any:
+    headers = {"Content-Type": "application/json"}
+    if csrf is not None:
+        headers["X-Navi-CSRF"] = csrf
+    return await client.post(
+        f"/console/chat/{sid}/turn", content=json.dumps({"content": content}), headers=headers
+    )
+
+
+async def test_new_chat_and_a_streamed_turn_with_its_cards(
+    cclient: AsyncTestClient, ollama: FakeOllama
+) -> None:
+    ada = await _user(cclient, "ada")
+    csrf = await sign_in(cclient, _token(ada))
+    page = (await cclient.get("/console")).text
+    assert 'id="new-chat"' in page and '<label for="new-chat-profile">' in page
+    r = await post_form(cclient, "/console/chat/", csrf, profile_id="small")
+    assert r.status_code == 303, r.text
+    sid = r.headers["location"].rsplit("/", 1)[1]
+    uuid.UUID(sid)
+    ollama.chat_replies += [
+        ScriptedReply(tool_calls=[{"name": "memory", "arguments": {"action": "list"}}]),
+        ScriptedReply("Hello from the fake model", prompt_eval_count=321),
+    ]
+    r = await _turn(cclient, sid, csrf, "hi there")
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/event-stream")
+    events = _events(r.text)
+    names = [n for n, _ in events]
+    assert "token" in names and "tool_call" in names and "tool_result" in names
+    assert events[-1][0] == "done" and events[-1][1]["status"] == "completed"
+    page = (await cclient.get(f"/console/chat/{sid}")).text
+    assert "Hello from the fake model" in page and "hi there" in page
+    assert "Tool call: memory" in page and "Result of memory" in page
+    assert "tokens in 321" in page
+    assert 'src="/console/static/chat.js"' in page and '<label for="chat-input">' in page
+
+
+async def test_cards_of_plans_service_records_and_hidden_system_messages(
+    cclient: AsyncTestClient,
+) -> None:
+    ada = await _user(cclient, "ada")
+    sid = await _session(cclient, ada)
+    msgs = [
+        {"role": "user", "content": "plan the trip"},
+        {"role": "assistant", "content": "1. book 2. pack", "is_plan": True},
+        {
+            "role": "system",
+            "content": "dispatcher: nightly task",
+            "metadata": {"source": "synapse_event"},
+        },
+        {"role": "system", "content": "an internal note nobody sees"},
+        {
+            "role": "user",
+            "content": "look",
+            "images": [__import__("base64").b64encode(PNG).decode()],
+        },
+    ]
+    r = await cclient.post(f"/sessions/{sid}/messages", json={"messages": msgs}, headers=ada)
+    assert r.status_code == 201, r.text
+    await sign_in(cclient, _token(ada))
+    page = (await cclient.get(f"/console/chat/{sid}")).text
+    assert 'class="chat-card plan-card"' in page and "1. book 2. pack" in page
+    assert 'class="chat-card service-card"' in page and "dispatcher: nightly task" in page
+    assert "an internal note nobody sees" not in page
+    assert 'src="data:image/png;base64,' in page and "tokens</figcaption>" in page
+
+
+async def test_no_model_reachable_is_said(cclient: AsyncTestClient, ollama: FakeOllama) -> None:
+    ada = await _user(cclient, "ada")
+    sid = await _session(cclient, ada)
+    csrf = await sign_in(cclient, _token(ada))
+    ollama.fail("http500", paths={"/api/chat"})
+    r = await _turn(cclient, sid, csrf, "anyone there?")
+    if r.status_code == 200:
+        kind, data = _events(r.text)[-1]
+        assert kind == "error" and data["status"] == 503, r.text
+    else:
+        assert r.status_code == 503, r.text
+
+
+async def test_another_users_chat_is_not_found(cclient: AsyncTestClient) -> None:
+    ada = await _user(cclient, "ada")
+    bob = await _user(cclient, "bob")
+    sid = await _session(cclient, ada)
+    csrf = await sign_in(cclient, _token(bob))
+    assert (await cclient.get(f"/console/chat/{sid}")).status_code == 404
+    assert (await _turn(cclient, sid, csrf, "hijack")).status_code == 404
+    files = {"files": ("a.txt", b"hello", "text/plain")}
+    r = await cclient.post(f"/console/chat/{sid}/files", files=files, headers={"X-Navi-CSRF": csrf})
+    assert r.status_code == 404
+    assert (await cclient.get(f"/console/chat/{sid}/files/a.txt")).status_code == 404
+    assert (await cclient.get(f"/console/chat/{uuid.uuid4()}")).status_code == 404
+
+
+async def test_a_reader_may_read_but_not_post(cclient: AsyncTestClient) -> None:
+    ada = await _user(cclient, "ada")
+    eve = await _user(cclient, "eve", ["navi.sessions.read_all"])
+    sid = await _session(cclient, ada)
+    r = await cclient.post(
+        f"/sessions/{sid}/messages",
+        json={"messages": [{"role": "user", "content": "ada said hello"}]},
+        headers=ada,
+    )
+    assert r.status_code == 201
+    csrf = await sign_in(cclient, _token(eve))
+    page = await cclient.get(f"/console/chat/{sid}")
+    assert page.status_code == 200 and "ada said hello" in page.text
+    assert 'id="chat-form"' not in page.text
+    assert (await _turn(cclient, sid, csrf, "eve was here")).status_code == 403
+    files = {"files": ("a.txt", b"hello", "text/plain")}
+    r = await cclient.post(f"/console/chat/{sid}/files", files=files, headers={"X-Navi-CSRF": csrf})
+    assert r.status_code == 403
+    msgs = (await cclient.get(f"/sessions/{sid}/messages", headers=ada)).json()
+    assert all("eve" not in m["content"] for m in msgs["messages"])
+
+
+async def test_csrf_is_required_on_every_chat_write(cclient: AsyncTestClient) -> None:
+    ada = await _user(cclient, "ada")
+    sid = await _session(cclient, ada)
+    csrf = await sign_in(cclient, _token(ada))
+    assert (await _turn(cclient, sid, None, "no token")).status_code == 403
+    assert (await _turn(cclient, sid, "forged", "bad token")).status_code == 403
+    files = {"files": ("a.txt", b"hello", "text/plain")}
+    r = await cclient.post(f"/console/chat/{sid}/files", files=files)
+    assert r.status_code == 403
+    r = await cclient.post("/console/chat/", data={"profile_id": "small"}, follow_redirects=False)
+    assert r.status_code == 403
+    r = await cclient.post(f"/console/chat/{sid}/files", files=files, headers={"X-Navi-CSRF": csrf})
+    assert r.status_code == 201, r.text
+    assert r.json()["files"][0]["name"] == "a.txt"
+    msgs = (await cclient.get(f"/sessions/{sid}/messages", headers=ada)).json()["messages"]
+    assert msgs == []
+
+
+async def test_upload_refusals_are_the_apis(cclient: AsyncTestClient) -> None:
+    ada = await _user(cclient, "ada")
+    sid = await _session(cclient, ada)
+    csrf = await sign_in(cclient, _token(ada))
+    files = {"files": ("run.exe", b"MZ\x90\x00rest", "application/octet-stream")}
+    r = await cclient.post(f"/console/chat/{sid}/files", files=files, headers={"X-Navi-CSRF": csrf})
+    assert r.status_code == 415, r.text
+    r = await cclient.get(f"/console/chat/{sid}")
+    assert csrf_of(r.text) == csrf
