@@ -81,6 +81,20 @@ async def _with_text(runtime: Runtime, session_id: uuid.UUID, cards: list[Card])
     return cards
 
 
+async def _message(request: Request[Any, Any, Any], runtime: Runtime) -> TurnMessage:
+    """The script's JSON `{"content", "images"}`; a plain form's `content` (no script:
+    the answer is then the event stream as text)."""
+    if request.headers.get("content-type", "").startswith("application/json"):
+        try:
+            return _turn_message.decode(await request.body())
+        except msgspec.ValidationError as exc:
+            raise Unprocessable(f"message: {exc}") from None
+        except msgspec.DecodeError:
+            raise Unprocessable("message: not JSON") from None
+    limit = runtime.settings.message_max_chars
+    return TurnMessage(content=form_text(await request.form(), "content", limit=limit))
+
+
 class ChatPage(Controller):
     path = "/chat"
 
@@ -146,14 +160,8 @@ class ChatPage(Controller):
         principal: Principal,
     ) -> Response[Any] | Stream:
         """One turn of the agent loop, as `POST /sessions/{id}/turns` with
-        `Accept: text/event-stream` answers it. The body: `{"content", "images"}`."""
-        try:
-            message = _turn_message.decode(await request.body())
-        except msgspec.ValidationError as exc:
-            raise Unprocessable(f"message: {exc}") from None
-        except msgspec.DecodeError:
-            raise Unprocessable("message: not JSON") from None
-        req = TurnRequest(message=message)
+        `Accept: text/event-stream` answers it."""
+        req = TurnRequest(message=await _message(request, runtime))
         loop = TurnLoop(runtime, principal, session_id, [])
         first = await loop.begin(req)  # 404 / 403 / 409 / 4xx here, before anything streams
         if isinstance(first, ContextTooLargeError):

@@ -83,7 +83,7 @@ async def test_new_chat_and_a_streamed_turn_with_its_cards(
     csrf = await sign_in(cclient, _token(ada))
     page = (await cclient.get("/console")).text
     assert 'id="new-chat"' in page and '<label for="new-chat-profile">' in page
-    r = await post_form(cclient, "/console/chat/", csrf, profile_id="small")
+    r = await post_form(cclient, "/console/chat", csrf, profile_id="small")
     assert r.status_code == 303, r.text
     sid = r.headers["location"].rsplit("/", 1)[1]
     uuid.UUID(sid)
@@ -193,7 +193,7 @@ async def test_csrf_is_required_on_every_chat_write(cclient: AsyncTestClient) ->
     files = {"files": ("a.txt", b"hello", "text/plain")}
     r = await cclient.post(f"/console/chat/{sid}/files", files=files)
     assert r.status_code == 403
-    r = await cclient.post("/console/chat/", data={"profile_id": "small"}, follow_redirects=False)
+    r = await cclient.post("/console/chat", data={"profile_id": "small"}, follow_redirects=False)
     assert r.status_code == 403
     r = await cclient.post(f"/console/chat/{sid}/files", files=files, headers={"X-Navi-CSRF": csrf})
     assert r.status_code == 201, r.text
@@ -211,3 +211,21 @@ async def test_upload_refusals_are_the_apis(cclient: AsyncTestClient) -> None:
     assert r.status_code == 415, r.text
     r = await cclient.get(f"/console/chat/{sid}")
     assert csrf_of(r.text) == csrf
+
+
+async def test_published_files_are_served_for_the_viewers(cclient: AsyncTestClient) -> None:
+    """The chat's viewers read a session's files through the console (the cookie): an
+    SVG or HTML file without script, framable by the chat only."""
+    ada = await _user(cclient, "ada")
+    sid = await _session(cclient, ada)
+    svg = b'<svg xmlns="http://www.w3.org/2000/svg"><rect width="9" height="9"/></svg>'
+    files = {"files": ("map.svg", svg, "image/svg+xml")}
+    r = await cclient.post(f"/sessions/{sid}/files", files=files, headers=ada)
+    assert r.status_code == 201, r.text
+    await sign_in(cclient, _token(ada))
+    r = await cclient.get(f"/console/chat/{sid}/files/map.svg")
+    assert r.status_code == 200 and r.content == svg
+    csp = r.headers["content-security-policy"]
+    assert "sandbox" in csp and "frame-ancestors 'self'" in csp and "script-src" not in csp
+    assert r.headers["content-type"].startswith("image/svg+xml")
+    assert r.headers["content-disposition"].startswith("inline")
