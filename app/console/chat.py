@@ -134,7 +134,7 @@ class ChatPage(Controller):
         compressions = compressions_of(
             await sessions.compression_records(session, COMPRESSIONS_MAX)
         )
-        cards = chat_cards(history.messages, str(session_id), compressions)
+        cards = chat_cards(history.messages, str(session_id), compressions, newest=before is None)
         profile = runtime.profiles.get(session.profile_id)
         return page(
             request,

@@ -75,6 +75,7 @@ class Card:
     calls: list[tuple[str, str]] = field(default_factory=list)  # (name, arguments JSON)
     viewer: Inline | None = None
     usage: Usage | None = None
+    waiting: list[str] = field(default_factory=list)  # calls the turn ended waiting for
     # (data: URL, tokens the model is charged for it) of each recognised image
     images: list[tuple[str, int]] = field(default_factory=list)
 
@@ -167,8 +168,36 @@ def card_of(m: MessageOut, session_id: str, markers: dict[int, Compression]) -> 
     )
 
 
+def waiting_for(msgs: Sequence[MessageOut]) -> list[str]:
+    """The calls the last turn ended waiting for (`requires_action`): the newest
+    assistant message's calls no tool result answered, when only results follow it."""
+    answered: set[str] = set()
+    for m in reversed(msgs):
+        if m.role == "tool":
+            answered.add(m.tool_call_id or "")
+            continue
+        if m.role != "assistant" or not m.tool_calls:
+            return []
+        return [
+            str((c.get("function") or {}).get("name") or "tool")
+            for c in m.tool_calls
+            if isinstance(c, dict) and c.get("id") not in answered
+        ]
+    return []
+
+
 def chat_cards(
-    msgs: Sequence[MessageOut], session_id: str, compressions: Sequence[Compression]
+    msgs: Sequence[MessageOut],
+    session_id: str,
+    compressions: Sequence[Compression],
+    *,
+    newest: bool = True,
 ) -> list[Card]:
+    """The page's cards; on the newest page the last turn's `requires_action` too."""
     markers = {c.seq: c for c in compressions}
-    return [c for c in (card_of(m, session_id, markers) for m in msgs) if c is not None]
+    cards = [c for c in (card_of(m, session_id, markers) for m in msgs) if c is not None]
+    waiting = waiting_for(msgs) if newest else []
+    if waiting:
+        last = next(c for c in reversed(cards) if c.kind == "assistant")
+        last.waiting = waiting
+    return cards

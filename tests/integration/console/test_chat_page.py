@@ -4,6 +4,7 @@ the history is drawn as."""
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -122,7 +123,7 @@ async def test_cards_of_plans_service_records_and_hidden_system_messages(
         {
             "role": "user",
             "content": "look",
-            "images": [__import__("base64").b64encode(PNG).decode()],
+            "images": [base64.b64encode(PNG).decode()],
         },
     ]
     r = await cclient.post(f"/sessions/{sid}/messages", json={"messages": msgs}, headers=ada)
@@ -229,3 +230,38 @@ async def test_published_files_are_served_for_the_viewers(cclient: AsyncTestClie
     assert "sandbox" in csp and "frame-ancestors 'self'" in csp and "script-src" not in csp
     assert r.headers["content-type"].startswith("image/svg+xml")
     assert r.headers["content-disposition"].startswith("inline")
+
+
+async def test_requires_action_is_shown_as_what_the_agent_waits_for(
+    cclient: AsyncTestClient, ollama: FakeOllama
+) -> None:
+    ada = await _user(cclient, "ada")
+    sid = await _session(cclient, ada)
+    csrf = await sign_in(cclient, _token(ada))
+    call = {"name": "book_flight", "arguments": {"to": "LIS"}}
+    ollama.chat_replies.append(ScriptedReply(tool_calls=[call]))
+    r = await _turn(cclient, sid, csrf, "book it")
+    kind, done = _events(r.text)[-1]
+    assert kind == "done" and done["status"] == "requires_action", r.text
+    page = (await cclient.get(f"/console/chat/{sid}")).text
+    assert "The agent is waiting for:</strong> book_flight" in page
+
+
+async def test_pasted_images_take_the_append_paths_limits(
+    cclient: AsyncTestClient, ollama: FakeOllama
+) -> None:
+    ada = await _user(cclient, "ada")
+    sid = await _session(cclient, ada)
+    csrf = await sign_in(cclient, _token(ada))
+    headers = {"Content-Type": "application/json", "X-Navi-CSRF": csrf}
+    bad = json.dumps({"content": "look", "images": [base64.b64encode(b"not an image").decode()]})
+    r = await cclient.post(f"/console/chat/{sid}/turn", content=bad, headers=headers)
+    assert r.status_code == 415, r.text
+    ollama.chat_replies.append(ScriptedReply("A tiny picture."))
+    good = json.dumps({"content": "look", "images": [base64.b64encode(PNG).decode()]})
+    r = await cclient.post(f"/console/chat/{sid}/turn", content=good, headers=headers)
+    assert r.status_code == 200 and _events(r.text)[-1][0] == "done", r.text
+    page = (await cclient.get(f"/console/chat/{sid}")).text
+    assert page.count('src="data:image/png;base64,') == 1 and "A tiny picture." in page
+    r = await cclient.post(f"/console/chat/{sid}/turn", content='{"content": 5}', headers=headers)
+    assert r.status_code == 422
