@@ -1,11 +1,12 @@
 """The console's chat in a real browser (tests/browser.py): a person starts a new chat,
 talks to the (fake) model through the page — a streamed answer, a built-in tool call
-folded in, an uploaded image shown and priced, two `content_publish`ed files (PDF, SVG)
+folded in, an uploaded and a pasted image shown and priced, two `content_publish`ed files (PDF, SVG)
 shown inline, a compression card once the window fills — and sees the plan and service
 cards; another user's chat is 404. The screenshot `console-chat` is docs/console.md's."""
 
 from __future__ import annotations
 
+import base64
 import json
 import struct
 import time
@@ -173,6 +174,22 @@ def test_a_person_chats_through_the_console(
     browser.wait_js(
         "document.querySelector('#chat-attached').textContent.includes('harbour.png')", "the upload"
     )
+    # a pasted image goes with the same message (as the turn's `images`)
+    pasted = base64.b64encode(_png(32)).decode()
+    browser.js(
+        f"""(() => {{
+            const bytes = Uint8Array.from(atob({json.dumps(pasted)}), c => c.charCodeAt(0));
+            const dt = new DataTransfer();
+            dt.items.add(new File([bytes], "clip.png", {{type: "image/png"}}));
+            document.querySelector('#chat-input').dispatchEvent(
+                new ClipboardEvent("paste", {{clipboardData: dt, bubbles: true}}));
+            return true;
+        }})()"""
+    )
+    browser.wait_js(
+        "document.querySelector('#chat-attached').textContent.includes('pasted image')",
+        "the pasted image",
+    )
     ollama.chat_replies += [
         ScriptedReply(
             tool_calls=[
@@ -185,7 +202,7 @@ def test_a_person_chats_through_the_console(
     ]
     _send(browser, "Here is the harbour; show me the itinerary and the map")
     _turn_ended(browser)
-    assert browser.js("document.querySelectorAll('#chat figure.attached img').length") == 1
+    assert browser.js("document.querySelectorAll('#chat figure.attached img').length") == 2
     assert "tokens" in browser.text("#chat figure.attached figcaption")
     assert "harbour.png" in browser.text("#chat")  # the upload's block in the message
     pdf = browser.js("document.querySelector('.viewer-pdf iframe').getAttribute('src')")

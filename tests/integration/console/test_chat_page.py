@@ -265,3 +265,37 @@ async def test_pasted_images_take_the_append_paths_limits(
     assert page.count('src="data:image/png;base64,') == 1 and "A tiny picture." in page
     r = await cclient.post(f"/console/chat/{sid}/turn", content='{"content": 5}', headers=headers)
     assert r.status_code == 422
+
+
+async def test_published_files_get_a_viewer_by_their_type(
+    cclient: AsyncTestClient, ollama: FakeOllama
+) -> None:
+    ada = await _user(cclient, "ada")
+    sid = await _session(cclient, ada)
+    files = [
+        ("files", ("query.sql", b"select 42\n  from dual;\n", "text/plain")),
+        ("files", ("page.html", b"<!doctype html><p>hello<script>alert(1)</script>", "text/html")),
+        ("files", ("part.stl", b"solid part\nendsolid part\n", "model/stl")),
+        ("files", ("beep.wav", b"RIFF\x24\x00\x00\x00WAVEfmt ", "audio/wav")),
+    ]
+    r = await cclient.post(f"/sessions/{sid}/files", files=files, headers=ada)
+    assert r.status_code == 201, r.text
+    csrf = await sign_in(cclient, _token(ada))
+    names = ["query.sql", "page.html", "part.stl", "beep.wav"]
+    calls = [{"name": "content_publish", "arguments": {"filename": n}} for n in names]
+    ollama.chat_replies += [ScriptedReply(tool_calls=calls), ScriptedReply("Published.")]
+    r = await _turn(cclient, sid, csrf, "publish them")
+    assert _events(r.text)[-1][1]["status"] == "completed", r.text
+    page = (await cclient.get(f"/console/chat/{sid}")).text
+    base = f"/console/chat/{sid}/files"
+    assert '<pre class="numbered"' in page
+    assert '<span class="line">select 42</span>' in page
+    assert '<span class="line">  from dual;</span>' in page
+    assert f'<iframe sandbox src="{base}/page.html"' in page
+    assert f'<audio controls src="{base}/beep.wav"' in page
+    assert f'href="{base}/part.stl" download="part.stl"' in page
+    assert "no viewer for model files here" in page
+    r = await cclient.get(f"{base}/part.stl")
+    assert r.status_code == 200 and r.headers["content-disposition"].startswith("attachment")
+    r = await cclient.get(f"{base}/page.html")
+    assert "sandbox" in r.headers["content-security-policy"]
