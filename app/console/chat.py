@@ -42,6 +42,7 @@ from app.lib.errors import Unprocessable
 from app.lib.pagination import MAX_LIMIT, BeforeSeq
 
 PAGE_SIZE = 50
+SIDEBAR_SIZE = 30
 TEXT_VIEW_BYTES = 200_000  # of a published text file shown inline (the rest: download)
 TEXT_VIEW_LINES = 2_000
 # The chat frames the files it shows (PDF, SVG, HTML) and plays audio and video: both
@@ -136,6 +137,10 @@ class ChatPage(Controller):
         )
         cards = chat_cards(history.messages, str(session_id), compressions, newest=before is None)
         profile = runtime.profiles.get(session.profile_id)
+        # the sidebar: the caller's own sessions, pinned first (as /console lists them)
+        sidebar, _ = await sessions.list_page(
+            Viewer(user_id=principal.id), limit=SIDEBAR_SIZE, offset=0
+        )
         return page(
             request,
             "chat.html",
@@ -149,6 +154,7 @@ class ChatPage(Controller):
             older=history.next_before_seq if history.has_more else None,
             newest=before is None,
             limit=limit,
+            sidebar=sidebar,
         )
 
     @post("/{session_id:uuid}/turn", status_code=200)

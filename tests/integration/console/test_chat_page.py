@@ -104,6 +104,16 @@ async def test_new_chat_and_a_streamed_turn_with_its_cards(
     assert "Tool call: memory" in page and "Result of memory" in page
     assert "tokens in 321" in page
     assert 'src="/console/static/chat.js"' in page and '<label for="chat-input">' in page
+    # the sidebar: the caller's chats, pinned first, this one marked
+    r = await cclient.post("/sessions", json={"name": "Pinned one"}, headers=ada)
+    r = await cclient.patch(f"/sessions/{r.json()['id']}", json={"pinned": True}, headers=ada)
+    assert r.status_code == 200, r.text
+    page = (await cclient.get(f"/console/chat/{sid}")).text
+    side = page[
+        page.index('aria-label="Your chats"') : page.index("</nav>", page.index("Your chats"))
+    ]
+    assert side.index("Pinned one") < side.index(f'/console/chat/{sid}"')
+    assert f'href="/console/chat/{sid}" aria-current="page"' in side
 
 
 async def test_cards_of_plans_service_records_and_hidden_system_messages(
