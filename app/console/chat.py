@@ -38,7 +38,7 @@ from app.domain.kernel.access import Viewer
 from app.domain.kernel.principal import Principal
 from app.domain.kernel.runtime import Runtime
 from app.domain.sessions.services import MAX_NAME, SessionService
-from app.lib.errors import Unprocessable
+from app.lib.errors import NotFound, Unprocessable
 from app.lib.pagination import MAX_LIMIT, BeforeSeq
 
 PAGE_SIZE = 50
@@ -75,7 +75,7 @@ async def _with_text(runtime: Runtime, session_id: uuid.UUID, cards: list[Card])
             continue
         try:
             path, _ = await files.stored(session_id, v.name)
-        except Exception:  # removed since it was published: the link answers 404
+        except NotFound:  # removed since it was published: the link answers 404 too
             continue
         lines = await anyio.to_thread.run_sync(_read_lines, path)
         card.viewer = type(v)(v.kind, v.name, v.content_type, v.size, v.url, lines)
