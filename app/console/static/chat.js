@@ -57,8 +57,9 @@
     } else if (name === "tool_result") {
       live.li.append(fold("Result of " + data.name + (data.is_error ? " (error)" : ""), data.content, "tool-result"));
     } else if (name === "compression") {
-      say(data.phase === "started" ? "Compressing the context…"
-        : "Context compressed: " + data.messages_before + " → " + data.messages_after + " messages");
+      const counts = data.messages_before == null ? ""
+        : ": " + data.messages_before + " → " + data.messages_after + " messages";
+      say(data.phase === "started" ? "Compressing the context…" : "Context compressed" + counts);
     } else if (name === "usage") {
       live.usage = "tokens in " + data.prompt_eval_count + " · out " + data.eval_count;
     } else if (name === "done") {
@@ -126,7 +127,8 @@
     }
     busy = false;
     if (ended === "error") { say("The turn failed; what was said so far is kept."); return; }
-    say(ended === "requires_action" ? "The agent waits for a tool only its client runs." : "");
+    say(ended === "requires_action" ? "The agent waits for a tool only its client runs."
+      : ended === "max_rounds" ? "The agent stopped after its most rounds of tool calls." : "");
     await refresh();
   }
 

@@ -1,8 +1,9 @@
 """The console's chat in a real browser (tests/browser.py): a person starts a new chat,
 talks to the (fake) model through the page — a streamed answer, a built-in tool call
-folded in, an uploaded and a pasted image shown and priced, two `content_publish`ed files (PDF, SVG)
-shown inline, a compression card once the window fills — and sees the plan and service
-cards; another user's chat is 404. The screenshot `console-chat` is docs/console.md's."""
+folded in, an uploaded and a pasted image shown and priced, two `content_publish`ed
+files (PDF, SVG) shown inline, a compression card once the window fills, a notice when
+no model is reachable — and sees the plan and service cards; another user's chat is
+404. The screenshots `console-chat` and `console-chat-viewers` are docs/console.md's."""
 
 from __future__ import annotations
 
@@ -225,6 +226,18 @@ def test_a_person_chats_through_the_console(
     browser.js("document.querySelector('.viewer-pdf').scrollIntoView()")
     time.sleep(1)  # the frames' paint after the scroll (their content is not readable)
     browser.screenshot("console-chat-viewers", full_page=False)
+
+    # --- no model reachable: the page says so, the message is kept
+    ollama.fail("http500", paths={"/api/chat"})
+    _send(browser, "Are you there?")
+    browser.wait_js(
+        "(document.querySelector('#chat .turn-error') || {}).textContent?.includes("
+        "'No model is reachable')",
+        "the no-model notice",
+    )
+    ollama.recover()
+    r = api.get(f"/sessions/{sid}/messages", params={"limit": 5}, headers=as_ada)
+    assert any(m["content"] == "Are you there?" for m in r.json()["messages"]), r.text
 
     # --- another user's chat: 404, its turn route too
     status = browser.js(f"fetch('/console/chat/{theirs}').then(r => r.status)")
