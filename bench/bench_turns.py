@@ -13,7 +13,9 @@ server as the model (streamed replies, no delay), turns posted with
   an upper bound of the server-side share);
 - **TTFT overhead** = the client's time to the first `token` event − the model's own
   time to its first byte;
-- **turns per second**: sequential, and with `--clients` concurrent clients.
+- **turns per second**: sequential, and with `--clients` concurrent clients;
+- the same turns through the console's chat route (`POST /console/chat/{id}/turn`, the
+  cookie and CSRF header the chat page sends): its overhead against the API's.
 
 The server runs in a process of its own (`uvicorn --workers`, default 1), so the client
 and the fake model (threads of the bench process) do not take its GIL; `--in-process`
@@ -30,6 +32,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import re
 import time
 from typing import Any
 
@@ -67,18 +70,23 @@ class Sample:
         return self.ttft_ms - self.model_ttft_ms
 
 
-async def one_turn(client: httpx.AsyncClient, fake: FakeOllama, sid: str, text: str) -> Sample:
+async def one_turn(
+    client: httpx.AsyncClient, fake: FakeOllama, sid: str, text: str, console: str = ""
+) -> Sample:
+    """One turn through the API, or (`console`: the console's CSRF value, the client
+    signed in) through the console's chat route, as the chat page posts it."""
     before = len(fake.chat_times)
     t0 = time.perf_counter()
     ttft = None
     compressed = False
     last = ""
-    async with client.stream(
-        "POST",
-        f"/sessions/{sid}/turns",
-        json={"message": {"content": text}},
-        headers={"Accept": "text/event-stream"},
-    ) as r:
+    if console:
+        path, body = f"/console/chat/{sid}/turn", {"content": text}
+        headers = {"X-Navi-CSRF": console}
+    else:
+        path, body = f"/sessions/{sid}/turns", {"message": {"content": text}}
+        headers = {"Accept": "text/event-stream"}
+    async with client.stream("POST", path, json=body, headers=headers) as r:
         if r.status_code != 200:
             raise RuntimeError(f"turn: {r.status_code} {(await r.aread())[:300]!r}")
         async for line in r.aiter_lines():
@@ -121,6 +129,24 @@ async def building_blocks(client: httpx.AsyncClient, sid: str, text: str) -> flo
     if r.status_code != 201:
         raise RuntimeError(f"append: {r.status_code} {r.text[:300]}")
     return (time.perf_counter() - t0) * 1000
+
+
+async def console_sign_in(client: httpx.AsyncClient) -> str:
+    """The console's cookie on `client` (as the login form signs in); its CSRF value."""
+    r = await client.get("/console/login")
+    r = await client.post(
+        "/console/login", data={"token": ADMIN_TOKEN, "csrf": _csrf(r.text)}, follow_redirects=True
+    )
+    if r.status_code != 200:
+        raise RuntimeError(f"console sign-in: {r.status_code} {r.text[:300]}")
+    return _csrf(r.text)
+
+
+def _csrf(html: str) -> str:
+    m = re.search(r'name="csrf" value="([^"]*)"', html)
+    if m is None:
+        raise RuntimeError("no CSRF field on the console page")
+    return m.group(1)
 
 
 async def sessions(client: httpx.AsyncClient, profile: str, n: int) -> list[str]:
@@ -182,7 +208,14 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         async with httpx.AsyncClient(base_url=server.base_url, headers=headers, timeout=60) as c:
             plain = await sessions(c, "default", 10)
             await run_turns(c, fake, plain, 10, "warm up")
-            fast = await run_turns(c, fake, plain, args.turns, "what did we decide about it")
+            # API and console turns interleaved, so both meet the same load and history
+            fast, chat = [], []
+            async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as page:
+                csrf = await console_sign_in(page)
+                for i in range(args.turns):
+                    sid, text = plain[i % 10], f"what did we decide about it {i}"
+                    fast.append(await one_turn(c, fake, sid, text))
+                    chat.append(await one_turn(page, fake, sid, text, csrf))
             blocks_sids = await sessions(c, "default", 10)
             blocks = [
                 await building_blocks(c, blocks_sids[i % 10], f"what did we decide about it {i}")
@@ -203,6 +236,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         ["turns", "n", "wall ms p50/p95", "overhead ms p50/p95", "TTFT overhead ms p50/p95"],
         [
             row("no compression", uncompressed),
+            row("console chat route, no compression", [s for s in chat if not s.compressed]),
             row("default window, compressed", [s for s in fast if s.compressed]),
             row("with compression", with_c),
             row("small window, none", [s for s in mixed if not s.compressed]),
@@ -223,6 +257,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "building_blocks_p95_ms": bb.p95,
         "building_blocks_p50_ms": bb.p50,
         "overhead_p50_ms": Stats.of([s.overhead for s in uncompressed]).p50,
+        "console_overhead_p50_ms": Stats.of([s.overhead for s in chat if not s.compressed]).p50,
+        "console_overhead_p95_ms": Stats.of([s.overhead for s in chat if not s.compressed]).p95,
         "turns_per_second": seq,
         "turns_per_second_concurrent": tps,
     }

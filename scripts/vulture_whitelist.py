@@ -90,3 +90,6 @@ _.cursor_only  # rolling/services.py: tests/integration/rolling/test_rolling_sum
 _.get_archived_messages, _.hot_message_count  # sessions/message_repository.py: test_sessions
 _.replay_lsn  # db/replica.py: tests/integration/replica/test_replica_reads.py
 _.load  # llm/local_embedder.py: tests/integration/system/test_embedding_providers.py
+
+# -- read by the console's Jinja templates (app/console/templates/console/chat_card.html)
+_.inline, _.context_after, _.compression  # console/chat_cards.py: Inline, Usage, Card

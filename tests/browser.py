@@ -261,9 +261,11 @@ class Browser:
             )
         )
 
-    def screenshot(self, name: str) -> Path:
+    def screenshot(self, name: str, *, full_page: bool = True) -> Path:
         """A full-page PNG under SCREENSHOT_DIR (NAVI_SCREENSHOT_DIR, default
-        .navi-test/screenshots): every page test leaves its pictures there."""
+        .navi-test/screenshots): every page test leaves its pictures there. A full page
+        does not paint the frames (PDF, sandboxed SVG) below the first 800 px: scroll
+        them into view and take the viewport (`full_page=False`)."""
         SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
         self.call(
             "Emulation.setDeviceMetricsOverride",
@@ -272,7 +274,7 @@ class Browser:
             deviceScaleFactor=1,
             mobile=False,
         )
-        shot = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+        shot = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=full_page)
         path = SCREENSHOT_DIR / f"{name}.png"
         path.write_bytes(base64.b64decode(shot["data"]))
         return path

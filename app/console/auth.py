@@ -6,7 +6,8 @@
   HttpOnly, SameSite=Strict, Path=/console). Sign-out revokes it, so a copied cookie dies
   with the session; revoking the user's tokens or deleting the user ends it too.
 - CSRF: every form carries `csrf`, the HMAC-SHA256 of the cookie's value, checked in
-  constant time on every non-GET console request before its handler runs; the `Origin`
+  constant time on every non-GET console request before its handler runs (a script's
+  fetch sends it as the `X-Navi-CSRF` header instead, leaving the body unread); the `Origin`
   header, when sent, must be this host. The login form uses a pre-session cookie the same
   way.
 - Local mode (NAVI_AUTH_ENABLED=false): there is nothing to sign in with; the login page
@@ -35,6 +36,7 @@ from app.lib.errors import Forbidden, NotFound, Unauthorized
 COOKIE = "navi_console"
 LOGIN_COOKIE = "navi_console_login"
 CSRF_FIELD = "csrf"
+CSRF_HEADER = "x-navi-csrf"  # a custom header: a cross-site page cannot send it either
 COOKIE_PATH = "/console"
 LOCAL_PREFIX = "local_"
 MAX_TOKEN_CHARS = 512
@@ -118,8 +120,13 @@ async def console_guard(
     if connection.scope.get("method") not in SAFE_METHODS:
         if not _same_origin(connection):
             raise Forbidden("cross-origin form refused")
-        form = await cast(Request[Any, Any, Any], connection).form()
-        if not csrf_matches(cookie, form.get(CSRF_FIELD)):
+        # A script's request (the chat's turn and upload) sends it as a header, so its
+        # body is left to the handler to stream; a form, as a field.
+        sent = connection.headers.get(CSRF_HEADER)
+        if sent is None:
+            form = await cast(Request[Any, Any, Any], connection).form()
+            sent = form.get(CSRF_FIELD)
+        if not csrf_matches(cookie, sent):
             raise Forbidden("the form's CSRF token is missing or wrong; reload the page")
 
 

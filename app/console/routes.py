@@ -6,6 +6,7 @@ from litestar import Router
 
 from app.console.admin import AdminPage
 from app.console.auth import console_guard
+from app.console.chat import ChatPage
 from app.console.memory import MemoryPage
 from app.console.rolling import RollingSummaryForm
 from app.console.search import SearchPage
@@ -19,6 +20,7 @@ PAGES: list[object] = [
     SignOutController,
     SessionListPage,
     SessionPage,
+    ChatPage,
     RollingSummaryForm,
     MemoryPage,
     SearchPage,

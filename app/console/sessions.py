@@ -48,4 +48,5 @@ class SessionListPage(Controller):
             offset=offset,
             limit=limit,
             q=term,
+            profiles=runtime.profiles.ids(),
         )

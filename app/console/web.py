@@ -24,6 +24,7 @@ STATIC = HERE / "static"
 ASSETS = {
     "console.css": "text/css; charset=utf-8",
     "console.js": "text/javascript; charset=utf-8",
+    "chat.js": "text/javascript; charset=utf-8",
 }
 PAGE_HEADERS = {
     "Content-Security-Policy": (
@@ -47,6 +48,7 @@ def page(
     *,
     nav: str = "",
     status_code: int = 200,
+    headers: dict[str, str] | None = None,
     **context: Any,
 ) -> Template:
     """A console page: `template` under templates/console/ with what the layout needs
@@ -66,7 +68,7 @@ def page(
             **context,
         },
         status_code=status_code,
-        headers=PAGE_HEADERS,  # also on an error page the app's own handlers render
+        headers=headers or PAGE_HEADERS,  # also on an error page the app's handlers render
     )
 
 

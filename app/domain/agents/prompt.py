@@ -14,6 +14,8 @@ from app.domain.context.system_prompt import SYSTEM_PROMPT_SOURCE
 from app.domain.kernel.messages import MessageOut
 
 __all__ = [
+    "CARD_KEY",
+    "USAGE_KEY",
     "Prompt",
     "call_id",
     "pending_calls",
@@ -24,6 +26,8 @@ __all__ = [
 
 #: Keys of the metadata of a message the turn loop wrote.
 INTERRUPTED_KEY = "interrupted"
+USAGE_KEY = "usage"  # an assistant message: its model call's tokens {"in", "out"}
+CARD_KEY = "card"  # a content_publish result: the card (type, content_type, size, url, name)
 
 
 def call_id() -> str:

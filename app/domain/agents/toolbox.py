@@ -13,6 +13,7 @@ import structlog
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.domain.agents.prompt import CARD_KEY
 from app.domain.agents.stream import ToolCall, ToolResult, TurnEvent
 from app.domain.agents.tool_types import ToolResult as ToolOutput
 from app.domain.agents.tools import (
@@ -142,6 +143,9 @@ class Toolbox:
             emit(ToolResult(id=cid, name=name, content=text, is_error=is_error))
             content = text[: self.settings.message_max_chars]
             meta: dict[str, Any] = {"is_error": True} if is_error else {}
+            if name == "content_publish" and not is_error and result.data:
+                # the card the console's chat draws (type, content_type, size, url, name)
+                meta[CARD_KEY] = {k: v for k, v in result.data.items() if k != "text"}
             if result.images:
                 images = [ollama.Image(value=i.data) for i in result.images]
                 self.viewed.append((content, images))

@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.engine import transaction
 from app.domain.agents.prompt import (
     INTERRUPTED_KEY,
+    USAGE_KEY,
     Prompt,
     call_id,
     pending_calls,
@@ -350,6 +351,8 @@ class TurnLoop:
     def _assistant(self, reply: Reply, **extra: Any) -> MessageIn:
         limit = self.settings.message_max_chars
         meta: dict[str, Any] = {"model": reply.model, "round": self.rounds}
+        if reply.prompt_eval_count or reply.eval_count:  # the chat page's per-turn usage
+            meta[USAGE_KEY] = {"in": reply.prompt_eval_count, "out": reply.eval_count}
         if len(reply.content) > limit or len(reply.thinking) > limit:
             meta["truncated"] = True
         return MessageIn(

@@ -39,6 +39,9 @@ RULES: dict[str, tuple[Any, ...]] = {
     "users_admin": (403, 403, 403, 403, OK),
     "system": (403, 403, 403, 403, OK),  # as /metrics
     "public": (OK, OK, OK, OK, OK),
+    # the chat's upload takes a multipart body (the matrix posts a plain form): who may
+    # write is refused as by session_write, who may is told what the body lacks
+    "session_upload": (415, 404, 403, 404, 415),
     "sign_out": (SKIP,) * 5,  # ends the session: tests/integration/console/test_console_auth.py
 }
 # who may see what alice wrote in a session (s) or her memory (m)
@@ -99,6 +102,16 @@ def token_call() -> Call:
     return build
 
 
+def stored_file_call() -> Call:
+    async def build(w: World) -> tuple[dict[str, str], dict[str, Any]]:
+        files = {"files": ("notes.txt", f"notes {SECRET}".encode(), "text/plain")}
+        r = await w.admin.post(f"/sessions/{w.sid}/files", files=files, headers=w.alice)
+        assert r.status_code == 201, r.text
+        return {"session_id": w.sid, "name": r.json()["files"][0]["name"]}, {}
+
+    return build
+
+
 def sid(w: World) -> dict[str, str]:
     return {"session_id": w.sid}
 
@@ -130,6 +143,14 @@ ROUTES: dict[tuple[str, str], tuple[str, Call]] = {
     ("POST", "/console/sessions/{session_id:uuid}/delete"): (
         "session_write",
         fresh_session_call(),
+    ),
+    ("POST", "/console/chat"): ("own", call(profile_id="default")),
+    ("GET", "/console/chat/{session_id:uuid}"): ("session_read", call(sid)),
+    ("POST", "/console/chat/{session_id:uuid}/turn"): ("session_write", call(sid, content="hi")),
+    ("POST", "/console/chat/{session_id:uuid}/files"): ("session_upload", call(sid)),
+    ("GET", "/console/chat/{session_id:uuid}/files/{name:str}"): (
+        "session_read",
+        stored_file_call(),
     ),
     ("GET", "/console/memory"): ("own", call()),
     ("POST", "/console/memory/facts/save"): (
