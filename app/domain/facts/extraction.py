@@ -53,6 +53,7 @@ from app.domain.facts.transcript import (
     render_transcript,
     strip_think,
 )
+from app.domain.kernel.forgotten_repository import ForgottenRepository
 from app.domain.kernel.jobs import unless_running
 from app.domain.kernel.runtime import Runtime
 from app.lib.errors import Unprocessable
@@ -136,6 +137,8 @@ async def regenerate_summary(db: AsyncSession, llm: LLMGateway | None, user_id: 
             log.warning("memory.summary_llm_failed", user_id=user_id, error=str(exc)[:300])
     if not text:
         text = fallback_summary(facts)
+    forgotten = await ForgottenRepository(db).guard(user_id)  # held until the commit
+    text = forgotten.redact(text)
     await SummaryRepository(db).put(user_id, text[:MAX_SUMMARY])
     return text
 
@@ -177,6 +180,11 @@ async def extract_session(service: FactService, claim: Any, max_attempts: int) -
     for problem in problems:
         log.warning("memory.extraction_item_skipped", session_id=str(session_id), problem=problem)
 
+    # a forget that went by while the model read the transcript: a fact holding its text
+    # is not saved (the forget deletes such facts), under the records' share lock
+    forgotten = await ForgottenRepository(db).guard(user_id)
+    if forgotten:
+        items = [f for f in items if not any(map(forgotten.holds, _fact_texts(f)))]
     texts = [
         embedding_text(normalise_name(f.category), normalise_name(f.key), f.value) for f in items
     ]
@@ -205,6 +213,10 @@ async def extract_session(service: FactService, claim: Any, max_attempts: int) -
     await repo.mark_extracted(user_id, session_id, seen)
     log.info("memory.session_extracted", session_id=str(session_id), facts=saved)
     return SessionOutcome(ok=True, facts_saved=saved)
+
+
+def _fact_texts(fact: Any) -> tuple[str | None, ...]:
+    return (fact.category, fact.key, fact.value, fact.source_context)
 
 
 async def _claim_next(repo: ExtractionRepository, stale_before: datetime, tried: list[Any]) -> Any:

@@ -47,6 +47,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.engine import transaction
+from app.domain.kernel.forgotten_repository import ForgottenRepository
 from app.domain.kernel.hooks import DemotionHooks
 from app.domain.kernel.profiles import ROLLING, Profiles
 from app.domain.kernel.runtime import Runtime
@@ -294,9 +295,17 @@ class _SessionJob:
         if self.settings.rolling_summary_noise_filter:
             kept, previous = await self.summarizer.filter_noise(previous, chunk, self.profile)
             if not kept:  # all noise: save the trimmed summary and move on
-                await repo.save(user_id, session_id, previous, cursor)
+                await self.save(repo, previous, cursor)
                 return True
         return await self.summarise(repo, state.attempts, previous, kept, cursor)
+
+    async def save(
+        self, repo: RollingRepository, summary: dict[str, Any] | None, cursor: Cursor
+    ) -> None:
+        """Save under the user's forget records (share-locked until the chunk commits): a
+        text forgotten while the model wrote is stored as the marker (kernel/forgotten)."""
+        forgotten = await ForgottenRepository(repo.session).guard(self.user_id)
+        await repo.save(self.user_id, self.session_id, forgotten.redact_json(summary), cursor)
 
     async def summarise(
         self,
@@ -313,7 +322,7 @@ class _SessionJob:
         except (LLMError, SummaryParseError) as exc:
             await self.failed(repo, attempts, exc)
             return False
-        await repo.save(self.user_id, self.session_id, summary, cursor)
+        await self.save(repo, summary, cursor)
         self.run.chunks += 1
         log.info(
             "rolling.chunk_summarised",
