@@ -37,6 +37,7 @@ from sqlalchemy.dialects.postgresql import INT8MULTIRANGE, JSONB
 from app.config import Settings
 from app.db.models import (
     ErrorMemory,
+    ForgottenText,
     MemoryChunk,
     MemoryChunkVector,
     MemoryFact,
@@ -59,6 +60,7 @@ VERSION = 1
 HEADER = "header"
 END = "end"
 FILE = "file"
+FORGOTTEN = "forgotten"  # the forget records: written first (after the header), read first
 #: Bytes of a session file per `file` record (base64 makes a line about 1 MiB).
 FILE_PART_BYTES = 768 * 1024
 
@@ -154,6 +156,7 @@ KINDS: tuple[Kind, ...] = (
         skip=frozenset({"id"}),
         vector="embedding",
     ),
+    Kind(FORGOTTEN, _t(ForgottenText), ()),  # hashes of forgotten texts (kernel/forgotten)
 )
 KIND_BY_TYPE = {k.type: k for k in KINDS}
 #: The tables with a `user_id` an export leaves out, and why (a unit test checks that
@@ -384,6 +387,7 @@ __all__ = [
     "END",
     "FILE",
     "FILE_PART_BYTES",
+    "FORGOTTEN",
     "FORMAT",
     "HEADER",
     "KINDS",

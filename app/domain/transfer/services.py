@@ -24,12 +24,15 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.engine import transaction
+from app.domain.kernel.forgotten import NOTHING
+from app.domain.kernel.forgotten_repository import ForgottenRepository
 from app.domain.transfer.export_repository import ExportRepository
 from app.domain.transfer.files_io import FileWriter
 from app.domain.transfer.import_repository import ImportRepository
 from app.domain.transfer.records import (
     END,
     FILE,
+    FORGOTTEN,
     FORMAT,
     HEADER,
     KIND_BY_TYPE,
@@ -40,6 +43,7 @@ from app.domain.transfer.records import (
     embedder_of,
     split_legacy_planning,
 )
+from app.domain.transfer.redaction import ImportRedaction, check_entries
 from app.lib.errors import Conflict, NotFound, Unprocessable
 
 log = structlog.get_logger()
@@ -113,7 +117,10 @@ class _Import:
 
     def __init__(self, service: ImportService, user_id: str, files: FileWriter) -> None:
         self.repo = service.repo
+        self.db = service.db
         self.settings = service.settings
+        # the account's forget records and the file's: every record checked against them
+        self.redaction = ImportRedaction(NOTHING)
         self.user_id = user_id
         self.files = files
         self.batch = _Batch()
@@ -185,6 +192,9 @@ class _Import:
                 f"user {self.user_id!r}: the account is not empty ({table} has rows); an "
                 "import needs an account without sessions, facts or other memory"
             )
+        # held in share mode until the import commits: a forget of this account waits
+        # for it (and then finds what it stored), or went first and is checked here
+        self.redaction.forgotten = await ForgottenRepository(self.db).guard(self.user_id)
 
     async def _record(self, type_: str, record: dict[str, Any], number: int, size: int) -> None:
         if type_ == HEADER:
@@ -209,6 +219,14 @@ class _Import:
             planning = [decode(_PLANNING, r, self.dimension) for r in legacy]
         except RecordError as exc:
             raise Unprocessable(f"line {number} ({type_}): {exc}") from None
+        if type_ == FORGOTTEN:
+            await self._forgotten(values, number)
+            return
+        if self.redaction.drops(type_, values):  # a vector of a text now redacted
+            self.dropped += 1
+            return
+        values = self.redaction.apply(type_, values)
+        planning = [self.redaction.apply(_PLANNING.type, p) for p in planning]
         full = len(self.batch.rows) >= INSERT_BATCH or self.batch.bytes >= INSERT_BATCH_BYTES
         if self.batch.kind is not kind or full:
             await self._flush()
@@ -220,6 +238,19 @@ class _Import:
         self.batch.last_line = number
         self.batch.bytes += size
         self.counts[type_] += 1
+
+    async def _forgotten(self, values: dict[str, Any], number: int) -> None:
+        """The file's forget records: added to the account's, and checked from here on."""
+        try:
+            entries = check_entries(values.get("entries", []))
+        except ValueError as exc:
+            raise Unprocessable(f"line {number} ({FORGOTTEN}): {exc}") from None
+        await self._flush()
+        repo = ForgottenRepository(self.db)
+        for entry in entries:
+            await repo.add(self.user_id, entry)
+        self.redaction.forgotten = self.redaction.forgotten.with_entries(entries)
+        self.counts[FORGOTTEN] += 1
 
     async def _flush(self) -> None:
         batch, self.batch = self.batch, _Batch()
@@ -282,6 +313,7 @@ class _Import:
             user_id=self.user_id,
             records=sum(self.counts.values()),
             vectors="kept" if self.dimension is not None else "dropped",
+            redacted=self.redaction.redacted,
         )
 
 
