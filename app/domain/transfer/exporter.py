@@ -130,10 +130,12 @@ class _Export:
                 return
             after = tuple(rows[-1][name] for name in kind.order)
 
-    async def kind_rows(self, type_: str) -> AsyncIterator[bytes]:
-        kind = next(k for k in KINDS if k.type == type_)
+    async def forgotten_rows(self) -> AsyncIterator[bytes]:
+        kind = next(k for k in KINDS if k.type == FORGOTTEN)
         async for rows in self.keyset(kind):
-            yield self.lines([(kind, r) for r in rows])
+            kept = [r for r in rows if r["entries"]]  # a row no forget wrote to yet: none
+            if kept:
+                yield self.lines([(kind, r) for r in kept])
 
     async def user_rows(self) -> AsyncIterator[bytes]:
         vectors = next(k for k in KINDS if k.type == "chunk_vector")
@@ -156,7 +158,7 @@ async def export_lines(
     async with read_snapshot(factory) as db:
         started = await ExportRepository(db).now()
     yield line(header(user_id, started, settings))
-    async for chunk in export.kind_rows(FORGOTTEN):  # first: an import checks what follows
+    async for chunk in export.forgotten_rows():  # first: an import checks what follows
         yield chunk
     async for chunk in export.sessions(started):
         yield chunk

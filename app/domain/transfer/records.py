@@ -156,7 +156,8 @@ KINDS: tuple[Kind, ...] = (
         skip=frozenset({"id"}),
         vector="embedding",
     ),
-    Kind(FORGOTTEN, _t(ForgottenText), ()),  # hashes of forgotten texts (kernel/forgotten)
+    # hashes of forgotten texts (kernel/forgotten); each entry has its own time
+    Kind(FORGOTTEN, _t(ForgottenText), (), skip=frozenset({"updated_at"})),
 )
 KIND_BY_TYPE = {k.type: k for k in KINDS}
 #: The tables with a `user_id` an export leaves out, and why (a unit test checks that
