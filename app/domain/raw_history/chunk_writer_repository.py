@@ -19,7 +19,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import MemoryChunk, MemoryChunkVector
-from app.domain.kernel.forgotten import MARKER, Forgotten
+from app.domain.kernel.forgotten import MARKER, NOTHING, Forgotten
 from app.domain.kernel.forgotten_repository import ForgottenRepository
 from app.domain.kernel.repositories import ChunkCountRepository
 from app.domain.raw_history.breadcrumbs import merge_breadcrumbs
@@ -60,7 +60,7 @@ class ChunkWriter:
         A chunk holding a forgotten text (content or breadcrumbs: `_redacted`) is
         written redacted, without the vectors embedded from its old text (stale)."""
         ids: list[uuid.UUID | None] = []
-        forgotten = await ForgottenRepository(self.session).guard(user_id)
+        forgotten = await ForgottenRepository(self.session).guard(user_id) if chunks else NOTHING
         for original, original_segs in zip(chunks, segments, strict=True):
             chunk = _redacted(original, forgotten)
             segs = original_segs if chunk is original else []
