@@ -191,17 +191,19 @@ async def extract_session(service: FactService, claim: Any, max_attempts: int) -
     for problem in problems:
         log.warning("memory.extraction_item_skipped", session_id=str(session_id), problem=problem)
 
-    # a forget that went by while the model read the transcript: a fact holding its text
-    # is not saved (the forget deletes such facts), under the records' share lock
-    forgotten = await ForgottenRepository(db).guard(user_id)
-    if forgotten:
-        items = [f for f in items if not any(map(forgotten.holds, _fact_texts(f)))]
     texts = [
         embedding_text(normalise_name(f.category), normalise_name(f.key), f.value) for f in items
     ]
     vectors = await service.embed(texts) if items else None
+    # a forget that went by while the model read the transcript: a fact holding its text
+    # is not saved (the forget deletes such facts); checked under the records' share lock,
+    # taken after the last model call (a forget never waits for one)
+    forgotten = await ForgottenRepository(db).guard(user_id)
     saved = 0
     for i, fact in enumerate(items):
+        if forgotten and any(map(forgotten.holds, _fact_texts(fact))):
+            log.info("memory.extraction_item_forgotten", session_id=str(session_id))
+            continue
         try:
             await service.upsert_fact(
                 user_id,
