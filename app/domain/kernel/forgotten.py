@@ -11,16 +11,18 @@ transaction (`ForgottenRepository.guard`): the record never holds the text, only
   *normalised* — each character lowered on its own (`str.lower`, kept when lowering
   would change its length), as UTF-8;
 * `bytes`: the length of that UTF-8 form;
+* `sum`: a prefilter, the sum over those bytes of a fixed table of 32-bit values
+  (`_TABLE`): it says no more than the digest does (anyone can test a guess against
+  either), and lets a writer skip almost every window without hashing it;
 * `at`: when the forget was asked for.
 
-A writer normalises its own text the same way and hashes every window of `bytes` bytes
-of it (one length per distinct record length): a window whose digest is a record's is
-the forgotten text, found where the forget's case-insensitive substring match would
-find it, and is replaced by the forget's marker, `[forgotten]`. UTF-8 windows need no
-character bookkeeping: a byte string that is the valid UTF-8 of the text can only match
-on character boundaries. The cost is one hash per byte of text per distinct record
-length (plus the bytes hashed): a summary of a few KiB against a handful of records is
-well under a millisecond or so each.
+A writer normalises its own text the same way and looks at every window of `bytes`
+bytes of it (one pass per distinct record length): the window sums come from one prefix
+sum (C-speed `accumulate`), and only a window whose sum is a record's is hashed; one
+whose digest is a record's is the forgotten text, found where the forget's
+case-insensitive substring match would find it, and is replaced by the forget's marker,
+`[forgotten]`. UTF-8 windows need no character bookkeeping: a byte string that is the
+valid UTF-8 of the text can only match on character boundaries.
 """
 
 from __future__ import annotations
@@ -28,16 +30,26 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
+from operator import sub
 from typing import Any
 
 #: What replaces a forgotten text (the forget's own marker, app/domain/forget/redact.py).
 MARKER = "[forgotten]"
 _PERSON = b"navi-forget-v1"  # the hash's domain: these digests mean nothing elsewhere
+# A fixed 32-bit value per byte (the same on every server: a record's `sum` travels).
+_TABLE = tuple(
+    int.from_bytes(hashlib.blake2b(bytes([b]), digest_size=4, person=_PERSON).digest(), "big")
+    for b in range(256)
+)
 
 
 def normalise(text: str) -> str:
     """Each character lowered alone (its length kept): how the forget's case-insensitive
     match compares characters, near enough (docs/memory.md names the exceptions)."""
+    lowered = text.lower()
+    if len(lowered) == len(text):  # no character grew (none ever shrinks): the same
+        return lowered
     out = []
     for ch in text:
         low = ch.lower()
@@ -52,34 +64,39 @@ def digest(data: bytes | memoryview) -> str:
 def entry_of(text: str, at: str) -> dict[str, Any]:
     """The record of forgetting `text` (already checked by the forget): no text in it."""
     raw = normalise(text).encode("utf-8")
-    return {"digest": digest(raw), "bytes": len(raw), "at": at}
+    return {"digest": digest(raw), "bytes": len(raw), "sum": byte_sum(raw), "at": at}
+
+
+def byte_sum(raw: bytes) -> int:
+    return sum(map(_TABLE.__getitem__, raw))
 
 
 @dataclass(frozen=True)
 class Forgotten:
     """A user's records, ready to check a writer's text (empty: nothing to do)."""
 
-    by_length: Mapping[int, frozenset[str]]
+    #: record length in bytes -> its prefilter sums -> the digests of that length and sum
+    by_length: Mapping[int, Mapping[int, frozenset[str]]]
 
     @classmethod
     def of(cls, entries: Iterable[Mapping[str, Any]]) -> Forgotten:
-        lengths: dict[int, set[str]] = {}
+        lengths: dict[int, dict[int, set[str]]] = {}
         for e in entries:
-            n, d = e.get("bytes"), e.get("digest")
-            if isinstance(n, int) and n > 0 and isinstance(d, str):
-                lengths.setdefault(n, set()).add(d)
-        return cls({n: frozenset(ds) for n, ds in lengths.items()})
+            n, total, d = e.get("bytes"), e.get("sum"), e.get("digest")
+            if isinstance(n, int) and n > 0 and isinstance(total, int) and isinstance(d, str):
+                lengths.setdefault(n, {}).setdefault(total, set()).add(d)
+        return cls({n: {t: frozenset(ds) for t, ds in sums.items()} for n, sums in lengths.items()})
 
     def __bool__(self) -> bool:
         return bool(self.by_length)
 
     def with_entries(self, entries: Iterable[Mapping[str, Any]]) -> Forgotten:
-        more = Forgotten.of(entries)
-        merged = {
-            n: self.by_length.get(n, frozenset()) | more.by_length.get(n, frozenset())
-            for n in {*self.by_length, *more.by_length}
-        }
-        return Forgotten(merged)
+        merged: dict[int, dict[int, set[str]]] = {}
+        for part in (self, Forgotten.of(entries)):
+            for n, sums in part.by_length.items():
+                for t, ds in sums.items():
+                    merged.setdefault(n, {}).setdefault(t, set()).update(ds)
+        return Forgotten({n: {t: frozenset(ds) for t, ds in s.items()} for n, s in merged.items()})
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Character spans of `text` holding a forgotten text, leftmost first, not
@@ -87,9 +104,17 @@ class Forgotten:
         raw = normalise(text).encode("utf-8")
         found: list[tuple[int, int]] = []
         view = memoryview(raw)
-        for n, digests in self.by_length.items():
-            for i in range(len(raw) - n + 1):
-                if digest(view[i : i + n]) in digests:
+        prefix = [0, *accumulate(map(_TABLE.__getitem__, raw))]
+        for n, sums in self.by_length.items():
+            if n > len(raw):
+                continue
+            # window i's sum is prefix[i + n] - prefix[i]; only a record's sum is hashed,
+            # and most texts share none with a record (a set test at C speed)
+            windows = list(map(sub, prefix[n:], prefix))
+            if sums.keys().isdisjoint(windows):
+                continue
+            for i, total in enumerate(windows):
+                if total in sums and digest(view[i : i + n]) in sums[total]:
                     found.append((i, i + n))
         if not found:
             return []

@@ -105,7 +105,10 @@ def check_entries(value: Any) -> list[dict[str, Any]]:
             raise ValueError("entries: digest: expected 32 lower-case hex digits")
         if isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= 4 * 1_000:
             raise ValueError("entries: bytes: expected a length in bytes (1 to 4000)")
+        total = e.get("sum")
+        if isinstance(total, bool) or not isinstance(total, int) or total < 0:
+            raise ValueError("entries: sum: expected a non-negative integer")
         if not isinstance(at, str):
             raise ValueError("entries: at: expected a timestamp")
-        out.append({"digest": d, "bytes": n, "at": at})
+        out.append({"digest": d, "bytes": n, "sum": total, "at": at})
     return out

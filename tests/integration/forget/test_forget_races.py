@@ -265,7 +265,7 @@ async def test_an_import_stores_a_forgotten_text_redacted_and_keeps_the_records(
         records = [json.loads(x) for x in (await c.get("/me/export")).content.splitlines()]
         assert records[1]["type"] == "forgotten"  # first after the header
         [entry] = records[1]["entries"]
-        assert set(entry) == {"digest", "bytes", "at"}
+        assert set(entry) == {"digest", "bytes", "sum", "at"}
         assert SECRET.lower() not in json.dumps(records[1]).lower()
         r = await c.post("/admin/users", json={"name": "bob", "permissions": []})
         bob_id = (await ok(r, 201))["id"]

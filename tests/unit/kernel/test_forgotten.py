@@ -19,7 +19,7 @@ def of(*texts: str) -> Forgotten:
 
 def test_the_record_holds_no_text() -> None:
     e = entry_of("X9-PASS-77a", AT)
-    assert set(e) == {"digest", "bytes", "at"}
+    assert set(e) == {"digest", "bytes", "sum", "at"}
     assert "pass" not in str(e).lower()
     assert e["bytes"] == len("x9-pass-77a")
     assert e == entry_of("x9-pass-77A", AT)  # normalised: case does not matter

@@ -67,6 +67,13 @@ def test_unchanged_and_unchecked_records_are_left_alone() -> None:
 def test_the_files_records_are_checked() -> None:
     e = entry_of(SECRET, AT)
     assert check_entries([e]) == [e]
-    for bad in ("x", [1], [{**e, "digest": "XYZ"}], [{**e, "bytes": 0}], [{**e, "at": 1}]):
+    for bad in (
+        "x",
+        [1],
+        [{**e, "digest": "XYZ"}],
+        [{**e, "bytes": 0}],
+        [{**e, "at": 1}],
+        [{**e, "sum": -1}],
+    ):
         with pytest.raises(ValueError):
             check_entries(bad)
