@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 
@@ -12,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory, transaction
+from app.domain.kernel.forgotten import entry_of
 from app.domain.raw_history.indexer import embed_demoted, index_demoted
 from tests.conftest import run_sql
 from tests.fakes.ollama_server import fake_embedding
@@ -153,5 +155,12 @@ async def fill_every_store(
         " values (%s, gen_random_uuid(), 'done', '0123456789abcdef', 'api', %s)",
         user_id,
         user_id,
+    )
+    run_sql(  # a forget's record (a hash of a text none of the above holds)
+        db_url,
+        "insert into forgotten_texts (user_id, entries) values (%s, %s::jsonb)"
+        " on conflict (user_id) do update set entries = excluded.entries",
+        user_id,
+        json.dumps([entry_of("a text long forgotten", "2026-01-01T00:00:00+00:00")]),
     )
     return Filled(user_id, headers, sid)

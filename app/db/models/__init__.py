@@ -1,7 +1,7 @@
 """All SQLAlchemy models; importing this package registers every table on Base.metadata."""
 
 from app.db.models.history import ErrorMemory, MessageEmbedding, RollingSummary
-from app.db.models.jobs import ForgetJob
+from app.db.models.jobs import ForgetJob, ForgottenText
 from app.db.models.memory import (
     FactVersion,
     MemoryChunk,
@@ -27,6 +27,7 @@ __all__ = [
     "ErrorMemory",
     "FactVersion",
     "ForgetJob",
+    "ForgottenText",
     "MemoryChunk",
     "MemoryChunkCount",
     "MemoryChunkVector",

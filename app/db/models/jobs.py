@@ -60,3 +60,20 @@ class ForgetJob(Base):
     heartbeat: Mapped[float] = mapped_column(Double, nullable=False, server_default="0")
     created_at: Mapped[datetime] = created_at_column()
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class ForgottenText(Base):
+    """The records of a user's forgets (app/domain/kernel/forgotten.py): one row per user,
+    `entries` a list of `{"digest", "bytes", "at"}` — a hash of each forgotten text, never
+    the text. Every writer of derived text locks the row (`FOR SHARE`) and checks its
+    output against it in its commit transaction; a forget appends to it (row lock), so
+    the two are ordered. Deleted with the user (the foreign key's cascade). Distributed
+    by `user_id` on Citus."""
+
+    __tablename__ = "forgotten_texts"
+
+    user_id: Mapped[str] = mapped_column(
+        ForeignKey("navi_users.id", ondelete="CASCADE"), primary_key=True
+    )
+    entries: Mapped[Any] = mapped_column(JSONB, nullable=False, server_default=sql("'[]'"))
+    updated_at: Mapped[datetime] = created_at_column()

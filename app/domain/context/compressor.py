@@ -16,7 +16,10 @@ on every path:
 * the session's token count is reset to the calibrated estimate of the new context and
   its real-token baseline is dropped (the context it measured no longer exists);
 * messages past ``session_messages_window`` move to the archive;
-* the exact demoted messages and the KEYS go to the demotion hooks.
+* the exact demoted messages and the KEYS go to the demotion hooks;
+* a text forgotten while the model wrote is stored redacted: the summary, its KEYS and
+  the demoted messages' copies handed to the hooks are checked against the user's forget
+  records under the records' share lock (`kernel/forgotten.py`).
 
 Every model call happens with no transaction open and no pooled connection held: the
 caller has committed (or ended) its own transaction first (`kernel.commits.commit_now`),
@@ -51,8 +54,9 @@ from app.db.engine import transaction
 from app.domain.compression import Estimator, Msg, Plan, hard_truncate, plan_compression
 from app.domain.context.loading import LoadedContext, estimator_for
 from app.domain.context.summarizer import Summarizer, SummaryError, breadcrumbs_of, merge_keys
-from app.domain.context.writer import CompressionWriter, Draft, Reason, Stored
+from app.domain.context.writer import CompressionWriter, Draft, Reason, Stored, redact_draft
 from app.domain.kernel.access import Viewer
+from app.domain.kernel.forgotten_repository import ForgottenRepository
 from app.domain.kernel.hooks import DemotionHooks, demotion_hooks
 from app.domain.kernel.profiles import Profile
 from app.domain.sessions.services import SessionService
@@ -137,6 +141,9 @@ async def compress_and_save_session(
         session = await run.lock(draft)
         if session is None:
             return None
+        # a forget that went by while the model wrote: its text stored redacted
+        forgotten = await ForgottenRepository(db).guard(session.user_id)
+        draft = redact_draft(draft, forgotten)
         stored = await run.write(draft, loaded, estimate, tokens_before=before)
         stored.archived = await run.record(draft.method, stored)
         await hooks.run(db, session.user_id, session_id, draft.demoted, draft.keys, ready)

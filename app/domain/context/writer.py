@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -23,6 +23,7 @@ from app.domain.compression import Estimator, Msg
 from app.domain.context.loading import LoadedContext
 from app.domain.context.repositories import ContextRepository
 from app.domain.kernel.access import Viewer
+from app.domain.kernel.forgotten import MARKER, Forgotten
 from app.domain.kernel.layout import CONTEXT_HEAD
 from app.domain.kernel.messages import MessageIn
 from app.domain.kernel.ownership import SessionAccess
@@ -40,6 +41,7 @@ __all__ = [
     "Reason",
     "Stored",
     "plan_system_first",
+    "redact_draft",
 ]
 
 log = structlog.get_logger()
@@ -167,6 +169,20 @@ class CompressionWriter:
         return await MessageRepository(self.db).archive_old_messages(
             self.user_id, self.session_id, threshold
         )
+
+
+def redact_draft(draft: Draft, forgotten: Forgotten) -> Draft:
+    """The draft with every forgotten text replaced by the marker: the summary, its KEYS
+    (a key that was all forgotten text is dropped) and the demoted messages as the hooks
+    index them (the stored rows are the forget's business: it redacts them itself)."""
+    if not forgotten:
+        return draft
+    keys = [k for k in (forgotten.redact(k) for k in draft.keys) if k and k != MARKER]
+    demoted = [
+        replace(m, content=forgotten.redact(m.content)) if forgotten.holds(m.content) else m
+        for m in draft.demoted
+    ]
+    return replace(draft, summary=forgotten.redact(draft.summary), keys=keys, demoted=demoted)
 
 
 def _summary(draft: Draft) -> tuple[Msg, MessageIn]:

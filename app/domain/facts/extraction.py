@@ -14,10 +14,15 @@ the session row) once it held a user message, and no extraction read it since. O
 2. renders the transcript, asks the LLM for facts (prompt `extract_facts.txt`), parses
    the reply leniently; a malformed reply is asked again (`EXTRACTION_ATTEMPTS` in all);
 3. upserts every fact with `dedupe=True` (confidence by source), embeddings in one batch;
-4. regenerates the user's summary from all their live facts (prompt
-   `summarize_facts.txt`; on failure a deterministic bullet list);
-5. marks the session extracted and clears its pending mark (unless it was active again
-   meanwhile: then it stays pending).
+4. marks the session extracted and clears its pending mark (unless it was active again
+   meanwhile: then it stays pending); the claim commits;
+5. regenerates the user's summary from all their live facts (prompt
+   `summarize_facts.txt`; on failure a deterministic bullet list), its model call with
+   no transaction open.
+
+A fact holding a text the user forgot while the model read the transcript is not saved,
+and the summary is written with such a text redacted (the forget records,
+app/domain/kernel/forgotten.py, checked in the writing transaction).
 
 When every attempt fails, the session's `attempts` grows and `last_error` says why; the
 session stays pending and the next pass tries it again, until
@@ -53,6 +58,7 @@ from app.domain.facts.transcript import (
     render_transcript,
     strip_think,
 )
+from app.domain.kernel.forgotten_repository import ForgottenRepository
 from app.domain.kernel.jobs import unless_running
 from app.domain.kernel.runtime import Runtime
 from app.lib.errors import Unprocessable
@@ -118,9 +124,15 @@ async def _ask_for_facts(llm: LLMGateway, transcript: str) -> tuple[list[Any], l
     raise AssertionError("unreachable: tenacity returns or raises")
 
 
-async def regenerate_summary(db: AsyncSession, llm: LLMGateway | None, user_id: str) -> str:
-    """Rewrite the user's summary from all their live facts; never fails on the LLM."""
-    facts = await FactRepository(db).live_facts(user_id, SUMMARY_FACTS)
+async def regenerate_summary(
+    factory: async_sessionmaker[AsyncSession], llm: LLMGateway | None, user_id: str
+) -> str:
+    """Rewrite the user's summary from all their live facts; never fails on the LLM.
+    The facts are read in one short transaction, the model asked with none open, and
+    the summary written in another, checked against the user's forget records under
+    their share lock (a forget never waits for this model call)."""
+    async with transaction(factory) as db:
+        facts = await FactRepository(db).live_facts(user_id, SUMMARY_FACTS)
     text = ""
     if facts and llm is not None:
         try:
@@ -136,7 +148,9 @@ async def regenerate_summary(db: AsyncSession, llm: LLMGateway | None, user_id: 
             log.warning("memory.summary_llm_failed", user_id=user_id, error=str(exc)[:300])
     if not text:
         text = fallback_summary(facts)
-    await SummaryRepository(db).put(user_id, text[:MAX_SUMMARY])
+    async with transaction(factory) as db:
+        text = (await ForgottenRepository(db).guard(user_id)).redact(text)
+        await SummaryRepository(db).put(user_id, text[:MAX_SUMMARY])
     return text
 
 
@@ -181,8 +195,15 @@ async def extract_session(service: FactService, claim: Any, max_attempts: int) -
         embedding_text(normalise_name(f.category), normalise_name(f.key), f.value) for f in items
     ]
     vectors = await service.embed(texts) if items else None
+    # a forget that went by while the model read the transcript: a fact holding its text
+    # is not saved (the forget deletes such facts); checked under the records' share lock,
+    # taken after the last model call (a forget never waits for one)
+    forgotten = await ForgottenRepository(db).guard(user_id)
     saved = 0
     for i, fact in enumerate(items):
+        if forgotten and any(map(forgotten.holds, _fact_texts(fact))):
+            log.info("memory.extraction_item_forgotten", session_id=str(session_id))
+            continue
         try:
             await service.upsert_fact(
                 user_id,
@@ -200,11 +221,13 @@ async def extract_session(service: FactService, claim: Any, max_attempts: int) -
             log.warning(
                 "memory.extraction_item_skipped", session_id=str(session_id), problem=exc.detail
             )
-    if saved:
-        await regenerate_summary(db, llm, user_id)
     await repo.mark_extracted(user_id, session_id, seen)
     log.info("memory.session_extracted", session_id=str(session_id), facts=saved)
     return SessionOutcome(ok=True, facts_saved=saved)
+
+
+def _fact_texts(fact: Any) -> tuple[str | None, ...]:
+    return (fact.category, fact.key, fact.value, fact.source_context)
 
 
 async def _claim_next(repo: ExtractionRepository, stale_before: datetime, tried: list[Any]) -> Any:
@@ -244,6 +267,8 @@ async def run_extraction_pass(
         if outcome.ok:
             result.extracted += 1
             result.facts_saved += outcome.facts_saved
+            if outcome.facts_saved:  # after the claim's commit: no lock held meanwhile
+                await regenerate_summary(factory, runtime.llm, claim.user_id)
         else:
             result.failed += 1
             if outcome.unavailable:

@@ -15,11 +15,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from app.domain.kernel.forgotten import MARKER
 from app.lib.errors import Unprocessable
 from app.lib.inputs import reject_nul
 from app.lib.sql import contains_pattern
 
-MARKER = "[forgotten]"
 MIN_TEXT = 3
 MAX_TEXT = 1_000
 

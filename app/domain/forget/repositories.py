@@ -78,11 +78,15 @@ class ForgetSessionRepository:
         for the batch to commit; the user's other sessions are not held), then their raw
         index state rows (the idle indexer, which claims them with SKIP LOCKED, passes
         them over; one that holds one is waited for, so the chunks it writes are read
-        here). The ids still present, in id order."""
+        here). The ids still present, in id order. `FOR NO KEY UPDATE`: it waits for
+        the session's writers (which lock the row `FOR UPDATE`), not for a transaction
+        that merely inserted a row referencing it (a foreign key's `KEY SHARE`, as the
+        fact extraction's claim holds across its model call: what that writes is checked
+        against the forget records instead, kernel/forgotten.py)."""
         rows = await self.session.execute(
             text(
                 "SELECT id FROM sessions WHERE user_id = :uid AND id = ANY(:sids)"
-                " ORDER BY id FOR UPDATE"
+                " ORDER BY id FOR NO KEY UPDATE"
             ),
             {"uid": user_id, "sids": list(ids)},
         )

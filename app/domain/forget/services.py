@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -36,6 +37,8 @@ from app.domain.forget.schemas import (
     ForgetProgress,
     ForgottenFile,
 )
+from app.domain.kernel.forgotten import entry_of
+from app.domain.kernel.forgotten_repository import ForgottenRepository
 from app.domain.kernel.jobs import spawn
 from app.domain.kernel.repositories import UserSessionsRepository
 from app.domain.kernel.runtime import Runtime
@@ -107,6 +110,9 @@ class ForgetService:
         text = check_text(raw)
         factory = self.runtime.session_factory
         async with transaction(factory) as db:  # committed before any batch runs
+            if not dry_run:  # the record every writer of derived text checks (kernel/forgotten)
+                entry = entry_of(text, datetime.now(UTC).isoformat())
+                await ForgottenRepository(db).add(user_id, entry)
             total = await UserSessionsRepository(db).count(user_id)
             job = await ForgetJobRepository(db).create(
                 ForgetJob(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -18,9 +19,11 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import MemoryChunk, MemoryChunkVector
+from app.domain.kernel.forgotten import MARKER, NOTHING, Forgotten
+from app.domain.kernel.forgotten_repository import ForgottenRepository
 from app.domain.kernel.repositories import ChunkCountRepository
 from app.domain.raw_history.breadcrumbs import merge_breadcrumbs
-from app.domain.raw_history.chunks import RawChunk
+from app.domain.raw_history.chunks import RawChunk, content_hash
 
 _VECTORS = cast(Table, MemoryChunkVector.__table__)  # Core: not the ORM's bulk insert path
 
@@ -53,9 +56,15 @@ class ChunkWriter:
         vectors_stale: bool = False,
     ) -> list[uuid.UUID | None]:
         """`add_chunks`, returning each chunk's new id (None: skipped). `vectors_stale`
-        marks them for the background embedder (the live indexer writes no vectors)."""
+        marks them for the background embedder (the live indexer writes no vectors).
+        A chunk holding a forgotten text (content or breadcrumbs: `_redacted`) is
+        written redacted, without the vectors embedded from its old text (stale)."""
         ids: list[uuid.UUID | None] = []
-        for chunk, segs in zip(chunks, segments, strict=True):
+        forgotten = await ForgottenRepository(self.session).guard(user_id) if chunks else NOTHING
+        for original, original_segs in zip(chunks, segments, strict=True):
+            chunk = _redacted(original, forgotten)
+            segs = original_segs if chunk is original else []
+            stale = vectors_stale or chunk is not original
             result = await self.session.execute(
                 insert(MemoryChunk)
                 .values(
@@ -69,8 +78,8 @@ class ChunkWriter:
                     started_at=chunk.started_at,
                     ended_at=chunk.ended_at,
                     breadcrumbs=list(chunk.breadcrumbs),
-                    vectors_stale=vectors_stale,
-                    stale_since=func.now() if vectors_stale else None,
+                    vectors_stale=stale,
+                    stale_since=func.now() if stale else None,
                 )
                 .on_conflict_do_nothing(index_elements=["session_id", "content_hash", "user_id"])
                 .returning(MemoryChunk.id)
@@ -100,7 +109,11 @@ class ChunkWriter:
         then stale. False when the chunk changed meanwhile or the session holds that
         content already in another chunk (the caller then writes the messages as chunks
         of their own). The user's chunk version changes with it: the raw search's memory
-        of term lookups is stale too."""
+        of term lookups is stale too. False too when the grown chunk would hold a
+        forgotten text (the messages are then written as chunks of their own, redacted)."""
+        forgotten = await ForgottenRepository(self.session).guard(user_id)
+        if _redacted(chunk, forgotten) is not chunk:
+            return False
         row = (
             await self.session.execute(
                 text(
@@ -153,6 +166,8 @@ class ChunkWriter:
             {"uid": user_id, "sid": session_id, "start": start_seq, "end": end_seq},
         )
         changed = 0
+        forgotten = await ForgottenRepository(self.session).guard(user_id)
+        keys = [k for k in (forgotten.redact(k) for k in keys) if k and k != MARKER]
         for row in rows.all():
             crumbs = merge_breadcrumbs(keys, row.breadcrumbs)
             if crumbs == list(row.breadcrumbs):
@@ -310,3 +325,16 @@ class ChunkWriter:
                 for chunk_id, part, start, end, emb in rows
             ],
         )
+
+
+def _redacted(chunk: RawChunk, forgotten: Forgotten) -> RawChunk:
+    """`chunk` itself when it holds no forgotten text; else a copy with its content and
+    breadcrumbs redacted (a breadcrumb that was all forgotten text dropped) and the
+    content's hash anew."""
+    if not forgotten:
+        return chunk
+    content = forgotten.redact(chunk.content)
+    crumbs = tuple(c for c in (forgotten.redact(b) for b in chunk.breadcrumbs) if c != MARKER)
+    if content == chunk.content and crumbs == chunk.breadcrumbs:
+        return chunk
+    return replace(chunk, content=content, content_hash=content_hash(content), breadcrumbs=crumbs)

@@ -47,6 +47,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.engine import transaction
+from app.domain.kernel.forgotten_repository import ForgottenRepository
 from app.domain.kernel.hooks import DemotionHooks
 from app.domain.kernel.profiles import ROLLING, Profiles
 from app.domain.kernel.runtime import Runtime
@@ -286,17 +287,29 @@ class _SessionJob:
             return False
         chunk = chunks[0]
         cursor = Cursor(chunk[-1].sequence_number, chunk[-1].created_at)
-        # the chunk, noise included, goes to the raw-history index as compression's
-        # demoted messages do (a failure is logged there, never raised here)
-        if self.hooks is not None and len(self.hooks):
-            await self.hooks.run(repo.session, user_id, session_id, chunk, ())  # type: ignore[arg-type]
         kept, previous = chunk, state.summary
         if self.settings.rolling_summary_noise_filter:
             kept, previous = await self.summarizer.filter_noise(previous, chunk, self.profile)
-            if not kept:  # all noise: save the trimmed summary and move on
-                await repo.save(user_id, session_id, previous, cursor)
-                return True
-        return await self.summarise(repo, state.attempts, previous, kept, cursor)
+        if kept:
+            more = await self.summarise(repo, state.attempts, previous, kept, cursor)
+        else:  # all noise: save the trimmed summary and move on
+            await self.save(repo, previous, cursor)
+            more = True
+        # the chunk, noise included, goes to the raw-history index as compression's
+        # demoted messages do (a failure is logged there, never raised here); after the
+        # model calls: its writes hold the user's forget records in share mode, which a
+        # forget must not wait on for a model's answer
+        if self.hooks is not None and len(self.hooks):
+            await self.hooks.run(repo.session, user_id, session_id, chunk, ())  # type: ignore[arg-type]
+        return more
+
+    async def save(
+        self, repo: RollingRepository, summary: dict[str, Any] | None, cursor: Cursor
+    ) -> None:
+        """Save under the user's forget records (share-locked until the chunk commits): a
+        text forgotten while the model wrote is stored as the marker (kernel/forgotten)."""
+        forgotten = await ForgottenRepository(repo.session).guard(self.user_id)
+        await repo.save(self.user_id, self.session_id, forgotten.redact_json(summary), cursor)
 
     async def summarise(
         self,
@@ -313,7 +326,7 @@ class _SessionJob:
         except (LLMError, SummaryParseError) as exc:
             await self.failed(repo, attempts, exc)
             return False
-        await repo.save(self.user_id, self.session_id, summary, cursor)
+        await self.save(repo, summary, cursor)
         self.run.chunks += 1
         log.info(
             "rolling.chunk_summarised",

@@ -32,6 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.engine import transaction
 from app.domain.kernel.commits import after_commit
+from app.domain.kernel.forgotten_repository import ForgottenRepository
 from app.domain.kernel.jobs import spawn
 from app.domain.kernel.runtime import Runtime
 from app.domain.sessions.repositories import NAMING_LEASE_KEY, SessionRepository
@@ -134,6 +135,8 @@ async def name_session(runtime: Runtime, user_id: str, session_id: uuid.UUID) ->
     title = title or fallback_title(user_text)
     async with transaction(runtime.session_factory) as db:
         repo = SessionRepository(db)
+        # a forget that went by while the model named it: the name redacted
+        title = (await ForgottenRepository(db).guard(user_id)).redact(title)
         named = await repo.name_if_unnamed(user_id, session_id, title)
         await repo.drop_lease(user_id, session_id, NAMING_LEASE_KEY)
     log.info("session.auto_named", session_id=str(session_id), source=source, named=named)

@@ -23,7 +23,8 @@ its page was read. Every record is a committed state of its row, and the file al
 imports; derived data (chunks, vectors, index state) may be a little ahead of the
 messages, which the background jobs reconcile after an import.
 
-Order: the header; per page of sessions the session rows and their one-row kinds, then
+Order: the header; the user's forget records (`forgotten`: hashes, never the text — an
+import checks every record after it against them); per page of sessions the session rows and their one-row kinds, then
 per session its messages, other per-session rows and files; then the user's other
 tables in `KINDS` order (a chunk page followed by its vectors); the end record.
 """
@@ -42,7 +43,15 @@ from app.config import Settings
 from app.db.engine import read_snapshot
 from app.domain.transfer.export_repository import PAGE_ROWS, ExportRepository
 from app.domain.transfer.files_io import file_records
-from app.domain.transfer.records import END, KINDS, Kind, header, line, row_record
+from app.domain.transfer.records import (
+    END,
+    FORGOTTEN,
+    KINDS,
+    Kind,
+    header,
+    line,
+    row_record,
+)
 
 log = structlog.get_logger()
 
@@ -121,10 +130,17 @@ class _Export:
                 return
             after = tuple(rows[-1][name] for name in kind.order)
 
+    async def forgotten_rows(self) -> AsyncIterator[bytes]:
+        kind = next(k for k in KINDS if k.type == FORGOTTEN)
+        async for rows in self.keyset(kind):
+            kept = [r for r in rows if r["entries"]]  # a row no forget wrote to yet: none
+            if kept:
+                yield self.lines([(kind, r) for r in kept])
+
     async def user_rows(self) -> AsyncIterator[bytes]:
         vectors = next(k for k in KINDS if k.type == "chunk_vector")
         for kind in KINDS:
-            if kind.by_session or kind is vectors or kind is KINDS[0]:
+            if kind.by_session or kind is vectors or kind is KINDS[0] or kind.type == FORGOTTEN:
                 continue
             async for rows in self.keyset(kind):
                 yield self.lines([(kind, r) for r in rows])
@@ -142,6 +158,8 @@ async def export_lines(
     async with read_snapshot(factory) as db:
         started = await ExportRepository(db).now()
     yield line(header(user_id, started, settings))
+    async for chunk in export.forgotten_rows():  # first: an import checks what follows
+        yield chunk
     async for chunk in export.sessions(started):
         yield chunk
     async for chunk in export.user_rows():

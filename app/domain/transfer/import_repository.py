@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import RawIndexState, Session
 from app.domain.kernel.repositories import ChunkCountRepository
-from app.domain.transfer.records import KIND_BY_TYPE, KINDS, Kind
+from app.domain.transfer.records import FORGOTTEN, KIND_BY_TYPE, KINDS, Kind
 
 
 class ImportRepository:
@@ -33,6 +33,8 @@ class ImportRepository:
     async def first_nonempty(self, user_id: str) -> str | None:
         """The first table holding a row of the user, or None when the account is empty."""
         for kind in KINDS:
+            if kind.type == FORGOTTEN:  # records of forgets (or an empty row) hold no memory
+                continue
             t = kind.table
             found = await self.session.execute(select(exists().where(t.c.user_id == user_id)))
             if found.scalar():

@@ -38,6 +38,7 @@ from app.config import Settings
 from app.db.models import (
     ErrorMemory,
     FactVersion,
+    ForgottenText,
     MemoryChunk,
     MemoryChunkVector,
     MemoryFact,
@@ -60,6 +61,7 @@ VERSION = 1
 HEADER = "header"
 END = "end"
 FILE = "file"
+FORGOTTEN = "forgotten"  # the forget records: written first (after the header), read first
 #: Bytes of a session file per `file` record (base64 makes a line about 1 MiB).
 FILE_PART_BYTES = 768 * 1024
 
@@ -159,6 +161,8 @@ KINDS: tuple[Kind, ...] = (
         skip=frozenset({"id"}),
         vector="embedding",
     ),
+    # hashes of forgotten texts (kernel/forgotten); each entry has its own time
+    Kind(FORGOTTEN, _t(ForgottenText), (), skip=frozenset({"updated_at"})),
 )
 KIND_BY_TYPE = {k.type: k for k in KINDS}
 #: The tables with a `user_id` an export leaves out, and why (a unit test checks that
@@ -389,6 +393,7 @@ __all__ = [
     "END",
     "FILE",
     "FILE_PART_BYTES",
+    "FORGOTTEN",
     "FORMAT",
     "HEADER",
     "KINDS",

@@ -24,6 +24,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.engine import transaction
+from app.domain.kernel.forgotten import NOTHING
+from app.domain.kernel.forgotten_repository import ForgottenRepository
 from app.domain.sessions.planning_repository import PlanningRepository
 from app.domain.sessions.quota import check_quota, message_bytes
 from app.domain.sessions.services import PLANNING_ENTRY_MAX_BYTES, PLANNING_LOGS_KEPT
@@ -33,6 +35,7 @@ from app.domain.transfer.import_repository import ImportRepository
 from app.domain.transfer.records import (
     END,
     FILE,
+    FORGOTTEN,
     FORMAT,
     HEADER,
     KIND_BY_TYPE,
@@ -43,6 +46,7 @@ from app.domain.transfer.records import (
     embedder_of,
     split_legacy_planning,
 )
+from app.domain.transfer.redaction import ImportRedaction, check_entries
 from app.lib.errors import Conflict, NotFound, Unprocessable
 
 log = structlog.get_logger()
@@ -120,7 +124,10 @@ class _Import:
 
     def __init__(self, service: ImportService, user_id: str, files: FileWriter) -> None:
         self.repo = service.repo
+        self.db = service.db
         self.settings = service.settings
+        # the account's forget records and the file's: every record checked against them
+        self.redaction = ImportRedaction(NOTHING)
         self.user_id = user_id
         self.files = files
         self.batch = _Batch()
@@ -197,6 +204,9 @@ class _Import:
                 f"user {self.user_id!r}: the account is not empty ({table} has rows); an "
                 "import needs an account without sessions, facts or other memory"
             )
+        # held in share mode until the import commits: a forget of this account waits
+        # for it (and then finds what it stored), or went first and is checked here
+        self.redaction.forgotten = await ForgottenRepository(self.db).guard(self.user_id)
 
     async def _record(self, type_: str, record: dict[str, Any], number: int, size: int) -> None:
         if type_ == HEADER:
@@ -223,6 +233,14 @@ class _Import:
                 _check_planning_entry(entry)
         except RecordError as exc:
             raise Unprocessable(f"line {number} ({type_}): {exc}") from None
+        if type_ == FORGOTTEN:
+            await self._forgotten(values, number)
+            return
+        if self.redaction.drops(type_, values):  # a vector of a text now redacted
+            self.dropped += 1
+            return
+        values = self.redaction.apply(type_, values)
+        planning = [self.redaction.apply(_PLANNING.type, p) for p in planning]
         full = len(self.batch.rows) >= INSERT_BATCH or self.batch.bytes >= INSERT_BATCH_BYTES
         if self.batch.kind is not kind or full:
             await self._flush()
@@ -251,6 +269,19 @@ class _Import:
         sid = values.get("session_id")
         if isinstance(sid, uuid.UUID):
             self.session_bytes[sid] += n
+
+    async def _forgotten(self, values: dict[str, Any], number: int) -> None:
+        """The file's forget records: added to the account's, and checked from here on."""
+        try:
+            entries = check_entries(values.get("entries", []))
+        except ValueError as exc:
+            raise Unprocessable(f"line {number} ({FORGOTTEN}): {exc}") from None
+        await self._flush()
+        repo = ForgottenRepository(self.db)
+        for entry in entries:
+            await repo.add(self.user_id, entry)
+        self.redaction.forgotten = self.redaction.forgotten.with_entries(entries)
+        self.counts[FORGOTTEN] += 1
 
     async def _flush(self) -> None:
         batch, self.batch = self.batch, _Batch()
@@ -335,6 +366,7 @@ class _Import:
             user_id=self.user_id,
             records=sum(self.counts.values()),
             vectors="kept" if self.dimension is not None else "dropped",
+            redacted=self.redaction.redacted,
         )
 
 
