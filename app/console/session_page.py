@@ -206,15 +206,19 @@ def series_window(display_count: int) -> tuple[int, int]:
 
 
 def token_chart(
-    buckets: Sequence[tuple[int, int]], compressions: Sequence[Compression], first: int
+    buckets: Sequence[tuple[int, int, int | None]],
+    compressions: Sequence[Compression],
+    first: int,
 ) -> str:
     """The context's size over the displayed messages: each bucket of messages adds the
     tokens they gave the model (`SessionService.size_buckets`); at a compression the line
     drops from the recorded `tokens_before` to the recorded `tokens_after` and goes on
     from there (a bucket that holds a compression adds its tokens after it: the line is
-    an estimate at the bucket's resolution). When the series starts past the session's
-    first message, the line starts at the first compression in it (the first recorded
-    value), or at 0 when there is none."""
+    an estimate at the bucket's resolution). A bucket with a turn the model counted
+    (`metadata.usage` of a chat answer: prompt + answer tokens) and no compression ends
+    at that count instead: the estimate is corrected by what the model measured. When
+    the series starts past the session's first message, the line starts at the first
+    compression or measured turn in it, or at 0 when there is none."""
     marks_at = sorted(
         ((c.position - 1, c) for c in compressions if c.position is not None),
         key=lambda item: item[0],
@@ -230,15 +234,19 @@ def token_chart(
     pending = iter(marks_at)
     nxt = next(pending, None)
     started = first == 0
-    for last, tokens in buckets:
+    for last, tokens, measured in buckets:
+        compressed = False
         while nxt is not None and nxt[0] <= last:
             c = nxt[1]
             x = float(nxt[0] + 1)
             points += [(x, float(c.tokens_before or 0)), (x, float(c.tokens_after or 0))]
             marks.append(Mark(x, c.label))
             running, started = c.tokens_after or 0, True
+            compressed = True
             nxt = next(pending, None)
         running += tokens
+        if measured is not None and not compressed:
+            running, started = measured, True
         if started:
             point = (float(last + 1), float(running))
             if points and points[-1][0] == point[0]:  # a bucket ending at its compression

@@ -17,6 +17,7 @@ from sqlalchemy import (
     Boolean,
     Float,
     Integer,
+    Numeric,
     Row,
     String,
     Table,
@@ -35,7 +36,7 @@ from sqlalchemy import (
     union_all,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Message, MessageArchive, Session
@@ -137,7 +138,9 @@ def _size_buckets(table: Table) -> Any:
     messages gave the model (the stored `token_count`, else the characters they give a
     prompt — `estimate.message_chars`, in bytes — at `cpt` characters a token; the size
     is only read when no count is stored). Compression markers and system records the model
-    never sees count 0 (`kernel.access.reaches_llm`)."""
+    never sees count 0 (`kernel.access.reaches_llm`). With them, the context the model
+    counted after the bucket's newest turn answer that has `metadata.usage` (its prompt
+    and answer tokens) and that answer's display index, when one has."""
     # octet_length: the stored size, read from a TOASTed value's header without
     # decompressing it (length() would decompress every message; bytes ≥ characters)
     chars = (
@@ -159,12 +162,24 @@ def _size_buckets(table: Table) -> Any:
         (table.c.token_count.is_not(None), table.c.token_count),
         else_=func.ceil(chars / bindparam("cpt", type_=Float)),
     )
+    # a turn's answer: the model's own count of its call (`metadata.usage`, agents/turns.py)
+    usage = table.c.metadata["usage"]
+    measured = and_(
+        table.c.role == "assistant",
+        func.jsonb_typeof(usage["in"]) == "number",
+        func.jsonb_typeof(usage["out"]) == "number",
+    )
+    context = usage["in"].astext.cast(Numeric) + usage["out"].astext.cast(Numeric)
     bucket = (table.c.display_index // bindparam("width", type_=Integer)).label("bucket")
     return (
         select(
             bucket,
             func.max(table.c.display_index).label("last_index"),
             func.sum(tokens).label("tokens"),
+            func.max(table.c.display_index).filter(measured).label("measured_at"),
+            func.array_agg(aggregate_order_by(context, table.c.display_index.desc()))
+            .filter(measured)
+            .label("measured"),
         )
         .where(
             table.c.user_id == bindparam("uid"),
@@ -306,18 +321,23 @@ class MessageRepository:
 
     async def size_buckets(
         self, user_id: str, session_id: uuid.UUID, first: int, width: int, cpt: float
-    ) -> list[tuple[int, int]]:
-        """(last display index, tokens) per bucket of `width` displayed messages from
-        display index `first` on (`_size_buckets`), hot and archived rows together,
-        in order."""
+    ) -> list[tuple[int, int, int | None]]:
+        """(last display index, tokens, measured context or None) per bucket of `width`
+        displayed messages from display index `first` on (`_size_buckets`), hot and
+        archived rows together, in order."""
         params = {"uid": user_id, "sid": session_id, "first": first, "width": width, "cpt": cpt}
         buckets: dict[int, list[int]] = {}
         for stmt in _SIZE_BUCKETS:
             for r in await self.session.execute(stmt, params):
-                b = buckets.setdefault(int(r.bucket), [0, 0])
+                b = buckets.setdefault(int(r.bucket), [0, 0, -1, -1])
                 b[0] = max(b[0], int(r.last_index))
                 b[1] += int(r.tokens or 0)
-        return [(last, tokens) for _, (last, tokens) in sorted(buckets.items())]
+                if r.measured_at is not None and r.measured_at > b[2]:  # the newer table's
+                    b[2], b[3] = int(r.measured_at), int(r.measured[0])
+        return [
+            (last, tokens, None if at < 0 else context)
+            for _, (last, tokens, at, context) in sorted(buckets.items())
+        ]
 
     async def compression_records(
         self, user_id: str, session_id: uuid.UUID, limit: int

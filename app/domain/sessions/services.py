@@ -345,10 +345,11 @@ class SessionService:
 
     async def size_buckets(
         self, session: Session, first: int, width: int, chars_per_token: float
-    ) -> list[tuple[int, int]]:
+    ) -> list[tuple[int, int, int | None]]:
         """The tokens the session's displayed messages gave the model, summed per bucket
-        of `width` display positions from `first` on: (last display index, tokens),
-        in order. No text leaves the database."""
+        of `width` display positions from `first` on: (last display index, tokens, the
+        context the model counted after the bucket's newest measured turn or None), in
+        order. No text leaves the database."""
         return await self.messages.size_buckets(
             session.user_id, session.id, first, width, chars_per_token
         )

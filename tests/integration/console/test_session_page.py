@@ -320,3 +320,26 @@ async def test_a_long_context_shows_its_end_and_all_on_request(cclient: AsyncTes
     context = page[page.index('<details id="context"') : page.index('<details id="planning"')]
     assert 'id="context-partial"' not in context and '<details id="context" open>' in context
     assert all(f"line {i}<" in context for i in range(75))
+
+
+async def test_the_chart_ends_a_turn_at_the_context_the_model_counted(
+    cclient: AsyncTestClient,
+) -> None:
+    """A chat answer's `metadata.usage` (the model's prompt and answer tokens) sets the
+    line there; a usage that is not numbers (a client may store any metadata) is ignored."""
+    ada = await _user(cclient, "counted")
+    sid = await _session(cclient, ada, turns=3)
+    answers = [
+        {"role": "user", "content": "and now?"},
+        {"role": "assistant", "content": "counted", "metadata": {"usage": {"in": 9000, "out": 21}}},
+        {"role": "user", "content": "odd"},
+        {"role": "assistant", "content": "odd", "metadata": {"usage": {"in": "x", "out": []}}},
+    ]
+    r = await cclient.post(f"/sessions/{sid}/messages", json={"messages": answers}, headers=ada)
+    assert r.status_code == 201, r.text
+    await sign_in(cclient, _token(ada))
+    page = (await cclient.get(f"/console/sessions/{sid}")).text
+    desc = re.search(r'<desc id="tokens-chart-d">([^<]*)</desc>', page)
+    assert desc is not None, page
+    # the count, then the two short messages after it (the estimate alone: a few hundred)
+    assert "highest 9.0k." in desc.group(1), desc.group(1)

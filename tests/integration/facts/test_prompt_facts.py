@@ -59,8 +59,12 @@ async def test_the_prompt_marks_a_recently_changed_fact_with_its_previous_value(
     # a change older than CHANGED_WITHIN_DAYS is not marked
     sql(
         db_url,
-        "update fact_versions set valid_from = valid_from - interval '40 days',"
-        " valid_to = valid_to - interval '40 days' where key = 'old'",
+        # in UTC wall time: Citus takes no STABLE function of a column in an UPDATE
+        "update fact_versions"
+        " set valid_from = ((valid_from at time zone 'UTC') - interval '40 days')"
+        " at time zone 'UTC',"
+        " valid_to = ((valid_to at time zone 'UTC') - interval '40 days') at time zone 'UTC'"
+        " where user_id = 'admin' and key = 'old'",
     )
     llm = build_gateway(settings)
     try:

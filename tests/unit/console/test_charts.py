@@ -33,3 +33,15 @@ def test_bar_chart_has_one_bar_per_value() -> None:
     svg = bar_chart(bars, title="facts", y_label="facts per day", chart_id="f")
     assert 'data-bars="30"' in svg and svg.count('class="bar"') == 30
     assert bar_chart([], title="t", y_label="y") == ""
+
+
+def test_the_token_chart_takes_the_context_the_model_counted() -> None:
+    """A bucket with a turn the model counted ends at that count (the estimate before it
+    corrected); a bucket with a compression keeps the compression's recorded drop."""
+    from app.console.charts import _fmt
+    from app.console.session_page import token_chart
+
+    estimated = token_chart([(0, 100, None), (1, 50, None), (2, 30, None)], [], 0)
+    assert f"highest {_fmt(180)}." in estimated
+    measured = token_chart([(0, 100, None), (1, 50, 4000), (2, 30, None)], [], 0)
+    assert f"highest {_fmt(4030)}." in measured and 'data-points="3"' in measured
