@@ -21,10 +21,11 @@ before the cut and says so (422 when nothing could be read at all).
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -43,6 +44,8 @@ from app.domain.chat_import.repositories import ChatImportRepository
 from app.domain.files.quota import usage_bytes
 from app.domain.files.repositories import FilesRepository
 from app.domain.kernel.profiles import DEFAULT_PROFILE_ID
+from app.domain.raw_history.breadcrumbs import extract_breadcrumbs, merge_breadcrumbs
+from app.domain.raw_history.chunks import ChunkMessage, RawChunk, append_chunks
 from app.domain.raw_history.live_index import index_live_session
 from app.domain.sessions.naming import fallback_title
 from app.lib.errors import Unprocessable
@@ -111,6 +114,17 @@ def top_up_start(keys: list[str], meta: dict[str, Any]) -> int | None:
 
 
 @dataclass
+class _Prepared:
+    """A conversation ready to store: its messages that fit, and their raw chunks for
+    a new session (computed off the event loop, while the previous batch is written)."""
+
+    conversation: Conversation
+    messages: list[ChatMessage]
+    chunks: list[RawChunk] | None  # None: not computed (the conversation was imported)
+    still_open: bool
+
+
+@dataclass
 class _Stored:
     session_id: uuid.UUID
     conversation: Conversation
@@ -124,6 +138,7 @@ class _Run:
     profile_id: str
     report: ChatImportReport
     by_reason: Counter[str] = field(default_factory=Counter)
+    known: set[tuple[str, str]] = field(default_factory=set)  # imported before this run
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     def skip(self, where: str, reason: str) -> None:
@@ -175,22 +190,46 @@ def _kept(run: _Run, conv: Conversation) -> list[ChatMessage]:
     return kept
 
 
-async def _store_batch(db: AsyncSession, run: _Run, batch: list[Conversation]) -> list[_Stored]:
+def _crumbs(kept: Sequence[str], texts: list[str]) -> list[str]:
+    return merge_breadcrumbs(kept, extract_breadcrumbs(texts))
+
+
+def _prepare(run: _Run, batch: list[Conversation]) -> list[_Prepared]:
+    """The batch's conversations with their chunks as the live indexer would pack a new
+    session's messages (`append_chunks` onto no open chunk). Pure CPU: a worker thread's."""
+    out = []
+    for conv in batch:
+        msgs = _kept(run, conv)
+        if (conv.source, conv.source_id) in run.known:
+            out.append(_Prepared(conv, msgs, None, False))
+            continue
+        chunk_msgs = [
+            ChunkMessage(m.role, m.content, seq, m.created_at or run.now)
+            for seq, m in enumerate(msgs)
+        ]
+        _, chunks, still_open = append_chunks(None, chunk_msgs, _crumbs)
+        out.append(_Prepared(conv, msgs, chunks, still_open))
+    return out
+
+
+async def _store_batch(db: AsyncSession, run: _Run, batch: list[_Prepared]) -> list[_Stored]:
     repo = ChatImportRepository(db)
     await repo.lock_user(run.user_id)
-    source = batch[0].source
-    found = await repo.imported(run.user_id, source, [c.source_id for c in batch])
+    source = batch[0].conversation.source
+    found = await repo.imported(run.user_id, source, [p.conversation.source_id for p in batch])
     new_sessions: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []
     stored: list[_Stored] = []
+    fresh: list[tuple[uuid.UUID, _Prepared]] = []
     seen: set[str] = set()
-    for conv in batch:
+    for prepared in batch:
+        conv = prepared.conversation
         where = f"conversation {conv.source_id[:80]}"
         if conv.source_id in seen:
             run.skip(where, "the same conversation id twice in the file (the first kept)")
             continue
         seen.add(conv.source_id)
-        msgs = _kept(run, conv)
+        msgs = prepared.messages
         keys = [m.key for m in msgs]
         run.by_reason.update(conv.skipped)
         if conv.notes:
@@ -241,11 +280,17 @@ async def _store_batch(db: AsyncSession, run: _Run, batch: list[Conversation]) -
         rows += [_message_row(run, sid, m, i, source) for i, m in enumerate(msgs)]
         run.report.conversations.imported += 1
         stored.append(_Stored(sid, conv, msgs))
+        if prepared.chunks is not None:
+            fresh.append((sid, prepared))
+    created = {sid for sid, _ in fresh}
     await repo.insert_sessions(run.user_id, new_sessions)
     await repo.insert_messages(rows)
     run.report.messages.imported += len(rows)
     # their words in the raw index, in this transaction: findable once it commits
+    await _index_new(repo, run, fresh)
     for s in stored:
+        if s.session_id in created:
+            continue
         has_row = False
         while done := await index_live_session(db, run.user_id, s.session_id, has_row=has_row):
             has_row = True
@@ -253,6 +298,39 @@ async def _store_batch(db: AsyncSession, run: _Run, batch: list[Conversation]) -
                 break
     await repo.durable_commit()  # the live claim turned the WAL wait off: messages need it
     return stored
+
+
+async def _index_new(
+    repo: ChatImportRepository, run: _Run, fresh: list[tuple[uuid.UUID, _Prepared]]
+) -> None:
+    """New sessions' chunks (`_prepare`) and raw index state in multi-row INSERTs:
+    nothing to read back or claim, the sessions being this transaction's own."""
+    chunks: list[dict[str, Any]] = []
+    states: list[dict[str, Any]] = []
+    now = datetime.now(UTC)
+    for sid, p in fresh:
+        assert p.chunks is not None
+        ids = [uuid.uuid4() for _ in p.chunks]
+        chunks += [
+            {
+                "id": cid,
+                "session_id": sid,
+                "content": c.content,
+                "content_hash": c.content_hash,
+                "start_seq": c.start_seq,
+                "end_seq": c.end_seq,
+                "started_at": c.started_at,
+                "ended_at": c.ended_at,
+                "breadcrumbs": list(c.breadcrumbs),
+                "vectors_stale": True,
+                "stale_since": now,
+            }
+            for cid, c in zip(ids, p.chunks, strict=True)
+        ]
+        opened = ids[-1] if ids and p.still_open else None
+        states.append({"sid": sid, "last": len(p.messages) - 1, "open": opened})
+    await repo.insert_chunks(run.user_id, chunks)
+    await repo.cover_new_sessions(run.user_id, states)
 
 
 async def _quota_left(
@@ -290,11 +368,25 @@ async def import_chats(
         seconds=0.0,
     )
     run = _Run(user_id, settings, profile_id, report)
+    async with transaction(factory) as db:  # no chunking for what a re-import finds
+        run.known = await ChatImportRepository(db).imported_ids(user_id)
     files = FileStore(settings, reader, await _quota_left(factory, settings, user_id))
     batches = _batches(reader.conversations())
-    while batch := await anyio.to_thread.run_sync(next, batches, None):
-        async with transaction(factory) as db:
-            stored = await _store_batch(db, run, batch)
+
+    def prepare_next() -> list[_Prepared] | None:
+        batch = next(batches, None)
+        return None if batch is None else _prepare(run, batch)
+
+    # the next batch is read and chunked in a worker thread while this one is written
+    ahead = asyncio.ensure_future(anyio.to_thread.run_sync(prepare_next))
+    while (batch := await ahead) is not None:
+        ahead = asyncio.ensure_future(anyio.to_thread.run_sync(prepare_next))
+        try:
+            async with transaction(factory) as db:
+                stored = await _store_batch(db, run, batch)
+        except BaseException:
+            await asyncio.gather(ahead, return_exceptions=True)  # the thread's reading ends
+            raise
         for s in stored:  # the sessions are committed: their files go into place
             for m in s.messages:
                 for att in m.attachments:
