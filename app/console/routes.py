@@ -6,6 +6,7 @@ from litestar import Router
 
 from app.console.admin import AdminPage
 from app.console.auth import console_guard
+from app.console.chat_import import ChatImportForm
 from app.console.memory import MemoryPage
 from app.console.rolling import RollingSummaryForm
 from app.console.search import SearchPage
@@ -20,6 +21,7 @@ PAGES: list[object] = [
     SessionListPage,
     SessionPage,
     RollingSummaryForm,
+    ChatImportForm,
     MemoryPage,
     SearchPage,
     AdminPage,

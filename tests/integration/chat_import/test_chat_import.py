@@ -254,3 +254,24 @@ async def test_imported_words_found_by_memory_search_after_the_live_job(
     # imported sessions are named by their title and pending for extraction, oldest first
     rows = run_sql(db_url, "select name, memory_pending from sessions where user_id = %s", uid)
     assert rows == [("Tea", True)]
+
+
+async def test_console_upload_form(make_client, settings, db_url) -> None:  # type: ignore[no-untyped-def]
+    from tests.conftest import ADMIN_TOKEN
+    from tests.integration.console.support import csrf_of, sign_in
+
+    async with make_client(settings) as admin:
+        admin.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        uid, h = await new_user(admin, "consoler")
+    async with make_client(settings) as c:
+        csrf = await sign_in(c, h["Authorization"].removeprefix("Bearer "))
+        page = await c.get("/console")
+        assert 'action="/console/import/chats"' in page.text and csrf_of(page.text) == csrf
+        body = chatgpt_zip([tea("z")], {"file_00aa.dat": b"\xff\xd8\xff\xe0 a jpeg"})
+        files = {"file": ("export.zip", body, "application/zip")}
+        r = await c.post("/console/import/chats", data={"csrf": csrf}, files=files)
+        assert r.status_code == 200, r.text
+        assert "1 conversation imported" in r.text and "1 file stored" in r.text, r.text
+        r = await c.post("/console/import/chats", data={"csrf": "wrong"}, files=files)
+        assert r.status_code == 403
+    assert [s[1] for s in _sessions(db_url, uid)] == ["Tea"]

@@ -40,6 +40,9 @@ RULES: dict[str, tuple[Any, ...]] = {
     "system": (403, 403, 403, 403, OK),  # as /metrics
     "public": (OK, OK, OK, OK, OK),
     "sign_out": (SKIP,) * 5,  # ends the session: tests/integration/console/test_console_auth.py
+    # an upload into the caller's own account; sent here without its file (refused):
+    # tests/integration/chat_import has the upload
+    "own_upload": (422,) * 5,
 }
 # who may see what alice wrote in a session (s) or her memory (m)
 SEES_SESSION = {"owner", "sessions_reader", "admin"}
@@ -146,6 +149,7 @@ ROUTES: dict[tuple[str, str], tuple[str, Call]] = {
     ),
     ("POST", "/console/memory/summary"): ("own", call(summary="likes tea")),
     ("GET", "/console/search"): ("own", call()),
+    ("POST", "/console/import/chats"): ("own_upload", call()),
     ("POST", "/console/search/forget"): ("own", call(text=SECRET)),
     ("GET", "/console/admin"): ("admin_area", call()),
     ("GET", "/console/admin/lookup"): ("admin_area", call()),
