@@ -34,7 +34,7 @@ from app.db.extensions import TRIGRAM_INDEXES
 from app.db.models import Session
 from app.db.models.memory import SEGMENT_BUCKETS
 from app.domain.auth.tokens import display_prefix, hash_token
-from app.domain.chat_import.formats import parse_chatgpt
+from app.domain.chat_import.chatgpt import parse_chatgpt
 from app.domain.chat_import.reader import ExportReader
 from app.domain.chat_import.services import import_chats
 from app.domain.compression import (

@@ -34,7 +34,7 @@ _.checked_seconds_ago  # system/controllers.py HealthOut, ReadyOut (/health, /he
 _.sessions_left  # auth/schemas.py UserDeletionOut (DELETE /admin/users/{id}: 202)
 _.next_cursor  # sessions/schemas.py SessionPage (GET /sessions)
 _.key_decisions, _.past_discussions, _.current_discussion  # rolling/schemas.py RollingSummaryDoc
-_.skipped_by_reason  # chat_import/services.py ChatImportReport (POST /me/import/chats)
+_.skipped_by_reason  # chat_import/schemas.py ChatImportReport (POST /me/import/chats)
 
 # -- SQLAlchemy mapped columns used only in raw SQL text (db/models/memory.py)
 _.extracted_at  # session_memory_state: facts/extraction_repository.py

@@ -17,7 +17,8 @@ from litestar.params import Parameter
 from app.db.engine import transaction
 from app.domain.auth.controllers import require_admin
 from app.domain.chat_import.reader import ExportReader
-from app.domain.chat_import.services import ChatImportReport, import_chats
+from app.domain.chat_import.schemas import ChatImportReport
+from app.domain.chat_import.services import import_chats
 from app.domain.chat_import.upload import spool_export
 from app.domain.kernel.principal import Principal
 from app.domain.kernel.runtime import Runtime

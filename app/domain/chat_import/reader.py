@@ -26,6 +26,8 @@ from typing import IO, Any
 
 import ijson
 
+from app.domain.chat_import.chatgpt import parse_chatgpt
+from app.domain.chat_import.claude import parse_claude
 from app.domain.chat_import.formats import (
     CHATGPT,
     CLAUDE,
@@ -35,8 +37,6 @@ from app.domain.chat_import.formats import (
     Conversation,
     RecordError,
     fill_times,
-    parse_chatgpt,
-    parse_claude,
     parse_jsonl_line,
 )
 from app.lib.errors import Unprocessable

@@ -31,7 +31,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import anyio.to_thread
-import msgspec
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -41,6 +40,14 @@ from app.domain.chat_import.files import FileStore
 from app.domain.chat_import.formats import ChatMessage, Conversation
 from app.domain.chat_import.reader import ExportReader
 from app.domain.chat_import.repositories import ChatImportRepository
+from app.domain.chat_import.schemas import (
+    ChatImportReport,
+    ConversationCounts,
+    FileCounts,
+    MessageCounts,
+    MissingFile,
+    SkippedItem,
+)
 from app.domain.files.quota import usage_bytes
 from app.domain.files.repositories import FilesRepository
 from app.domain.kernel.profiles import DEFAULT_PROFILE_ID
@@ -49,6 +56,7 @@ from app.domain.raw_history.chunks import ChunkMessage, RawChunk, append_chunks
 from app.domain.raw_history.live_index import index_live_session
 from app.domain.sessions.naming import fallback_title
 from app.lib.errors import Unprocessable
+from app.lib.metrics import CHAT_IMPORTED
 
 log = structlog.get_logger()
 
@@ -56,50 +64,6 @@ log = structlog.get_logger()
 BATCH_MESSAGES = 2000
 BATCH_CONVERSATIONS = 200
 LIST_MAX = 200  # entries of the answer's lists (skipped, missing files) at most
-
-
-class SkippedItem(msgspec.Struct):
-    where: str
-    reason: str
-
-
-class MissingFile(msgspec.Struct):
-    conversation_id: str
-    name: str
-    reason: str
-
-
-class ConversationCounts(msgspec.Struct):
-    imported: int = 0
-    topped_up: int = 0
-    unchanged: int = 0
-    skipped: int = 0
-
-
-class MessageCounts(msgspec.Struct):
-    imported: int = 0
-    skipped: int = 0
-    skipped_by_reason: dict[str, int] = {}
-
-
-class FileCounts(msgspec.Struct):
-    stored: int = 0
-    missing: int = 0
-
-
-class ChatImportReport(msgspec.Struct):
-    """What an import of a chat export did."""
-
-    user_id: str
-    format: str
-    conversations: ConversationCounts
-    messages: MessageCounts
-    files: FileCounts
-    skipped: list[SkippedItem]
-    missing_files: list[MissingFile]
-    truncated: str | None
-    notes: list[str]
-    seconds: float
 
 
 def top_up_start(keys: list[str], meta: dict[str, Any]) -> int | None:
@@ -129,6 +93,7 @@ class _Stored:
     session_id: uuid.UUID
     conversation: Conversation
     messages: list[ChatMessage]
+    topped_up: bool = False
 
 
 @dataclass
@@ -253,7 +218,7 @@ async def _store_batch(db: AsyncSession, run: _Run, batch: list[_Prepared]) -> l
             await repo.top_up(run.user_id, sid, len(new), last, has_user, meta)
             rows += [_message_row(run, sid, m, next_seq + i, source) for i, m in enumerate(new)]
             run.report.conversations.topped_up += 1
-            stored.append(_Stored(sid, conv, new))
+            stored.append(_Stored(sid, conv, new, topped_up=True))
             continue
         if not msgs:
             run.skip(where, "no message with text to import")
@@ -333,6 +298,14 @@ async def _index_new(
     await repo.cover_new_sessions(run.user_id, states)
 
 
+def _count_progress(stored: list[_Stored]) -> None:
+    """`/metrics`: an import's progress, a committed batch at a time."""
+    topped_up = sum(s.topped_up for s in stored)
+    CHAT_IMPORTED.labels("conversations").inc(len(stored) - topped_up)
+    CHAT_IMPORTED.labels("topped_up").inc(topped_up)
+    CHAT_IMPORTED.labels("messages").inc(sum(len(s.messages) for s in stored))
+
+
 async def _quota_left(
     factory: async_sessionmaker[AsyncSession], settings: Settings, user_id: str
 ) -> int | None:
@@ -387,12 +360,14 @@ async def import_chats(
         except BaseException:
             await asyncio.gather(ahead, return_exceptions=True)  # the thread's reading ends
             raise
+        _count_progress(stored)
         for s in stored:  # the sessions are committed: their files go into place
             for m in s.messages:
                 for att in m.attachments:
                     missing = await files.store(s.session_id, att)
                     if missing is None:
                         report.files.stored += 1
+                        CHAT_IMPORTED.labels("files").inc()
                         continue
                     report.files.missing += 1
                     if len(report.missing_files) < LIST_MAX:
