@@ -275,3 +275,20 @@ async def test_console_upload_form(make_client, settings, db_url) -> None:  # ty
         r = await c.post("/console/import/chats", data={"csrf": "wrong"}, files=files)
         assert r.status_code == 403
     assert [s[1] for s in _sessions(db_url, uid)] == ["Tea"]
+
+
+async def test_cli_import_chats(client, settings, db_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.integration.transfer.test_transfer import _cli
+
+    uid, _ = await new_user(client, "cli")
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps([tea("cli1"), claude_conversation()]))
+    # the first element decides: a Claude conversation in a ChatGPT file is skipped, named
+    done = _cli(db_url, settings, "import-chats", str(path), "--user", uid)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["conversations"]["imported"] == 1 and report["conversations"]["skipped"] == 1
+    again = _cli(db_url, settings, "import-chats", str(path), "--user", uid)
+    assert json.loads(again.stdout)["conversations"]["unchanged"] == 1
+    missing = _cli(db_url, settings, "import-chats", str(path), "--user", "nobody")
+    assert missing.returncode == 1 and "nobody" in missing.stderr
