@@ -15,9 +15,10 @@ from app.domain.chat_import.formats import (
     Conversation,
     RecordError,
     clean_text,
-    content_key,
+    conversation_id,
     epoch_time,
     fill_times,
+    message_key,
     title_of,
 )
 
@@ -167,9 +168,8 @@ def _chatgpt_message(msg: dict[str, Any], skipped: Counter[str]) -> ChatMessage 
     if not text and not files:
         skipped["no text content"] += 1
         return None
-    mid = msg.get("id")
     return ChatMessage(
-        key=mid if isinstance(mid, str) and mid else content_key(role, text),
+        key=message_key(msg.get("id"), role, text),
         role=role,
         content=text,
         created_at=epoch_time(msg.get("create_time")),
@@ -189,9 +189,7 @@ def parse_chatgpt(conv: Any) -> Conversation:
     """One element of ChatGPT's `conversations.json` → its kept transcript."""
     if not isinstance(conv, dict):
         raise RecordError("not a JSON object")
-    cid = conv.get("conversation_id") or conv.get("id")
-    if not isinstance(cid, str) or not cid:
-        raise RecordError("no `id` or `conversation_id`")
+    cid = conversation_id(conv.get("conversation_id") or conv.get("id"), "id")
     mapping = conv.get("mapping")
     if not isinstance(mapping, dict):
         raise RecordError(f"conversation {cid}: `mapping` is not an object")

@@ -15,9 +15,10 @@ from app.domain.chat_import.formats import (
     Conversation,
     RecordError,
     clean_text,
-    content_key,
+    conversation_id,
     fill_times,
     iso_time,
+    message_key,
     title_of,
 )
 
@@ -88,9 +89,7 @@ def parse_claude(conv: Any) -> Conversation:
     """One element of Claude's `conversations.json` → its transcript."""
     if not isinstance(conv, dict):
         raise RecordError("not a JSON object")
-    cid = conv.get("uuid")
-    if not isinstance(cid, str) or not cid:
-        raise RecordError("no `uuid`")
+    cid = conversation_id(conv.get("uuid"), "uuid")
     msgs = conv.get("chat_messages")
     if not isinstance(msgs, list):
         raise RecordError(f"conversation {cid}: `chat_messages` is not a list")
@@ -111,10 +110,9 @@ def parse_claude(conv: Any) -> Conversation:
         if not text and not files:
             out.skipped["no text content"] += 1
             continue
-        mid = msg.get("uuid")
         out.messages.append(
             ChatMessage(
-                key=mid if isinstance(mid, str) and mid else content_key(role, text),
+                key=message_key(msg.get("uuid"), role, text),
                 role=role,
                 content=text,
                 created_at=iso_time(msg.get("created_at")),

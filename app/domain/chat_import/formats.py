@@ -22,6 +22,7 @@ from typing import Any
 CHATGPT, CLAUDE, JSONL = "chatgpt", "claude", "jsonl"
 FORMATS = (CHATGPT, CLAUDE, JSONL)
 TITLE_MAX_CHARS = 200
+ID_MAX_CHARS = 200  # a source's conversation or message id (the unique index holds it)
 
 # citation markers of ChatGPT answers: \ue200cite\ue202turn0search1\ue201 and 【11†source】
 _CITATIONS = re.compile("\ue200[^\ue201]*\ue201|【[^】]*†[^】]*】")
@@ -71,6 +72,24 @@ def clean_text(text: str) -> str:
     return _CITATIONS.sub("", text.replace("\x00", "\ufffd")).strip()
 
 
+def message_key(mid: Any, role: str, text: str) -> str:
+    """The source's message id, else (none, or an absurdly long one) a hash of the text."""
+    if isinstance(mid, str) and 0 < len(mid) <= ID_MAX_CHARS and "\x00" not in mid:
+        return mid
+    return content_key(role, text)
+
+
+def conversation_id(value: Any, field: str) -> str:
+    """A conversation's id in the source, or RecordError naming the field."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value:
+        raise RecordError(f"no `{field}`")
+    if len(value) > ID_MAX_CHARS or "\x00" in value:
+        raise RecordError(f"`{field}`: longer than {ID_MAX_CHARS} characters, or with a NUL")
+    return value
+
+
 def content_key(role: str, text: str) -> str:
     return "h:" + hashlib.sha1(f"{role}\n{text}".encode(), usedforsecurity=False).hexdigest()[:20]
 
@@ -94,6 +113,8 @@ def iso_time(value: Any) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
+        return None
+    if not 1900 <= parsed.year < 3000:  # a placeholder, not a time
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
@@ -136,11 +157,7 @@ def parse_jsonl_line(record: Any) -> JsonlLine:
     when it has no conversation id."""
     if not isinstance(record, dict):
         raise RecordError("not a JSON object")
-    cid = record.get("conversation_id")
-    if isinstance(cid, int) and not isinstance(cid, bool):
-        cid = str(cid)
-    if not isinstance(cid, str) or not cid:
-        raise RecordError("no `conversation_id`")
+    cid = conversation_id(record.get("conversation_id"), "conversation_id")
     title = title_of(record.get("title"))
     role = ROLES.get(record.get("role"))  # type: ignore[arg-type]
     if role is None:
@@ -154,5 +171,6 @@ def parse_jsonl_line(record: Any) -> JsonlLine:
     if not text:
         return JsonlLine(cid, title, None, "no text content")
     at = iso_time(record.get("created_at", record.get("time")))
-    mid = record.get("id") if isinstance(record.get("id"), str) else None
-    return JsonlLine(cid, title, ChatMessage(mid or content_key(role, text), role, text, at))
+    return JsonlLine(
+        cid, title, ChatMessage(message_key(record.get("id"), role, text), role, text, at)
+    )

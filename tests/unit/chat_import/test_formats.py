@@ -183,3 +183,15 @@ def test_top_up_start() -> None:
     assert top_up_start(["a", "b"], {"count": 2, "last": "b"}) == 2
     assert top_up_start(["a", "x", "c"], {"count": 2, "last": "b"}) is None
     assert top_up_start(["a"], {"count": 2, "last": "b"}) is None
+
+
+def test_ids_too_long_for_the_index_are_refused_and_odd_times_not_trusted() -> None:
+    raw = tea("x" * 300)
+    with pytest.raises(RecordError, match="longer than"):
+        parse_chatgpt(raw)
+    conv = claude_conversation()
+    conv["chat_messages"][0]["created_at"] = "0001-01-01T00:00:00Z"
+    conv["chat_messages"][0]["uuid"] = "u" * 500
+    first = parse_claude(conv).messages[0]
+    assert first.time_inferred and first.created_at.year == 2026  # type: ignore[union-attr]
+    assert first.key.startswith("h:")  # a hash of the text, not the 500-char id
