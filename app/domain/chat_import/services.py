@@ -132,7 +132,7 @@ def _message_row(
     if m.time_inferred or m.created_at is None:
         meta["time_inferred"] = True
     if m.attachments:
-        meta["attachments"] = [a.name for a in m.attachments]
+        meta["attachments"] = [a.name.replace("\x00", "\ufffd")[:500] for a in m.attachments]
     return {
         "session_id": sid,
         "user_id": run.user_id,

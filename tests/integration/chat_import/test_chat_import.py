@@ -292,3 +292,20 @@ async def test_cli_import_chats(client, settings, db_url, tmp_path) -> None:  # 
     assert json.loads(again.stdout)["conversations"]["unchanged"] == 1
     missing = _cli(db_url, settings, "import-chats", str(path), "--user", "nobody")
     assert missing.returncode == 1 and "nobody" in missing.stderr
+
+
+async def test_nul_bytes_and_odd_values_are_stored_not_5xx(client, db_url) -> None:  # type: ignore[no-untyped-def]
+    uid, h = await new_user(client, "nul")
+    conv = claude_conversation("nul\u0000id")
+    bad = claude_conversation("k2")
+    msg = bad["chat_messages"][0]
+    msg["content"] = [{"type": "text", "text": "a\u0000b"}]
+    msg["files"] = [{"file_name": "x\u0000.png"}]
+    msg["attachments"][0]["file_name"] = "n\u0000.txt"
+    bad["name"] = "t\u0000"
+    bad["chat_messages"][1]["created_at"] = 12
+    report = await _import(client, json.dumps([conv, bad]).encode(), h)
+    assert report["conversations"]["imported"] == 1 and report["conversations"]["skipped"] == 1
+    [(sid, name, *_)] = _sessions(db_url, uid)
+    assert name == "t\ufffd"
+    assert _messages(db_url, uid, sid)[0][2] == "a\ufffdb"
