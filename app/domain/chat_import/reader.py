@@ -196,8 +196,9 @@ class ExportReader:
                     self.format = _vendor(conv)
                 yield from self._one(conv, f"{where}conversation {index}")
         except ijson.JSONError as exc:  # IncompleteJSONError included
+            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             self.truncated = (
-                f"{where}the JSON breaks after conversation {index} ({exc}); the "
+                f"{where}the JSON breaks after conversation {index} ({why}); the "
                 "conversations before it were read"
             )
 
