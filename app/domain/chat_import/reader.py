@@ -75,7 +75,7 @@ class ExportReader:
     `notes` say what was left out; `attachment()` opens a file of a zip."""
 
     def __init__(self, f: IO[bytes], fmt: str | None, max_line_bytes: int) -> None:
-        if fmt is not None and fmt not in (*FORMATS, "chatgpt-zip"):
+        if fmt is not None and fmt not in FORMATS:
             raise Unprocessable(f"format: {fmt!r} is not one of {', '.join(FORMATS)}")
         self.f = f
         self.max_line_bytes = max_line_bytes
@@ -85,6 +85,7 @@ class ExportReader:
         self.zip: zipfile.ZipFile | None = None
         self._members: list[tuple[str, str]] = []  # (basename, member), sorted
         self._asset_names: dict[str, str] = {}
+        self._absent: list[str] = []  # shards the manifest lists that the zip lacks
         head = f.read(4)
         f.seek(0)
         if head in ZIP_MAGIC:
@@ -144,7 +145,7 @@ class ExportReader:
                 if full in present:
                     out.append(full)
                 else:
-                    self.truncated = f"{p}: listed in export_manifest.json, not in the zip"
+                    self._absent.append(p)
             return out
         shards = [n for n in names if _SHARD.match(posixpath.basename(n))]
         return sorted(shards, key=lambda n: (n.count("/"), n))
@@ -185,6 +186,10 @@ class ExportReader:
                 yield from self._array(member, f"{shard}: ")
             if self.truncated:
                 return
+        if self._absent:  # a download cut short: its other shards were read
+            self.truncated = (
+                f"{', '.join(self._absent[:5])}: listed in export_manifest.json, not in the zip"
+            )
 
     def _array(self, f: IO[bytes], where: str) -> Iterator[Conversation]:
         items = ijson.items(f, "item", use_float=True)

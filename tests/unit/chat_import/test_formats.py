@@ -195,3 +195,39 @@ def test_ids_too_long_for_the_index_are_refused_and_odd_times_not_trusted() -> N
     first = parse_claude(conv).messages[0]
     assert first.time_inferred and first.created_at.year == 2026  # type: ignore[union-attr]
     assert first.key.startswith("h:")  # a hash of the text, not the 500-char id
+
+
+def test_sharded_zip_in_manifest_order_with_dat_assets_and_a_missing_shard() -> None:
+    import zipfile
+
+    buf = io.BytesIO()
+    manifest = {
+        "version": 1,
+        "logical_files": {
+            "conversations.json": {
+                "files": [
+                    "conversations-001.json",
+                    "conversations-000.json",
+                    "conversations-002.json",
+                ],
+                "sharded": True,
+            }
+        },
+    }
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("export_manifest.json", json.dumps(manifest))
+        z.writestr("conversations-000.json", json.dumps([tea("a")]))
+        z.writestr("conversations-001.json", json.dumps([tea("b")]))
+        z.writestr(
+            "conversation_asset_file_names.json", json.dumps({"file_00aa.dat": "teapot.jpg"})
+        )
+        z.writestr("file_00aa.dat", b"\xff\xd8")
+    reader = _read(buf.getvalue())
+    convs = list(reader.conversations())
+    assert [c.source_id for c in convs] == ["b", "a"]
+    assert reader.truncated and "conversations-002.json" in reader.truncated
+    att = convs[0].messages[0].attachments[0]
+    assert att.name == "pot.jpg"  # the message's own name for it wins
+    att.name = att.ref or ""
+    found = reader.attachment(att)
+    assert found is not None and found[0] == "teapot.jpg" and found[1].filename == "file_00aa.dat"
