@@ -10,18 +10,38 @@ from typing import Any, cast
 
 from sqlalchemy import Boolean, Table, bindparam, false, func, insert, or_, select, text, update
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import MemoryChunk, Message, Session
 from app.domain.kernel.repositories import ChunkCountRepository
-from app.domain.sessions.message_repository import MessageRepository
 
 _SESSIONS = cast(Table, Session.__table__)
 _MESSAGES = cast(Table, Message.__table__)
 _CHUNKS = cast(Table, MemoryChunk.__table__)
-#: Message rows per INSERT statement (insertmanyvalues splits further by parameters).
-MESSAGE_ROWS_PER_STATEMENT = 1000
+#: The columns an import writes (COPY), with their types; the others take their defaults.
+_MESSAGE_COPY = {
+    "session_id": "uuid",
+    "sequence_number": "int8",
+    "display_index": "int8",
+    "role": "text",
+    "content": "text",
+    "thinking": "text",
+    "metadata": "jsonb",
+    "created_at": "timestamptz",
+}
+_CHUNK_COPY = {
+    "id": "uuid",
+    "session_id": "uuid",
+    "content": "text",
+    "content_hash": "text",
+    "start_seq": "int8",
+    "end_seq": "int8",
+    "started_at": "timestamptz",
+    "ended_at": "timestamptz",
+    "breadcrumbs": "text[]",
+    "vectors_stale": "bool",
+    "stale_since": "timestamptz",
+}
 
 _TOP_UP = (
     update(_SESSIONS)
@@ -110,11 +130,28 @@ class ChatImportRepository:
             },
         )
 
-    async def insert_messages(self, rows: list[dict[str, Any]]) -> None:
-        """Multi-row INSERTs (rows carry their `user_id`)."""
-        for i in range(0, len(rows), MESSAGE_ROWS_PER_STATEMENT):
-            await MessageRepository(self.session).insert_messages(
-                rows[i : i + MESSAGE_ROWS_PER_STATEMENT]
+    async def _copy(self, table: str, columns: dict[str, str], rows: list[tuple[Any, ...]]) -> None:
+        """`COPY table (columns) FROM STDIN` on this transaction's connection: the bulk
+        path of PostgreSQL (and of Citus), 1.5-2x a multi-row INSERT measured here; the
+        columns not named take their defaults."""
+        conn = await self.session.connection()
+        raw = (await conn.get_raw_connection()).driver_connection
+        assert raw is not None  # an open transaction's connection
+        names = ", ".join(f'"{c}"' for c in columns)
+        async with raw.cursor() as cur:
+            async with cur.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                copy.set_types(list(columns.values()))
+                for row in rows:
+                    await copy.write_row(row)
+
+    async def insert_messages(self, user_id: str, rows: list[dict[str, Any]]) -> None:
+        """The messages (of `user_id`'s sessions), in one COPY."""
+        if rows:
+            values = [tuple(r[c] for c in _MESSAGE_COPY) for r in rows]
+            await self._copy(
+                "session_messages",
+                {**_MESSAGE_COPY, "user_id": "text"},
+                [(*v, user_id) for v in values],
             )
 
     async def durable_commit(self) -> None:
@@ -123,18 +160,12 @@ class ChatImportRepository:
         await self.session.execute(select(func.set_config("synchronous_commit", "on", True)))
 
     async def insert_chunks(self, user_id: str, rows: list[dict[str, Any]]) -> None:
-        """New sessions' raw chunks (`vectors_stale`: the embed queue's), multi-row; a
-        content a session holds twice is written once (as the live indexer does)."""
-        written = 0
-        for i in range(0, len(rows), MESSAGE_ROWS_PER_STATEMENT):
-            stmt = (
-                pg_insert(_CHUNKS)
-                .on_conflict_do_nothing(index_elements=["session_id", "content_hash", "user_id"])
-                .returning(_CHUNKS.c.id)
-            )
-            part = [{**r, "user_id": user_id} for r in rows[i : i + MESSAGE_ROWS_PER_STATEMENT]]
-            written += len((await self.session.execute(stmt, part)).all())
-        await ChunkCountRepository(self.session).change(user_id, written)
+        """New sessions' raw chunks (`vectors_stale`: the embed queue's) in one COPY; the
+        caller drops a content a session would hold twice (its unique key)."""
+        if rows:
+            values = [(*(r[c] for c in _CHUNK_COPY), user_id) for r in rows]
+            await self._copy("memory_chunks", {**_CHUNK_COPY, "user_id": "text"}, values)
+        await ChunkCountRepository(self.session).change(user_id, len(rows))
 
     async def cover_new_sessions(self, user_id: str, rows: list[dict[str, Any]]) -> None:
         """The raw index's state of new sessions whose messages are all chunked: covered

@@ -141,7 +141,7 @@ def _message_row(
         "role": m.role,
         "content": m.content,
         "thinking": m.thinking,
-        "message_metadata": meta,
+        "metadata": meta,
         "created_at": m.created_at or run.now,
     }
 
@@ -249,7 +249,7 @@ async def _store_batch(db: AsyncSession, run: _Run, batch: list[_Prepared]) -> l
             fresh.append((sid, prepared))
     created = {sid for sid, _ in fresh}
     await repo.insert_sessions(run.user_id, new_sessions)
-    await repo.insert_messages(rows)
+    await repo.insert_messages(run.user_id, rows)
     run.report.messages.imported += len(rows)
     # their words in the raw index, in this transaction: findable once it commits
     await _index_new(repo, run, fresh)
@@ -276,22 +276,28 @@ async def _index_new(
     for sid, p in fresh:
         assert p.chunks is not None
         ids = [uuid.uuid4() for _ in p.chunks]
-        chunks += [
-            {
-                "id": cid,
-                "session_id": sid,
-                "content": c.content,
-                "content_hash": c.content_hash,
-                "start_seq": c.start_seq,
-                "end_seq": c.end_seq,
-                "started_at": c.started_at,
-                "ended_at": c.ended_at,
-                "breadcrumbs": list(c.breadcrumbs),
-                "vectors_stale": True,
-                "stale_since": now,
-            }
-            for cid, c in zip(ids, p.chunks, strict=True)
-        ]
+        hashes: set[str] = set()
+        for cid, c in zip(ids, p.chunks, strict=True):
+            # a content the session holds twice is one chunk (the unique key), as the
+            # live indexer's ON CONFLICT DO NOTHING leaves it
+            if c.content_hash in hashes:
+                continue
+            hashes.add(c.content_hash)
+            chunks.append(
+                {
+                    "id": cid,
+                    "session_id": sid,
+                    "content": c.content,
+                    "content_hash": c.content_hash,
+                    "start_seq": c.start_seq,
+                    "end_seq": c.end_seq,
+                    "started_at": c.started_at,
+                    "ended_at": c.ended_at,
+                    "breadcrumbs": list(c.breadcrumbs),
+                    "vectors_stale": True,
+                    "stale_since": now,
+                }
+            )
         opened = ids[-1] if ids and p.still_open else None
         states.append({"sid": sid, "last": len(p.messages) - 1, "open": opened})
     await repo.insert_chunks(run.user_id, chunks)

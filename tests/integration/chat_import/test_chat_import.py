@@ -73,6 +73,26 @@ async def test_chatgpt_export_becomes_sessions_along_the_kept_branch(client, db_
         (0, "user", "How long to steep this sencha?", T0 + 1),
         (1, "assistant", "About 4 minutes at 80 C.", T0 + 50),
     ]
+    meta = run_sql(
+        db_url,
+        "select metadata->>'source', metadata->'attachments' from session_messages"
+        " where user_id = %s order by sequence_number",
+        uid,
+    )
+    assert meta == [("import:chatgpt", ["pot.jpg"]), ("import:chatgpt", None)]
+    # the words are in the raw index (covered, the open chunk named), not waiting for it
+    state = run_sql(
+        db_url,
+        "select covered::text, open_chunk_id is not null from raw_index_state"
+        " where user_id = %s and session_id = %s",
+        uid,
+        sid,
+    )
+    assert state == [("{(,2)}", True)]  # as the live indexer covers
+    crumbs = run_sql(
+        db_url, "select pg_typeof(breadcrumbs)::text from memory_chunks where user_id = %s", uid
+    )
+    assert crumbs == [("text[]",)]
     # the history API shows it like any session
     r = await client.get(f"/sessions/{sid}/messages", headers=h)
     assert r.status_code == 200 and len(r.json()["messages"]) == 2
