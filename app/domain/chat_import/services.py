@@ -3,9 +3,11 @@
 `import_chats` reads the export a batch of conversations at a time (`reader.py`, in a
 worker thread) and stores each batch in one short transaction of its own: the user's
 import lock, the conversations already imported looked up by their source id (the
-unique index `ux_sessions_import_source`), the new sessions and every message in
-multi-row INSERTs, the sessions that grew topped up (only their new messages appended),
-and their words written to the raw index (`live_index.index_live_session`) — so an
+unique index `ux_sessions_import_source`), the new sessions (a multi-row INSERT) and
+every message (COPY), the sessions that grew topped up (only their new messages appended),
+and their words written to the raw index (a new session's chunks packed as the live
+indexer packs them, in a worker thread while the previous batch is written, then
+COPied; a topped-up one through `live_index.index_live_session`) — so an
 imported message is findable by `memory_search` as soon as its batch commits, whatever
 its age (the live pass only lists recently active sessions). The vectors follow from the
 embed queue like any live chunk's. The session's `last_active` is its last message's
@@ -196,7 +198,6 @@ async def _store_batch(db: AsyncSession, run: _Run, batch: list[_Prepared]) -> l
         seen.add(conv.source_id)
         msgs = prepared.messages
         keys = [m.key for m in msgs]
-        run.by_reason.update(conv.skipped)
         if conv.notes:
             run.report.notes.extend(f"{where}: {n}" for n in conv.notes[:3])
         meta = {"source": source, "id": conv.source_id, "count": len(keys)}
@@ -218,6 +219,7 @@ async def _store_batch(db: AsyncSession, run: _Run, batch: list[_Prepared]) -> l
             await repo.top_up(run.user_id, sid, len(new), last, has_user, meta)
             rows += [_message_row(run, sid, m, next_seq + i, source) for i, m in enumerate(new)]
             run.report.conversations.topped_up += 1
+            run.by_reason.update(conv.skipped)  # (their messages left out, counted again)
             stored.append(_Stored(sid, conv, new, topped_up=True))
             continue
         if not msgs:
@@ -244,6 +246,7 @@ async def _store_batch(db: AsyncSession, run: _Run, batch: list[_Prepared]) -> l
         )
         rows += [_message_row(run, sid, m, i, source) for i, m in enumerate(msgs)]
         run.report.conversations.imported += 1
+        run.by_reason.update(conv.skipped)
         stored.append(_Stored(sid, conv, msgs))
         if prepared.chunks is not None:
             fresh.append((sid, prepared))
@@ -268,8 +271,8 @@ async def _store_batch(db: AsyncSession, run: _Run, batch: list[_Prepared]) -> l
 async def _index_new(
     repo: ChatImportRepository, run: _Run, fresh: list[tuple[uuid.UUID, _Prepared]]
 ) -> None:
-    """New sessions' chunks (`_prepare`) and raw index state in multi-row INSERTs:
-    nothing to read back or claim, the sessions being this transaction's own."""
+    """New sessions' chunks (`_prepare`, written by COPY) and raw index state: nothing to
+    read back or claim, the sessions being this transaction's own."""
     chunks: list[dict[str, Any]] = []
     states: list[dict[str, Any]] = []
     now = datetime.now(UTC)
