@@ -329,3 +329,22 @@ async def test_nul_bytes_and_odd_values_are_stored_not_5xx(client, db_url) -> No
     [(sid, name, *_)] = _sessions(db_url, uid)
     assert name == "t\ufffd"
     assert _messages(db_url, uid, sid)[0][2] == "a\ufffdb"
+
+
+async def test_extraction_takes_imported_sessions_oldest_first(client, engine, db_url) -> None:  # type: ignore[no-untyped-def]
+    from datetime import UTC, datetime
+
+    from app.db.engine import transaction
+    from app.domain.facts.extraction_repository import ExtractionRepository
+
+    uid, h = await new_user(client, "oldest")
+    newer, older = tea("newer"), tea("older")
+    for node in older["mapping"].values():
+        if node["message"] and node["message"]["create_time"]:
+            node["message"]["create_time"] -= 86400 * 365  # a year before
+    await _import(client, json.dumps([newer, older]).encode(), h)
+    by_id = {r[3]: r[0] for r in _sessions(db_url, uid)}
+    async with transaction(session_factory(engine)) as db:
+        rows = await ExtractionRepository(db).candidates(datetime.now(UTC), [])
+    mine = [str(r.session_id) for r in rows if r.user_id == uid]
+    assert mine == [by_id["older"], by_id["newer"]]
