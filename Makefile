@@ -158,7 +158,10 @@ bench-history-bytes: install ## Cost of the hot-history size check (SESSION_MAX_
 bench-export: install ## Peak RSS of GET /me/export streaming 100k messages vs loading them at once (ARGS="--messages 100000")
 	$(BIN)/python bench/bench_export.py $(ARGS)
 
+bench-import: install ## Import a synthetic ChatGPT export (10k conversations, 500k messages, branching trees): messages/s, RSS growth, re-import adds 0 rows, vs one INSERT per message (ARGS="--conversations 1000 --messages 50000")
+	$(BIN)/python bench/bench_import.py $(ARGS)
+
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-clients dist fresh-clone-check test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions bench-console backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness bench-embed-cost bench-burst bench-slow-model
+.PHONY: help install run migrate test test-clients dist fresh-clone-check test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions bench-console backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-import bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness bench-embed-cost bench-burst bench-slow-model

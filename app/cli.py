@@ -281,6 +281,9 @@ def main(argv: list[str] | None = None) -> None:
     from app.domain.transfer.commands import add_commands as add_transfer_commands
 
     add_transfer_commands(sub, _settings_or_exit)  # export, import
+    from app.domain.chat_import.commands import add_command as add_chat_import_command
+
+    add_chat_import_command(sub, _settings_or_exit)  # import-chats
     args = parser.parse_args(argv)
     args.fn(args)
 

@@ -223,6 +223,16 @@ class Settings:
         ge=1,
         doc="Largest body of `POST /me/import` (an export file, NDJSON; 413 above).",
     )
+    chat_import_max_mb: int = setting(
+        "CHAT_IMPORT_MAX_MB",
+        2048,
+        ge=1,
+        doc=(
+            "Largest body of `POST /me/import/chats` (a ChatGPT or Claude export, its zip, "
+            "or JSON Lines; 413 above). The body is spooled to disk, then read a "
+            "conversation at a time."
+        ),
+    )
     planning_max_session_bytes: int = setting(
         "PLANNING_MAX_SESSION_BYTES",
         8 * 1024 * 1024,

@@ -12,6 +12,7 @@ from app.console.routes import console_router
 from app.domain.agents.controllers import TurnController, mcp_endpoint
 from app.domain.auth.controllers import AdminUserController, MeController
 from app.domain.auth.deletion import finish_deletions
+from app.domain.chat_import.controllers import AdminChatImportController, ChatImportController
 from app.domain.context.controllers import ContextController
 from app.domain.context.lifecycle import EXTRACTION_JOB
 from app.domain.error_memory.controllers import ErrorMemoryController
@@ -57,6 +58,8 @@ ROUTE_HANDLERS: list[Any] = [
     AdminUserController,
     MeController,
     TransferController,
+    ChatImportController,
+    AdminChatImportController,
     AdminExportController,
     SessionController,
     ContextController,

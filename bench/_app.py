@@ -34,6 +34,9 @@ from app.db.extensions import TRIGRAM_INDEXES
 from app.db.models import Session
 from app.db.models.memory import SEGMENT_BUCKETS
 from app.domain.auth.tokens import display_prefix, hash_token
+from app.domain.chat_import.chatgpt import parse_chatgpt
+from app.domain.chat_import.reader import ExportReader
+from app.domain.chat_import.services import import_chats
 from app.domain.compression import (
     Msg,
     calibration_for,
@@ -55,6 +58,7 @@ from app.domain.kernel.profiles import Profile, load_profiles
 from app.domain.kernel.stopwords import STOPWORDS
 from app.domain.kernel.terms import query_terms
 from app.domain.raw_history.idle_index import IndexPassResult, index_idle_sessions
+from app.domain.raw_history.live_index import index_live_session
 from app.domain.raw_history.ranking import first_person, idf, segment_spans, term_pattern
 from app.domain.raw_history.repositories import Segment
 from app.domain.raw_history.search import (
@@ -86,6 +90,10 @@ from tests.fakes.ollama_server import FakeOllama, fake_embedding
 
 __all__ = [
     "DEFAULT_POSITIONS",
+    "ExportReader",
+    "import_chats",
+    "index_live_session",
+    "parse_chatgpt",
     "FIELDS",
     "HISTORY_SIZE_SQL",
     "MAX_POSITIONS",

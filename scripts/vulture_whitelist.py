@@ -35,6 +35,7 @@ _.checked_seconds_ago  # system/controllers.py HealthOut, ReadyOut (/health, /he
 _.sessions_left  # auth/schemas.py UserDeletionOut (DELETE /admin/users/{id}: 202)
 _.next_cursor  # sessions/schemas.py SessionPage (GET /sessions)
 _.key_decisions, _.past_discussions, _.current_discussion  # rolling/schemas.py RollingSummaryDoc
+_.skipped_by_reason  # chat_import/schemas.py ChatImportReport (POST /me/import/chats)
 
 # -- SQLAlchemy mapped columns used only in raw SQL text (db/models/memory.py)
 _.extracted_at  # session_memory_state: facts/extraction_repository.py
@@ -50,6 +51,8 @@ _.graph_optimization_level  # onnxruntime SessionOptions (llm/local_embedder.py)
 _.inter_op_num_threads  # onnxruntime SessionOptions (llm/local_embedder.py)
 _.intra_op_num_threads  # onnxruntime SessionOptions (llm/local_embedder.py)
 _.log_severity_level  # onnxruntime SessionOptions (llm/local_embedder.py)
+_.on_header_field, _.on_header_value, _.on_header_end  # python-multipart callbacks, by name
+_.on_headers_finished, _.on_part_data, _.on_part_end  # (chat_import/upload.py _FirstFilePart)
 
 # -- looked up from a string
 _.create_app_from_env  # uvicorn's factory "app.asgi:create_app_from_env" (app/cli.py)

@@ -7,6 +7,7 @@ from litestar import Router
 from app.console.admin import AdminPage
 from app.console.auth import console_guard
 from app.console.chat import ChatPage
+from app.console.chat_import import ChatImportForm
 from app.console.memory import MemoryPage
 from app.console.rolling import RollingSummaryForm
 from app.console.search import SearchPage
@@ -22,6 +23,7 @@ PAGES: list[object] = [
     SessionPage,
     ChatPage,
     RollingSummaryForm,
+    ChatImportForm,
     MemoryPage,
     SearchPage,
     AdminPage,

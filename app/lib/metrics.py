@@ -73,6 +73,12 @@ RAW_CHUNKS_INDEXED = Counter(
     "idle (the idle-session job) or live (the live indexer, moments after an append).",
     ["path"],
 )
+CHAT_IMPORTED = Counter(
+    "navi_chat_import",
+    "What chat-export imports (POST /me/import/chats, the console's upload, the CLI) "
+    "stored, by what: conversations (new sessions), topped_up, messages, files.",
+    ["what"],
+)
 FORGETS = Counter(
     "navi_forgets",
     "Forget requests (POST /memory/forget, the admin's, the memory tool's), by dry_run "

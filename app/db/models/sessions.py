@@ -72,6 +72,10 @@ class Session(Base):
     # may hold messages the raw index does not cover; the idle pass clears it once the
     # quiet session is covered (`RawIndexRepository.clear_idle_mark`).
     raw_index_pending: Mapped[bool | None] = mapped_column(Boolean)
+    # An imported conversation's origin (`chatgpt`, `claude`, `jsonl`) and its id there:
+    # a re-import finds the session by them (app/domain/chat_import). NULL otherwise.
+    import_source: Mapped[str | None] = mapped_column(Text)
+    import_source_id: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         Index("ix_sessions_user_id_last_active", "user_id", "last_active"),
@@ -92,6 +96,15 @@ class Session(Base):
             "ix_sessions_raw_index_pending",
             "last_active",
             postgresql_where=text("raw_index_pending"),
+        ),
+        # one session per imported conversation and user (the tenant key leads: Citus)
+        Index(
+            "ux_sessions_import_source",
+            "user_id",
+            "import_source",
+            "import_source_id",
+            unique=True,
+            postgresql_where=text("import_source_id IS NOT NULL"),
         ),
     )
 

@@ -25,18 +25,25 @@ from app.lib.errors import PayloadTooLarge, RequestTimeout
 SPOOL_BYTES = 1024 * 1024
 
 
-def _temp_file(settings: Settings) -> IO[bytes]:
+def temp_file(settings: Settings) -> IO[bytes]:
     root = import_staging_root(settings)
     root.mkdir(parents=True, exist_ok=True)
     return tempfile.TemporaryFile(dir=root)  # no name: gone with the process
 
 
-async def spool_body(chunks: AsyncIterable[bytes], settings: Settings) -> IO[bytes]:
-    """The body in a temporary file (rewound), or 413/408. The caller closes it."""
-    limit = settings.import_max_mb * 1024 * 1024
+async def spool_body(
+    chunks: AsyncIterable[bytes],
+    settings: Settings,
+    *,
+    max_mb: int | None = None,
+    setting: str = "IMPORT_MAX_MB",
+) -> IO[bytes]:
+    """The body in a temporary file (rewound), or 413/408 (past `max_mb`, by default
+    IMPORT_MAX_MB; `setting` names it). The caller closes it."""
+    limit = (settings.import_max_mb if max_mb is None else max_mb) * 1024 * 1024
     idle, whole = settings.import_idle_seconds, settings.import_body_seconds
     deadline = time.monotonic() + whole
-    f = await anyio.to_thread.run_sync(_temp_file, settings)
+    f = await anyio.to_thread.run_sync(temp_file, settings)
     try:
         pending = bytearray()
         total = 0
@@ -55,7 +62,7 @@ async def spool_body(chunks: AsyncIterable[bytes], settings: Settings) -> IO[byt
                 break
             total += len(chunk)
             if total > limit:
-                raise PayloadTooLarge(f"body: more than {limit} bytes (IMPORT_MAX_MB)")
+                raise PayloadTooLarge(f"body: more than {limit} bytes ({setting})")
             pending += chunk
             if len(pending) >= SPOOL_BYTES:
                 await anyio.to_thread.run_sync(f.write, bytes(pending))

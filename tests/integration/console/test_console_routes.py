@@ -43,6 +43,9 @@ RULES: dict[str, tuple[Any, ...]] = {
     # write is refused as by session_write, who may is told what the body lacks
     "session_upload": (415, 404, 403, 404, 415),
     "sign_out": (SKIP,) * 5,  # ends the session: tests/integration/console/test_console_auth.py
+    # an upload into the caller's own account; sent here without its file (refused):
+    # tests/integration/chat_import has the upload
+    "own_upload": (422,) * 5,
 }
 # who may see what alice wrote in a session (s) or her memory (m)
 SEES_SESSION = {"owner", "sessions_reader", "admin"}
@@ -171,6 +174,7 @@ ROUTES: dict[tuple[str, str], tuple[str, Call]] = {
     ),
     ("POST", "/console/memory/summary"): ("own", call(summary="likes tea")),
     ("GET", "/console/search"): ("own", call()),
+    ("POST", "/console/import/chats"): ("own_upload", call()),
     ("POST", "/console/search/forget"): ("own", call(text=SECRET)),
     ("GET", "/console/admin"): ("admin_area", call()),
     ("GET", "/console/admin/lookup"): ("admin_area", call()),

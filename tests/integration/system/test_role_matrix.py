@@ -227,6 +227,11 @@ ROUTES: dict[tuple[str, str], tuple[str, Build]] = {
     # export and import: the caller's own account
     ("GET", "/me/export"): ("own", req()),
     ("POST", "/me/import"): ("own_import", req(content=b"not an export\n")),
+    ("POST", "/me/import/chats"): ("own_import", req(content=b"not an export\n")),
+    ("POST", "/admin/users/{user_id:str}/import/chats"): (
+        "users_admin",
+        req(lambda w: {"user_id": w.alice_id}, content=b"[]"),  # an empty export: 0 imported
+    ),
     # sessions: the caller's own list
     ("POST", "/sessions"): ("own", req(json={"profile_id": "code"})),
     ("GET", "/sessions"): ("own", req()),

@@ -1,0 +1,1 @@
+"""Import of ChatGPT and Claude exports (and JSON Lines of messages) as sessions."""
