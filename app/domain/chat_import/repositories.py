@@ -49,6 +49,7 @@ _TOP_UP = (
     .values(
         next_seq=_SESSIONS.c.next_seq + bindparam("n"),
         next_display_index=_SESSIONS.c.next_display_index + bindparam("n"),
+        message_bytes=_SESSIONS.c.message_bytes + bindparam("bytes"),  # the storage quota's
         last_active=func.greatest(_SESSIONS.c.last_active, bindparam("last")),
         # as an append marks it (`MessageRepository.reserve`)
         memory_pending=func.nullif(
@@ -105,6 +106,15 @@ class ChatImportRepository:
         )
         return {(r[0], r[1]) for r in rows}
 
+    async def message_bytes(self, user_id: str) -> int:
+        """The user's message-storage usage (the sum of their sessions' counters)."""
+        total = await self.session.execute(
+            select(func.coalesce(func.sum(_SESSIONS.c.message_bytes), 0)).where(
+                _SESSIONS.c.user_id == user_id
+            )
+        )
+        return int(total.scalar_one())
+
     async def insert_sessions(self, user_id: str, rows: Sequence[dict[str, Any]]) -> None:
         if rows:
             await self.session.execute(insert(_SESSIONS), [{**r, "user_id": user_id} for r in rows])
@@ -117,6 +127,7 @@ class ChatImportRepository:
         last: datetime,
         has_user: bool,
         meta: dict[str, Any],
+        n_bytes: int,
     ) -> None:
         await self.session.execute(
             _TOP_UP,
@@ -127,6 +138,7 @@ class ChatImportRepository:
                 "last": last,
                 "has_user": has_user,
                 "meta": {"import": meta},
+                "bytes": n_bytes,
             },
         )
 

@@ -28,7 +28,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,12 +51,15 @@ from app.domain.chat_import.schemas import (
     SkippedItem,
 )
 from app.domain.files.quota import usage_bytes
+from app.domain.kernel.forgotten import Forgotten
+from app.domain.kernel.forgotten_repository import ForgottenRepository
 from app.domain.kernel.profiles import DEFAULT_PROFILE_ID
 from app.domain.kernel.repositories import UserSessionsRepository
 from app.domain.raw_history.breadcrumbs import extract_breadcrumbs, merge_breadcrumbs
 from app.domain.raw_history.chunks import ChunkMessage, RawChunk, append_chunks
 from app.domain.raw_history.live_index import index_live_session
 from app.domain.sessions.naming import fallback_title
+from app.domain.sessions.quota import check_quota, message_bytes, quota_bytes
 from app.lib.errors import Unprocessable
 from app.lib.metrics import CHAT_IMPORTED
 
@@ -88,6 +91,7 @@ class _Prepared:
     messages: list[ChatMessage]
     chunks: list[RawChunk] | None  # None: not computed (the conversation was imported)
     still_open: bool
+    forgotten: Forgotten  # the forget records its texts were redacted by
 
 
 @dataclass
@@ -106,6 +110,7 @@ class _Run:
     report: ChatImportReport
     by_reason: Counter[str] = field(default_factory=Counter)
     known: set[tuple[str, str]] = field(default_factory=set)  # imported before this run
+    forgotten: Forgotten = field(default_factory=lambda: Forgotten({}))  # the user's forgets
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     def skip(self, where: str, reason: str) -> None:
@@ -153,7 +158,7 @@ def _kept(run: _Run, conv: Conversation) -> list[ChatMessage]:
     limit = run.settings.message_max_chars
     kept = [m for m in conv.messages if len(m.content) <= limit]
     if len(kept) < len(conv.messages):
-        conv.skipped["longer than MESSAGE_MAX_CHARS"] += len(conv.messages) - len(kept)
+        conv.skipped["longer than MESSAGE_MAX_CHARS"] = len(conv.messages) - len(kept)
     return kept
 
 
@@ -161,27 +166,50 @@ def _crumbs(kept: Sequence[str], texts: list[str]) -> list[str]:
     return merge_breadcrumbs(kept, extract_breadcrumbs(texts))
 
 
+def _redacted(forgotten: Forgotten, msgs: list[ChatMessage]) -> list[ChatMessage]:
+    """`msgs` with every text the user had forgotten redacted (kernel/forgotten.py): an
+    export made before a forget does not bring the text back."""
+    if not forgotten:
+        return msgs
+    return [
+        replace(
+            m,
+            content=forgotten.redact(m.content),
+            thinking=None if m.thinking is None else forgotten.redact(m.thinking),
+        )
+        for m in msgs
+    ]
+
+
 def _prepare(run: _Run, batch: list[Conversation]) -> list[_Prepared]:
     """The batch's conversations with their chunks as the live indexer would pack a new
-    session's messages (`append_chunks` onto no open chunk). Pure CPU: a worker thread's."""
+    session's messages (`append_chunks` onto no open chunk), their texts redacted by the
+    user's forget records. Pure CPU: a worker thread's."""
     out = []
+    forgotten = run.forgotten
     for conv in batch:
-        msgs = _kept(run, conv)
+        msgs = _redacted(forgotten, _kept(run, conv))
         if (conv.source, conv.source_id) in run.known:
-            out.append(_Prepared(conv, msgs, None, False))
+            out.append(_Prepared(conv, msgs, None, False, forgotten))
             continue
         chunk_msgs = [
             ChunkMessage(m.role, m.content, seq, m.created_at or run.now)
             for seq, m in enumerate(msgs)
         ]
         _, chunks, still_open = append_chunks(None, chunk_msgs, _crumbs)
-        out.append(_Prepared(conv, msgs, chunks, still_open))
+        out.append(_Prepared(conv, msgs, chunks, still_open, forgotten))
     return out
 
 
 async def _store_batch(db: AsyncSession, run: _Run, batch: list[_Prepared]) -> list[_Stored]:
     repo = ChatImportRepository(db)
     await repo.lock_user(run.user_id)
+    # the forget records, held until this commits: a forget that landed since the batch
+    # was prepared redacts it again (a forget after this commit redacts what it stored)
+    forgotten = await ForgottenRepository(db).guard(run.user_id)
+    if forgotten != batch[0].forgotten:
+        run.forgotten = forgotten
+        batch = _prepare(run, [p.conversation for p in batch])
     source = batch[0].conversation.source
     found = await repo.imported(run.user_id, source, [p.conversation.source_id for p in batch])
     new_sessions: list[dict[str, Any]] = []
@@ -216,7 +244,8 @@ async def _store_batch(db: AsyncSession, run: _Run, batch: list[_Prepared]) -> l
             new = msgs[start:]
             last = max(m.created_at or run.now for m in new)
             has_user = any(m.role == "user" for m in new)
-            await repo.top_up(run.user_id, sid, len(new), last, has_user, meta)
+            added = sum(message_bytes(m.content, m.thinking, None, None) for m in new)
+            await repo.top_up(run.user_id, sid, len(new), last, has_user, meta, added)
             rows += [_message_row(run, sid, m, next_seq + i, source) for i, m in enumerate(new)]
             run.report.conversations.topped_up += 1
             run.by_reason.update(conv.skipped)  # (their messages left out, counted again)
@@ -232,11 +261,14 @@ async def _store_batch(db: AsyncSession, run: _Run, batch: list[_Prepared]) -> l
             {
                 "id": sid,
                 "profile_id": run.profile_id,
-                "name": conv.title or fallback_title(first_user),
+                "name": forgotten.redact(conv.title or fallback_title(first_user)),
                 "created_at": conv.created_at or min(times),
                 "last_active": max(times),
                 "next_seq": len(msgs),
                 "next_display_index": len(msgs),
+                "message_bytes": sum(
+                    message_bytes(m.content, m.thinking, None, None) for m in msgs
+                ),
                 "memory_pending": True if any(m.role == "user" for m in msgs) else None,
                 "raw_index_pending": True,
                 "import_source": source,
@@ -251,6 +283,15 @@ async def _store_batch(db: AsyncSession, run: _Run, batch: list[_Prepared]) -> l
         if prepared.chunks is not None:
             fresh.append((sid, prepared))
     created = {sid for sid, _ in fresh}
+    if quota_bytes(run.settings) and rows:  # USER_MESSAGE_STORAGE_MB, as an append's
+        adding = sum(message_bytes(r["content"], r["thinking"], None, None) for r in rows)
+        check_quota(
+            run.settings,
+            await repo.message_bytes(run.user_id),
+            adding,
+            "chats: the next conversations (those before them are imported; importing the"
+            " file again once there is room adds the rest)",
+        )
     await repo.insert_sessions(run.user_id, new_sessions)
     await repo.insert_messages(run.user_id, rows)
     run.report.messages.imported += len(rows)
@@ -352,6 +393,7 @@ async def import_chats(
     run = _Run(user_id, settings, profile_id, report)
     async with transaction(factory) as db:  # no chunking for what a re-import finds
         run.known = await ChatImportRepository(db).imported_ids(user_id)
+        run.forgotten = await ForgottenRepository(db).guard(user_id)
     files = FileStore(settings, reader, await _quota_left(factory, settings, user_id))
     batches = _batches(reader.conversations())
 

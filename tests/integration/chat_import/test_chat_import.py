@@ -348,3 +348,45 @@ async def test_extraction_takes_imported_sessions_oldest_first(client, engine, d
         rows = await ExtractionRepository(db).candidates(datetime.now(UTC), [])
     mine = [str(r.session_id) for r in rows if r.user_id == uid]
     assert mine == [by_id["older"], by_id["newer"]]
+
+
+async def test_a_forgotten_text_comes_back_redacted_from_an_export(client, db_url) -> None:  # type: ignore[no-untyped-def]
+    """An export made before a forget does not bring the text back (issue 45): the
+    messages, their words in the raw index and the session's name are redacted."""
+    uid, h = await new_user(client, "forgot")
+    r = await client.post("/memory/forget", json={"text": "sencha"}, headers=h)
+    assert r.status_code in (200, 202), r.text
+    await _import(client, json.dumps([tea("c1")]).encode(), h)
+    [(sid, *_)] = _sessions(db_url, uid)
+    contents = [row[2] for row in _messages(db_url, uid, sid)]
+    assert contents[0] == "How long to steep this [forgotten]?", contents
+    found = run_sql(
+        db_url,
+        "select count(*) from memory_chunks where user_id = %s and content ilike '%%sencha%%'",
+        uid,
+    )
+    assert found == [(0,)]
+
+
+async def test_chats_count_in_the_message_quota(make_client, settings, db_url) -> None:  # type: ignore[no-untyped-def]
+    """Imported messages count in USER_MESSAGE_STORAGE_MB and an import past it is 413,
+    the conversations before it kept."""
+    tiny = dataclasses.replace(settings, user_message_storage_mb=1, message_max_chars=2_000_000)
+    async with make_client(tiny) as c:
+        from tests.conftest import ADMIN_TOKEN
+
+        c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        uid, h = await new_user(c, "quota")
+        await _import(c, json.dumps([tea("c1")]).encode(), h)
+        counted = run_sql(db_url, "select sum(message_bytes) from sessions where user_id = %s", uid)
+        expected = len(b"How long to steep this sencha?") + len(b"About 4 minutes at 80 C.")
+        assert counted == [(expected,)]
+        big = copy.deepcopy(tea("c2"))
+        for node in big["mapping"].values():
+            message = node.get("message")
+            if message and message["author"]["role"] == "user":
+                message["content"]["parts"] = ["x" * 1_100_000]
+        r = await c.post("/me/import/chats", content=json.dumps([big]).encode(), headers=h)
+        assert r.status_code == 413, r.text
+        assert "USER_MESSAGE_STORAGE_MB" in r.json()["detail"]
+        assert [row[3] for row in _sessions(db_url, uid)] == ["c1"]
