@@ -80,6 +80,8 @@ class Ledger:
     bad: list[str] = field(default_factory=list)
     #: a 4xx that contradicts an acknowledged write (a saved fact's delete answered 404)
     odd: list[str] = field(default_factory=list)
+    #: "kind status: detail" of every 4xx/5xx answer, counted
+    details: Counter[str] = field(default_factory=Counter)
     #: kind → (started, answered) of every 2xx
     ok_times: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
@@ -93,9 +95,20 @@ class Ledger:
             self.ok_times.setdefault(kind, []).append((started, self.now()))
             return
         self.failures.append((started, kind, status))
+        if r is not None:
+            self.details[f"{kind} {status}: {_detail(r)}"] += 1
         if r is not None and status >= 500:
             if status != 503 or not r.headers.get("retry-after"):
                 self.bad.append(f"{started:7.1f} s {kind}: {status} {r.text[:300]}")
+
+
+def _detail(r: httpx.Response) -> str:
+    try:
+        body = r.json()
+    except ValueError:
+        return r.text[:80]
+    detail = str(body.get("detail", "")) if isinstance(body, dict) else ""
+    return re.sub(r"[0-9a-f]{8,}|\d+(\.\d+)?", "#", detail)[:90]
 
 
 # ------------------------------------------------------------------ one client

@@ -338,6 +338,10 @@ def report(rig: Rig, faults: list[Fault], found: dict[str, list[str]], args: arg
         f"\nmessages acknowledged {acked}, unknown {len(ledger.messages) - acked}; facts "
         f"{dict(sorted(_count(ledger.facts.values()).items()))}; forgotten texts {len(ledger.forgotten)}"
     )
+    if ledger.details:
+        print("\nnot 2xx, by kind and detail:")
+        for line, n in ledger.details.most_common(15):
+            print(f"  {n:5d}  {line}")
     check_rows = [[name, "ok" if not v else f"{len(v)} VIOLATION(S)"] for name, v in found.items()]
     print_table(["check", "result"], check_rows, title="\n== checks")
     for name, v in found.items():
@@ -348,7 +352,8 @@ def report(rig: Rig, faults: list[Fault], found: dict[str, list[str]], args: arg
     write_results(
         "soak.json",
         {"faults": [dataclasses.asdict(f) for f in faults], "recovery": rows,
-         "statuses": {f"{k} {s}": c for (k, s), c in ledger.statuses.items()}, "violations": found},
+         "statuses": {f"{k} {s}": c for (k, s), c in ledger.statuses.items()}, "violations": found,
+         "failures": ledger.failures, "details": dict(ledger.details)},
     )  # fmt: skip
     return not any(found.values())
 

@@ -58,7 +58,7 @@ from app.domain.files.notice import image_budget
 from app.domain.forget.tool import redact_round
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.events import UsageIn
-from app.domain.kernel.jobs import LIVE_INDEX_JOB, wake
+from app.domain.kernel.jobs import LIVE_INDEX_JOB, spawn, wake
 from app.domain.kernel.messages import MessageIn
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
@@ -71,6 +71,8 @@ from app.lib.errors import Conflict, Unprocessable
 from app.llm.deadline import llm_deadline_at
 
 TURN_BUDGET = "TURN_DEADLINE_SECONDS"
+#: Seconds between the retries of a lease release that failed (about a minute in all).
+LEASE_RELEASE_RETRIES = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 #: A turn's lease on its session outlives ``TURN_DEADLINE_SECONDS`` by this much.
 TURN_LEASE_MARGIN_SECONDS = 60.0
 
@@ -180,12 +182,29 @@ class TurnLoop:
             return
         owner, self.owner = self.owner, ""
         try:
-            async with transaction(self.runtime.session_factory) as db:
-                await SessionRepository(db).drop_lease(
-                    owner, self.session_id, TURN_LEASE_KEY, self.lease
-                )
-        except Exception:  # the lease expires on its own
+            await self._drop_lease(owner)
+        except Exception:  # the database is away: try again in the background
             log.warning("turn.lease_release_failed", session_id=str(self.session_id))
+            spawn(self.runtime.jobs, self._release_later(owner), "agents.turn_lease_release")
+
+    async def _drop_lease(self, owner: str) -> None:
+        async with transaction(self.runtime.session_factory) as db:
+            await SessionRepository(db).drop_lease(
+                owner, self.session_id, TURN_LEASE_KEY, self.lease
+            )
+
+    async def _release_later(self, owner: str) -> None:
+        """A release that failed (the database restarting), retried for about a minute:
+        left alone, the lease would refuse the session's next turns (409) until it
+        expires, `TURN_DEADLINE_SECONDS` + 60 s after the turn began (`make soak`)."""
+        for delay in LEASE_RELEASE_RETRIES:
+            await asyncio.sleep(delay)
+            try:
+                await self._drop_lease(owner)
+            except Exception:
+                continue
+            log.info("turn.lease_released_late", session_id=str(self.session_id))
+            return
 
     async def _begin(self, req: TurnRequest) -> list[TurnEvent] | ContextTooLargeError:
         too_large: ContextTooLargeError | None = None
