@@ -82,6 +82,8 @@ class Ledger:
     odd: list[str] = field(default_factory=list)
     #: "kind status: detail" of every 4xx/5xx answer, counted
     details: Counter[str] = field(default_factory=Counter)
+    #: per client, the longest its turn session refused turns (409 "already running")
+    turn_refused: list[float] = field(default_factory=list)
     #: kind → (started, answered) of every 2xx
     ok_times: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
@@ -127,6 +129,8 @@ class Client:
     live_facts: list[str] = field(default_factory=list)
     secrets: list[str] = field(default_factory=list)  # planted and acknowledged
     secret_facts: dict[str, list[str]] = field(default_factory=dict)
+    refused_since: float | None = None  # the turn session answers 409 since then
+    refused_longest: float = 0.0
 
     async def call(self, kind: str, method: str, path: str, **kw: Any) -> httpx.Response | None:
         started = self.ledger.now()
@@ -180,11 +184,21 @@ class Client:
         body = {"message": {"content": f"{m} please check my memory"}}
         r = await self.call("turn", "POST", f"/sessions/{self.turn_session}/turns", json=body)
         acked = r is not None and r.status_code == 200
+        if r is not None and r.status_code == 409 and self.refused_since is None:
+            self.refused_since = self.ledger.now()
+        elif acked:
+            self.end_refusal()
         self.ledger.messages[m] = acked
         self.ledger.message_session[m] = self.turn_session
         completed = acked and r is not None and r.json().get("status") == "completed"
         self.ledger.messages["re" + m] = completed
         self.ledger.message_session["re" + m] = self.turn_session
+
+    def end_refusal(self) -> None:
+        """A stretch of 409s on the turn session ended (a 2xx, or the run's end)."""
+        if self.refused_since is not None:
+            self.refused_longest = max(self.refused_longest, self.ledger.now() - self.refused_since)
+            self.refused_since = None
 
     async def fact_save(self) -> None:
         key = f"k{self.rng.getrandbits(40):010x}"

@@ -92,6 +92,7 @@ class Rig:
     rng: random.Random
     workers: int
     watchers: list[asyncio.Task[None]] = field(default_factory=list)
+    leases_left: int = 0  # turn leases still held once the workload stopped
 
     def children(self, needle: str) -> list[psutil.Process]:
         try:
@@ -242,6 +243,7 @@ async def workload(rig: Rig, args: argparse.Namespace) -> tuple[list[Client], li
         for watcher in rig.watchers:
             await asyncio.wait_for(watcher, timeout=60)
         for c in clients:
+            c.end_refusal()
             await c.http.aclose()
     return clients, faults
 
@@ -292,6 +294,11 @@ def check(rig: Rig, clients: list[Client], conninfo: str, converge_seconds: floa
         found["facts as acknowledged"] = check_facts(conn, rig.ledger)
         found["forgotten texts in no table"] = check_forgotten(conn, rig.ledger)
         found["raw index: each message in one chunk"] = check_raw_index(conn, users)
+        row = conn.execute(
+            "SELECT count(*) FROM sessions WHERE user_id = ANY(%s) AND session_metadata ? 'running_turn'",
+            (users,),
+        ).fetchone()
+        rig.leases_left = int(row[0]) if row else 0
     alive = rig.server.proc.poll() is None
     found["the service still runs"] = [] if alive else [f"exited with {rig.server.proc.returncode}"]
     try:
@@ -303,7 +310,7 @@ def check(rig: Rig, clients: list[Client], conninfo: str, converge_seconds: floa
     return found
 
 
-def report(rig: Rig, faults: list[Fault], found: dict[str, list[str]], args: argparse.Namespace) -> bool:  # fmt: skip
+def report(rig: Rig, clients: list[Client], faults: list[Fault], found: dict[str, list[str]], leases_left: int, args: argparse.Namespace) -> bool:  # fmt: skip
     ledger = rig.ledger
     rows, slow = recovery(ledger, faults)
     found["every fault recovered within 30 s"] = slow
@@ -333,6 +340,12 @@ def report(rig: Rig, faults: list[Fault], found: dict[str, list[str]], args: arg
         other = ", ".join(f"{s or 'no answer'}: {c}" for s, c in sorted(n.items()) if not 200 <= s < 300)  # fmt: skip
         per_kind.append([kind, sum(n.values()), ok, other or "-"])
     print_table(["kind", "requests", "2xx", "not 2xx"], per_kind, title="\n== answers")
+    refused = sorted((c.refused_longest for c in clients), reverse=True)
+    print(
+        f"\nturn sessions that refused turns (409 'a turn is already running'): "
+        f"{sum(r > 0 for r in refused)} of {len(clients)}, the longest {refused[0]:.0f} s; "
+        f"turn leases left at the end: {leases_left}"
+    )
     acked = sum(ledger.messages.values())
     print(
         f"\nmessages acknowledged {acked}, unknown {len(ledger.messages) - acked}; facts "
@@ -415,7 +428,7 @@ def main() -> None:
         rig = Rig(server, cluster, fake, ledger, random.Random(args.seed), args.workers)
         clients, faults = asyncio.run(workload(rig, args))
         found = check(rig, clients, cluster.libpq_url(DATABASE), args.converge_seconds)
-        passed = report(rig, faults, found, args)
+        passed = report(rig, clients, faults, found, rig.leases_left, args)
     finally:
         if server is not None:
             server.stop()
