@@ -71,6 +71,8 @@ DATABASE = "navi_soak"
 #: a kind that has not succeeded this long after its fault ended is a violation
 RECOVERY_LIMIT_SECONDS = 30.0
 HOLD_SECONDS = 10.0
+#: a session refusing turns (409) longer than a dead turn's lease (60 s) and 30 s more
+TURN_REFUSED_LIMIT_SECONDS = 90.0
 
 
 @dataclass
@@ -346,6 +348,10 @@ def report(rig: Rig, clients: list[Client], faults: list[Fault], found: dict[str
         f"{sum(r > 0 for r in refused)} of {len(clients)}, the longest {refused[0]:.0f} s; "
         f"turn leases left at the end: {leases_left}"
     )
+    if refused[0] > TURN_REFUSED_LIMIT_SECONDS:
+        found["every fault recovered within 30 s"].append(
+            f"a turn session refused turns (409) for {refused[0]:.0f} s"
+        )
     acked = sum(ledger.messages.values())
     print(
         f"\nmessages acknowledged {acked}, unknown {len(ledger.messages) - acked}; facts "
