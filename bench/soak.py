@@ -284,13 +284,36 @@ def recovery(ledger: Ledger, faults: list[Fault]) -> tuple[list[list[object]], l
     return rows, violations
 
 
-def check(rig: Rig, clients: list[Client], conninfo: str, converge_seconds: float) -> dict[str, list[str]]:  # fmt: skip
+def tamper(conninfo: str, ledger: Ledger) -> None:
+    """`--tamper`: what the checker must catch, done to the database behind the
+    service's back — an acknowledged message deleted, an acknowledged fact deleted, a
+    forgotten text written back into a raw chunk."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        mk = next(m for m, acked in ledger.messages.items() if acked and not m.startswith("re"))
+        for table in ("session_messages", "session_messages_archive"):
+            conn.execute(f"DELETE FROM {table} WHERE content LIKE %s", (mk + "%",))
+        (user, key) = next(uk for uk, state in ledger.facts.items() if state == "saved")
+        conn.execute("DELETE FROM memory_facts WHERE user_id = %s AND key = %s", (user, key))
+        user, text = ledger.forgotten[0]
+        conn.execute(
+            "UPDATE memory_chunks SET content = content || ' ' || %s"
+            " WHERE id = (SELECT id FROM memory_chunks WHERE user_id = %s LIMIT 1)",
+            (text, user),
+        )
+    step(f"tampered: message {mk} deleted, fact {key} deleted, {text} written into a chunk")
+
+
+def check(rig: Rig, clients: list[Client], conninfo: str, converge_seconds: float, tampered: bool = False) -> dict[str, list[str]]:  # fmt: skip
     users = sorted({c.user_id for c in clients})
     tokens = {c.user_id: c.token for c in clients}
-    step(f"converging: the raw index to every session's next_seq (at most {converge_seconds:g} s)")
+    step(
+        f"converging: the raw index to every next_seq, forget jobs (at most {converge_seconds:g} s)"
+    )
     waited, behind = converge(conninfo, users, converge_seconds)
     step(f"converged after {waited:.1f} s" if not behind else f"not converged after {waited:.1f} s")
-    found: dict[str, list[str]] = {"raw index converged": behind}
+    found: dict[str, list[str]] = {"converged: raw index, forget jobs": behind}
+    if tampered:
+        tamper(conninfo, rig.ledger)
     with psycopg.connect(conninfo, autocommit=True) as conn:
         found["messages exactly once, gapless seq"] = check_messages(conn, rig.ledger, users)
         found["facts as acknowledged"] = check_facts(conn, rig.ledger)
@@ -404,8 +427,21 @@ def main() -> None:
     p.add_argument("--clients", type=int, default=2, help="asyncio clients per user")
     p.add_argument("--sessions", type=int, default=3, help="sessions each client appends to")
     p.add_argument("--workers", type=int, default=2, help="web workers")
-    p.add_argument("--converge-seconds", type=float, default=60.0)
+    p.add_argument(
+        "--converge-seconds",
+        type=float,
+        default=120.0,
+        help="how long to wait, once the workload stopped, for the raw index to cover every "
+        "message and every forget job to end (a forget step the database failed is resumed "
+        "once its heartbeat is 60 s old, by a job every FORGET_RESUME_SECONDS, 30)",
+    )
     p.add_argument("--seed", type=int, default=45)
+    p.add_argument(
+        "--tamper",
+        action="store_true",
+        help="a check of the checker: before it runs, delete an acknowledged message and "
+        "fact and write a forgotten text into a chunk (the run must FAIL)",
+    )
     args = p.parse_args()
     if not 0.5 <= args.minutes <= 240:
         p.error("--minutes: 0.5–240")
@@ -433,7 +469,7 @@ def main() -> None:
         ledger = Ledger()
         rig = Rig(server, cluster, fake, ledger, random.Random(args.seed), args.workers)
         clients, faults = asyncio.run(workload(rig, args))
-        found = check(rig, clients, cluster.libpq_url(DATABASE), args.converge_seconds)
+        found = check(rig, clients, cluster.libpq_url(DATABASE), args.converge_seconds, args.tamper)
         passed = report(rig, clients, faults, found, rig.leases_left, args)
     finally:
         if server is not None:
