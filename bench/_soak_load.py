@@ -12,9 +12,11 @@ remove (`sq` + 10 hex digits) are planted in acknowledged appends and fact value
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import re
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,10 +25,12 @@ from typing import Any
 import httpx
 from _app import DEFAULT_CHAT_REPLY, ScriptedReply
 
-KINDS = ("append", "turn", "fact_save", "fact_delete", "forget", "compact", "search")
-WEIGHTS = (34, 14, 16, 8, 7, 8, 13)
+KINDS = ("append", "turn", "fact_save", "fact_delete", "forget", "compact", "search", "import")
+WEIGHTS = (34, 14, 16, 8, 7, 8, 13, 3)
 CATEGORY = "soak"
 MARKER = re.compile(r"^(re)?(mk[0-9a-f]{12})\b")
+ANY_MARKER = re.compile(r"mk[0-9a-f]{12}")
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 PROFILE_ID = "soak"
 #: a small window: sessions of a few dozen messages compact
 PROFILES = {PROFILE_ID: {"context_window": 4096, "compression_keep_recent": 4}}
@@ -82,6 +86,8 @@ class Ledger:
     odd: list[str] = field(default_factory=list)
     #: "kind status: detail" of every 4xx/5xx answer, counted
     details: Counter[str] = field(default_factory=Counter)
+    #: the users the imports created: id → token
+    import_users: dict[str, str] = field(default_factory=dict)
     #: per client, the longest its turn session refused turns (409 "already running")
     turn_refused: list[float] = field(default_factory=list)
     #: kind → (started, answered) of every 2xx
@@ -129,6 +135,10 @@ class Client:
     live_facts: list[str] = field(default_factory=list)
     secrets: list[str] = field(default_factory=list)  # planted and acknowledged
     secret_facts: dict[str, list[str]] = field(default_factory=dict)
+    #: for the imports: an admin client, and an export whose ids and markers each
+    #: import replaces with new ones (a new user's account is restored from it)
+    admin: httpx.AsyncClient | None = None
+    template: str = ""
     refused_since: float | None = None  # the turn session answers 409 since then
     refused_longest: float = 0.0
 
@@ -153,7 +163,7 @@ class Client:
         ops: dict[str, Callable[[], Any]] = {
             "append": self.append, "turn": self.turn, "fact_save": self.fact_save,
             "fact_delete": self.fact_delete, "forget": self.forget, "compact": self.compact,
-            "search": self.search,
+            "search": self.search, "import": self.import_,
         }  # fmt: skip
         while not stop.is_set():
             kind = self.rng.choices(KINDS, WEIGHTS)[0]
@@ -260,3 +270,35 @@ class Client:
     async def search(self) -> None:
         query = " ".join(self.rng.choices(WORDS, k=2))
         await self.call("search", "POST", "/memory/search", json={"query": query, "k": 5})
+
+    async def import_(self) -> None:
+        """A new user (the admin's), then `POST /me/import` of the template with fresh
+        ids and markers: acknowledged, its messages must be there exactly once."""
+        if self.admin is None or not self.template:
+            return await self.search()
+        try:
+            r = await self.admin.post("/admin/users", json={"name": f"soak-import-{marker()}"})
+            user_id = r.json()["id"] if r.status_code == 201 else None
+            if user_id:
+                r = await self.admin.post(f"/admin/users/{user_id}/tokens", json={"name": "soak"})
+        except httpx.HTTPError:
+            return
+        if not user_id or r.status_code != 201:
+            return  # a fault: no account to import into (not the import's answer)
+        token = r.json()["token"]
+        ids: dict[str, str] = {}
+        marks: dict[str, str] = {}
+        body = UUID.sub(lambda m: ids.setdefault(m.group(0), str(uuid.uuid4())), self.template)
+        body = ANY_MARKER.sub(lambda m: marks.setdefault(m.group(0), marker()), body)
+        headers = {"authorization": f"Bearer {token}", "content-type": "application/x-ndjson"}
+        r = await self.call("import", "POST", "/me/import", content=body, headers=headers)
+        acked = r is not None and r.status_code == 201
+        self.ledger.import_users[user_id] = token
+        for line in body.splitlines():
+            if '"type":"message"' not in line.replace(" ", ""):
+                continue
+            record = json.loads(line)
+            m = MARKER.match(record.get("content") or "")
+            if m:
+                self.ledger.messages[m.group(2)] = acked
+                self.ledger.message_session[m.group(2)] = record["session_id"]

@@ -17,7 +17,8 @@ and the fake Ollama in this process (a turn's model calls `memory_search`, then 
 1. `--users` users, `--clients` asyncio clients each (httpx), drawing operations:
    appends (1–3 messages) to their sessions, turns with a tool round
    (`POST /sessions/{id}/turns`), fact saves and deletes, forgets of secrets planted
-   earlier, compactions, memory searches (bench/_soak_load.py). Every answer is
+   earlier, compactions, memory searches, imports of an export (fresh ids and markers)
+   into new users' accounts (bench/_soak_load.py). Every answer is
    recorded: 2xx is acknowledged, anything else (or no answer) unknown.
 2. Meanwhile the faults, one at a time, in turn: kill -9 of a web worker, kill -9 of
    the indexer, `pg_ctl restart -m immediate`, PostgreSQL frozen 10 s (SIGSTOP/SIGCONT
@@ -30,7 +31,7 @@ and the fake Ollama in this process (a turn's model calls `memory_search`, then 
    each kind of request succeeded again. The table, the violations, exit 1 if any.
 
 Left out: the disk of the data dir full for uploads (needs a filesystem of its own to
-fill: a loop mount is root-only and not on every CI machine), and imports.
+fill: a loop mount is root-only and not on every CI machine).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ from _soak_check import (  # noqa: E402
     check_raw_index,
     converge,
 )
-from _soak_load import KINDS, PROFILES, Client, Ledger, model_reply  # noqa: E402
+from _soak_load import KINDS, PROFILES, Client, Ledger, marker, model_reply  # noqa: E402
 
 DATABASE = "navi_soak"
 #: a kind that has not succeeded this long after its fault ended is a violation
@@ -208,9 +209,33 @@ async def run_faults(rig: Rig, seconds: float) -> list[Fault]:
 
 
 # ------------------------------------------------------------------ the run
+async def import_template(admin: httpx.AsyncClient) -> str:
+    """The export of a user with one session of 4 messages (each starting with its
+    marker): what every import restores, its ids and markers replaced."""
+    r = await admin.post("/admin/users", json={"name": "soak-template"})
+    r.raise_for_status()
+    user_id = r.json()["id"]
+    r = await admin.post(f"/admin/users/{user_id}/tokens", json={"name": "soak"})
+    r.raise_for_status()
+    headers = auth(r.json()["token"])
+    r = await admin.post("/sessions", json={"profile_id": "soak", "name": "imported"}, headers=headers)  # fmt: skip
+    r.raise_for_status()
+    sid = r.json()["id"]
+    msgs = [
+        {"role": ("user", "assistant")[i % 2], "content": f"{marker()} imported line {i}"}
+        for i in range(4)
+    ]
+    r = await admin.post(f"/sessions/{sid}/messages", json={"messages": msgs}, headers=headers)
+    r.raise_for_status()
+    r = await admin.get(f"/admin/users/{user_id}/export")
+    r.raise_for_status()
+    return r.text
+
+
 async def setup_users(base: str, args: argparse.Namespace, ledger: Ledger) -> list[Client]:
     clients = []
     async with httpx.AsyncClient(base_url=base, headers=auth(ADMIN_TOKEN), timeout=30) as admin:
+        template = await import_template(admin)
         for u in range(args.users):
             r = await admin.post("/admin/users", json={"name": f"soak-{u}"})
             r.raise_for_status()
@@ -221,7 +246,8 @@ async def setup_users(base: str, args: argparse.Namespace, ledger: Ledger) -> li
             for c in range(args.clients):
                 http = httpx.AsyncClient(base_url=base, headers=auth(token), timeout=60)
                 rng = random.Random(args.seed * 1000 + u * 10 + c)
-                client = Client(http, user_id, ledger, rng, token=token)
+                client = Client(http, user_id, ledger, rng, token=token, template=template)
+                client.admin = httpx.AsyncClient(base_url=base, headers=auth(ADMIN_TOKEN), timeout=60)  # fmt: skip
                 await client.setup(args.sessions)
                 clients.append(client)
     return clients
@@ -247,6 +273,8 @@ async def workload(rig: Rig, args: argparse.Namespace) -> tuple[list[Client], li
         for c in clients:
             c.end_refusal()
             await c.http.aclose()
+            if c.admin is not None:
+                await c.admin.aclose()
     return clients, faults
 
 
@@ -304,8 +332,8 @@ def tamper(conninfo: str, ledger: Ledger) -> None:
 
 
 def check(rig: Rig, clients: list[Client], conninfo: str, converge_seconds: float, tampered: bool = False) -> dict[str, list[str]]:  # fmt: skip
-    users = sorted({c.user_id for c in clients})
-    tokens = {c.user_id: c.token for c in clients}
+    tokens = {c.user_id: c.token for c in clients} | rig.ledger.import_users
+    users = sorted(tokens)
     step(
         f"converging: the raw index to every next_seq, forget jobs (at most {converge_seconds:g} s)"
     )
