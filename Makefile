@@ -152,6 +152,9 @@ bench-embed-cost: install ## Tokens embedded per appended message by the live in
 bench-burst: install ## Issue 41 from outside, on `navi serve` as make run starts it: a LongMemEval burst (one append per new session, 8 clients) → words indexed per session, recall 10 s after (words only) and after the drain vs BM25; appends under load → a probe found by its word from another session, its vectors after its session went quiet, the drain at the embedder's rate (ARGS="--questions 2 --seconds 10 --embedder fake", "--parts load", "--commit HEAD")
 	$(BIN)/python bench/bench_burst.py $(ARGS)
 
+soak: install ## Fault soak (issue 45): users' clients write, forget, compact and search while workers, the indexer, PostgreSQL and the model fail in turn; then the checker (nothing acknowledged lost or doubled, nothing forgotten found, the raw index converged, no 5xx but 503 + Retry-After) and each fault's recovery; exit 1 on a violation (ARGS="--minutes 2"; default 10)
+	$(BIN)/python bench/soak.py $(ARGS)
+
 bench-history-bytes: install ## Cost of the hot-history size check (SESSION_MAX_HISTORY_BYTES) at 500/2k/10k messages (ARGS="--sizes 500,2000")
 	$(BIN)/python bench/bench_history_bytes.py $(ARGS)
 
@@ -164,4 +167,4 @@ bench-import: install ## Import a synthetic ChatGPT export (10k conversations, 5
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-clients dist fresh-clone-check test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions bench-console backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-import bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness bench-embed-cost bench-burst bench-slow-model
+.PHONY: help install run migrate test test-clients dist fresh-clone-check test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions bench-console backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-import bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness bench-embed-cost bench-burst bench-slow-model soak

@@ -239,6 +239,8 @@ def provide_principal(request: Request) -> Principal:
 
 
 SHUTDOWN_TASKS_SECONDS = 10.0
+#: how long a starting worker waits for an unavailable database before it gives up
+STARTUP_DB_WAIT_SECONDS = 120.0
 
 
 async def _cancel_tasks(tasks: set[asyncio.Task[Any]]) -> None:
@@ -344,15 +346,36 @@ async def build_runtime(settings: Settings, profiles: Profiles, eng: AsyncEngine
     return runtime
 
 
+async def _bootstrap(runtime: Runtime) -> bool:
+    """The built-in users, and whether trigram indexes are missing. A database that is
+    unavailable (restarting, frozen) is waited for, up to STARTUP_DB_WAIT_SECONDS: a
+    worker that uvicorn restarts meanwhile (kill -9, a failed health check) must not fail
+    its start-up — uvicorn then stops the whole service, every worker."""
+    deadline = time.monotonic() + STARTUP_DB_WAIT_SECONDS
+    delay = 0.5
+    while True:
+        try:
+            async with transaction(runtime.session_factory) as session:
+                await bootstrap(session, runtime.settings)
+                # trigram indexes appear once pg_trgm exists: a catalog read, DDL only when
+                # one is missing, and then concurrently, in the background
+                # (app/db/extensions.py)
+                conn = await session.connection()
+                return bool(await conn.run_sync(trigram_indexes_missing))
+        except Exception as exc:
+            reason = unavailable_reason(exc)
+            if reason is None or time.monotonic() + delay > deadline:
+                raise
+            log.warning("app.start_waits_for_database", reason=reason, retry_in_seconds=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
 async def _start(runtime: Runtime, background_jobs: bool) -> None:
     """Start-up, in order: the built-in users and trigram indexes, the embedded server's
     watchdog, the periodic jobs."""
     settings = runtime.settings
-    async with transaction(runtime.session_factory) as session:
-        await bootstrap(session, settings)
-        # trigram indexes appear once pg_trgm exists: a catalog read, DDL only when one
-        # is missing, and then concurrently, in the background (app/db/extensions.py)
-        missing = await (await session.connection()).run_sync(trigram_indexes_missing)
+    missing = await _bootstrap(runtime)
     if missing and runtime.engine is not None:
         spawn(runtime.jobs, _build_trigram_indexes(runtime), "db.trigram_indexes")
     if not settings.auth_enabled:

@@ -86,9 +86,11 @@ from app.llm.gateway import LLMGateway
 from app.llm.local_embedder import LocalEmbedder
 from tests.citus.cluster import create_cluster_database
 from tests.fakes.chat_script import ScriptedReply
-from tests.fakes.ollama_server import FakeOllama, fake_embedding
+from tests.fakes.ollama_server import DEFAULT_CHAT_REPLY, FakeOllama, fake_embedding
+from tests.fakes.pg_cluster import PgCluster
 
 __all__ = [
+    "DEFAULT_CHAT_REPLY",
     "DEFAULT_POSITIONS",
     "ExportReader",
     "import_chats",
@@ -110,6 +112,7 @@ __all__ = [
     "MessageIn",
     "MessageRepository",
     "Msg",
+    "PgCluster",
     "Profile",
     "ScriptedReply",
     "Segment",

@@ -162,6 +162,10 @@ def unavailable_reason(exc: BaseException) -> str | None:
             return "the database is unreachable or the connection was lost"
         if isinstance(err, sa_exc.DBAPIError) and err.connection_invalidated:
             return "the database connection was lost"
+        if isinstance(err, sa_exc.PendingRollbackError) and "reconnect" in str(err):
+            # a statement after one whose connection died (a hook that caught the loss):
+            # "Can't reconnect until invalid transaction is rolled back"
+            return "the database connection was lost"
     return None
 
 

@@ -78,7 +78,7 @@ DEFAULT_CHAT_REPLY = (
     "- The user and the assistant discussed the topic.\n- No decisions were recorded.\nKEYS: NONE"
 )
 
-ChatReply = str | ScriptedReply | Callable[[dict[str, Any]], str]
+ChatReply = str | ScriptedReply | Callable[[dict[str, Any]], str | ScriptedReply]
 
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
 _WORD_WEIGHT = 1.0
@@ -226,7 +226,7 @@ class FakeOllama:
         strict_models: bool = False,
         slow_seconds: float = 2.0,
         wrong_dim: int | None = None,
-        default_reply: str = DEFAULT_CHAT_REPLY,
+        default_reply: ChatReply = DEFAULT_CHAT_REPLY,
         host: str = "127.0.0.1",
         port: int = 0,
         keep_alive: bool = False,
@@ -548,9 +548,9 @@ class FakeOllama:
         return self._as_reply(reply, body)
 
     def _as_reply(self, reply: ChatReply, body: dict[str, Any]) -> ScriptedReply:
-        if isinstance(reply, ScriptedReply):
-            return reply
-        return ScriptedReply(reply(body) if callable(reply) else reply)
+        if callable(reply):  # a reply chosen per call (a script of tool rounds)
+            reply = reply(body)
+        return reply if isinstance(reply, ScriptedReply) else ScriptedReply(reply)
 
     def _chat(self, h: _Handler, body: dict[str, Any]) -> None:
         started = time.perf_counter()

@@ -7,6 +7,7 @@ cluster's life, so a restart keeps the URL). Run as root, the server runs as the
 
     cluster = PgCluster.create()       # initdb + start
     cluster.stop(); cluster.start()     # pg_ctl stop -m fast / start
+    cluster.restart_immediate()         # pg_ctl restart -m immediate (a crash and recovery)
     cluster.freeze(); cluster.thaw()    # SIGSTOP / SIGCONT to every server process
     cluster.destroy()
 """
@@ -86,6 +87,15 @@ class PgCluster:
     def stop(self) -> None:
         """`pg_ctl stop -m fast`: open connections are terminated, transactions roll back."""
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def restart_immediate(self) -> None:
+        """`pg_ctl restart -m immediate`: every server process quits at once, without a
+        checkpoint (as a crash would), and the server starts again with crash recovery."""
+        self._run(
+            "pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-m", "immediate",
+            "-w", "restart",
+        )  # fmt: skip
+        self.wait_ready()
 
     def wait_ready(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout

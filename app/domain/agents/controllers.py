@@ -17,6 +17,7 @@ from litestar.openapi import ResponseSpec
 from litestar.response import Stream
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
+from app.db.faults import RETRY_AFTER_SECONDS
 from app.domain.agents.deps import DEPENDENCIES, TurnLoopFactory
 from app.domain.agents.mcp import MCP_PATH, PRINCIPAL_KEY
 from app.domain.agents.run import TurnRun
@@ -83,7 +84,10 @@ class TurnController(Controller):
         if error is not None:
             # the house error body; the turn so far is stored (GET /sessions/{id}/messages)
             body = {"error": error.error, "detail": error.detail}
-            return Response(body, status_code=error.status)
+            # a 503 (the model or the database unavailable) says when to retry, as the
+            # house 503 does
+            retry = {"Retry-After": str(RETRY_AFTER_SECONDS)} if error.status == 503 else None
+            return Response(body, status_code=error.status, headers=retry)
         return Response(out, status_code=200)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import structlog
 
+from app.db.faults import unavailable_reason
 from app.domain.agents.schemas import PendingCall, TurnOut, TurnStatus
 from app.domain.agents.stream import Done, ErrorEvent, Thinking, Token, TurnEvent, sse
 from app.domain.agents.turns import TurnLoop
@@ -33,6 +34,9 @@ def error_event(exc: BaseException) -> ErrorEvent:
         return ErrorEvent("llm_unavailable", str(exc), 503)
     if isinstance(exc, ContextTooLargeError):
         return ErrorEvent("context_too_large", exc.message, 422)
+    reason = unavailable_reason(exc)
+    if reason is not None:  # the database, not a bug: a 503 as every route answers it
+        return ErrorEvent("unavailable", reason, 503)
     return ErrorEvent("internal", f"the turn failed ({type(exc).__name__})", 500)
 
 

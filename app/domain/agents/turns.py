@@ -59,7 +59,7 @@ from app.domain.files.notice import image_budget
 from app.domain.forget.tool import redact_round
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.events import UsageIn
-from app.domain.kernel.jobs import LIVE_INDEX_JOB, wake
+from app.domain.kernel.jobs import LIVE_INDEX_JOB, spawn, wake
 from app.domain.kernel.messages import MessageIn
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
@@ -72,8 +72,14 @@ from app.lib.errors import Conflict, Unprocessable
 from app.llm.deadline import llm_deadline_at
 
 TURN_BUDGET = "TURN_DEADLINE_SECONDS"
-#: A turn's lease on its session outlives ``TURN_DEADLINE_SECONDS`` by this much.
-TURN_LEASE_MARGIN_SECONDS = 60.0
+#: Seconds between the retries of a lease release that failed (about a minute in all).
+LEASE_RELEASE_RETRIES = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+#: A turn's lease on its session lasts this long and the running turn renews it every
+#: TURN_LEASE_RENEW_SECONDS: a process that dies mid-turn (kill -9) leaves a lease that
+#: expires within a minute, not at the turn's deadline (`make soak` found sessions
+#: refusing turns for TURN_DEADLINE_SECONDS + 60 s, 6 minutes by default).
+TURN_LEASE_SECONDS = 60.0
+TURN_LEASE_RENEW_SECONDS = 15.0
 
 log = structlog.get_logger("app.agents.turns")
 
@@ -120,6 +126,7 @@ class TurnLoop:
         #: the turn's lease on the session (`_claim`): its token, the session's owner
         self.lease = uuid.uuid4().hex
         self.owner = ""
+        self._renewal: asyncio.Task[Any] | None = None  # keeps the lease while the turn runs
 
     @asynccontextmanager
     async def _step(self) -> AsyncIterator[tuple[AsyncSession, ContextService]]:
@@ -163,9 +170,9 @@ class TurnLoop:
         """Take the session's turn lease (``session_metadata["running_turn"]``) in a
         transaction of its own: one conditional UPDATE, so one turn at a time per session
         across processes, and no connection or row lock held while the turn runs. The
-        lease outlives the turn's deadline by ``TURN_LEASE_MARGIN_SECONDS``: a process
-        that dies mid-turn leaves a lease that expires."""
-        seconds = self.settings.turn_deadline_seconds + TURN_LEASE_MARGIN_SECONDS
+        lease lasts ``TURN_LEASE_SECONDS``, renewed while the turn runs (`_renew`): a
+        process that dies mid-turn leaves a lease that soon expires."""
+        seconds = TURN_LEASE_SECONDS
         async with transaction(self.runtime.session_factory) as db:
             session = await SessionAccess(db).get(self.session_id, self.viewer)
             self.owner = session.user_id
@@ -174,19 +181,57 @@ class TurnLoop:
             )
         if not taken:
             raise Conflict("a turn is already running on this session")
+        self._renewal = spawn(self.runtime.jobs, self._renew(), "agents.turn_lease_renew")
+
+    async def _renew(self) -> None:
+        """Keep this turn's lease until `release` cancels this; a renewal the database
+        misses is tried again at the next tick."""
+        owner = self.owner
+        while True:
+            await asyncio.sleep(TURN_LEASE_RENEW_SECONDS)
+            try:
+                async with transaction(self.runtime.session_factory) as db:
+                    held = await SessionRepository(db).renew_lease(
+                        owner, self.session_id, TURN_LEASE_KEY, self.lease, TURN_LEASE_SECONDS
+                    )
+            except Exception:
+                log.warning("turn.lease_renew_failed", session_id=str(self.session_id))
+                continue
+            if not held:
+                log.warning("turn.lease_lost", session_id=str(self.session_id))
+                return
 
     async def release(self) -> None:
         """Drop this turn's lease (another turn's, taken after ours expired, is kept)."""
         if not self.owner:
             return
         owner, self.owner = self.owner, ""
+        if self._renewal is not None:
+            self._renewal.cancel()
         try:
-            async with transaction(self.runtime.session_factory) as db:
-                await SessionRepository(db).drop_lease(
-                    owner, self.session_id, TURN_LEASE_KEY, self.lease
-                )
-        except Exception:  # the lease expires on its own
+            await self._drop_lease(owner)
+        except Exception:  # the database is away: try again in the background
             log.warning("turn.lease_release_failed", session_id=str(self.session_id))
+            spawn(self.runtime.jobs, self._release_later(owner), "agents.turn_lease_release")
+
+    async def _drop_lease(self, owner: str) -> None:
+        async with transaction(self.runtime.session_factory) as db:
+            await SessionRepository(db).drop_lease(
+                owner, self.session_id, TURN_LEASE_KEY, self.lease
+            )
+
+    async def _release_later(self, owner: str) -> None:
+        """A release that failed (the database restarting), retried for about a minute:
+        left alone, the lease would refuse the session's next turns (409) until it
+        expires (`make soak`)."""
+        for delay in LEASE_RELEASE_RETRIES:
+            await asyncio.sleep(delay)
+            try:
+                await self._drop_lease(owner)
+            except Exception:
+                continue
+            log.info("turn.lease_released_late", session_id=str(self.session_id))
+            return
 
     async def _begin(self, req: TurnRequest) -> list[TurnEvent] | ContextTooLargeError:
         too_large: ContextTooLargeError | None = None

@@ -205,6 +205,28 @@ class SessionRepository(SessionLookupRepository):
         result = await self.session.execute(text(sql), params)
         return bool(result.rowcount)  # type: ignore[attr-defined]
 
+    async def renew_lease(
+        self, user_id: str, session_id: uuid.UUID, key: str, token: str, seconds: float
+    ) -> bool:
+        """Extend the holder's lease `key` to `seconds` from now; False when it is not
+        held by `token` any more (it expired and another took it)."""
+        result = await self.session.execute(
+            text(
+                "UPDATE sessions SET session_metadata = jsonb_set(session_metadata, "
+                "ARRAY[CAST(:key AS text), 'until'], to_jsonb(CAST(:until AS double precision))) "
+                "WHERE id = :sid AND user_id = :uid "
+                "AND session_metadata -> CAST(:key AS text) ->> 'id' = CAST(:token AS text)"
+            ),
+            {
+                "key": key,
+                "token": token,
+                "until": time.time() + seconds,
+                "sid": session_id,
+                "uid": user_id,
+            },  # fmt: skip
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
     async def drop_lease(
         self, user_id: str, session_id: uuid.UUID, key: str, token: str | None = None
     ) -> None:

@@ -94,3 +94,31 @@ async def test_a_crashed_turns_lease_expires(
     assert r.status_code == 200, r.text
     meta = (await served.get(f"/sessions/{sid}")).json()["session_metadata"]
     assert "running_turn" not in meta
+
+
+async def test_a_running_turn_renews_its_short_lease(
+    served: httpx.AsyncClient, ollama: FakeOllama, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lease lasts TURN_LEASE_SECONDS and the running turn renews it: a turn longer
+    than the lease still refuses a second one; once it ends the lease is gone (a process
+    killed mid-turn leaves one that expires within TURN_LEASE_SECONDS, `make soak`)."""
+    from app.domain.agents import turns
+
+    monkeypatch.setattr(turns, "TURN_LEASE_SECONDS", 0.6)
+    monkeypatch.setattr(turns, "TURN_LEASE_RENEW_SECONDS", 0.15)
+    sid = await new_session(served)
+    monkeypatch.setattr(ollama, "slow_seconds", 1.5)
+    ollama.fail("slow", times=1, paths=["/api/chat"])
+    ollama.chat_replies += ["first answer", "second answer"]
+    first = asyncio.create_task(
+        served.post(f"/sessions/{sid}/turns", json={"message": {"content": "first"}})
+    )
+    await _until_chat(ollama)
+    await asyncio.sleep(1.0)  # past the lease's first expiry: renewed meanwhile
+    r = await served.post(f"/sessions/{sid}/turns", json={"message": {"content": "x"}})
+    assert r.status_code == 409, r.text
+    assert (await first).status_code == 200
+    r = await served.post(f"/sessions/{sid}/turns", json={"message": {"content": "second"}})
+    assert r.status_code == 200, r.text
+    meta = (await served.get(f"/sessions/{sid}")).json()["session_metadata"]
+    assert "running_turn" not in meta
