@@ -158,6 +158,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/users/{user_id}/import/chats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** ImportChatsUser */
+        post: operations["AdminUsersUserIdImportChatsImportChatsUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/users/{user_id}/tokens": {
         parameters: {
             query?: never;
@@ -271,6 +288,23 @@ export interface paths {
         put?: never;
         /** ImportMine */
         post: operations["MeImportImportMine"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/me/import/chats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** ImportChatsMine */
+        post: operations["MeImportChatsImportChatsMine"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1003,6 +1037,19 @@ export interface components {
             session_id: string;
             text: string;
         };
+        /** ChatImportReport */
+        ChatImportReport: {
+            conversations: components["schemas"]["ConversationCounts"];
+            files: components["schemas"]["FileCounts"];
+            format: string;
+            messages: components["schemas"]["MessageCounts"];
+            missing_files: components["schemas"]["MissingFile"][];
+            notes: string[];
+            seconds: number;
+            skipped: components["schemas"]["SkippedItem"][];
+            truncated: string | null;
+            user_id: string;
+        };
         /** CompactOut */
         CompactOut: {
             context_token_count: number;
@@ -1058,6 +1105,17 @@ export interface components {
             messages: components["schemas"]["MessageOut"][];
             /** Format: uuid */
             session_id: string;
+        };
+        /** ConversationCounts */
+        ConversationCounts: {
+            /** @default 0 */
+            imported?: number;
+            /** @default 0 */
+            skipped?: number;
+            /** @default 0 */
+            topped_up?: number;
+            /** @default 0 */
+            unchanged?: number;
         };
         /** Done */
         Done: {
@@ -1241,6 +1299,13 @@ export interface components {
             valid_from: string;
             valid_to: string | null;
             value: string;
+        };
+        /** FileCounts */
+        FileCounts: {
+            /** @default 0 */
+            missing?: number;
+            /** @default 0 */
+            stored?: number;
         };
         /** FileOut */
         FileOut: {
@@ -1471,6 +1536,16 @@ export interface components {
             text: string;
             versions?: components["schemas"]["FactVersionOut"][] | null;
         };
+        /** MessageCounts */
+        MessageCounts: {
+            /** @default 0 */
+            imported?: number;
+            /** @default 0 */
+            skipped?: number;
+            skipped_by_reason?: {
+                [key: string]: number;
+            };
+        };
         /** MessageIn */
         MessageIn: {
             /** @default  */
@@ -1545,6 +1620,12 @@ export interface components {
             tool_calls?: {
                 [key: string]: unknown;
             }[] | null;
+        };
+        /** MissingFile */
+        MissingFile: {
+            conversation_id: string;
+            name: string;
+            reason: string;
         };
         /** Page[TokenOut] */
         "Page_app.domain.auth.schemas.TokenOut_": {
@@ -1810,6 +1891,11 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
             value: string;
+        };
+        /** SkippedItem */
+        SkippedItem: {
+            reason: string;
+            where: string;
         };
         /** SummaryIn */
         SummaryIn: {
@@ -2861,6 +2947,112 @@ export interface operations {
             };
         };
     };
+    AdminUsersUserIdImportChatsImportChatsUser: {
+        parameters: {
+            query?: {
+                /** @description chatgpt, claude or jsonl; detected from the file when absent */
+                format?: string | null;
+            };
+            header?: never;
+            path: {
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Document created, URL follows */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatImportReport"];
+                };
+            };
+            /** @description Malformed request (unreadable JSON, a parameter of the wrong type) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource, or one the caller may not see */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the stored state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request body or a field too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unsupported media type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A value breaks the rules of its field (the detail names it) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A dependency (the database) is unavailable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     AdminUsersUserIdTokensIssueToken: {
         parameters: {
             query?: never;
@@ -3291,6 +3483,110 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ImportReport"];
+                };
+            };
+            /** @description Malformed request (unreadable JSON, a parameter of the wrong type) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource, or one the caller may not see */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the stored state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request body or a field too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unsupported media type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A value breaks the rules of its field (the detail names it) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A dependency (the database) is unavailable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    MeImportChatsImportChatsMine: {
+        parameters: {
+            query?: {
+                /** @description chatgpt, claude or jsonl; detected from the file when absent */
+                format?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Document created, URL follows */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatImportReport"];
                 };
             };
             /** @description Malformed request (unreadable JSON, a parameter of the wrong type) */
