@@ -58,6 +58,7 @@ from app.domain.kernel.repositories import UserSessionsRepository
 from app.domain.raw_history.breadcrumbs import extract_breadcrumbs, merge_breadcrumbs
 from app.domain.raw_history.chunks import ChunkMessage, RawChunk, append_chunks
 from app.domain.raw_history.live_index import index_live_session
+from app.domain.raw_history.live_repository import stale_chunk_row
 from app.domain.sessions.naming import fallback_title
 from app.domain.sessions.quota import check_quota, message_bytes, quota_bytes
 from app.lib.errors import Unprocessable
@@ -327,21 +328,7 @@ async def _index_new(
             if c.content_hash in hashes:
                 continue
             hashes.add(c.content_hash)
-            chunks.append(
-                {
-                    "id": cid,
-                    "session_id": sid,
-                    "content": c.content,
-                    "content_hash": c.content_hash,
-                    "start_seq": c.start_seq,
-                    "end_seq": c.end_seq,
-                    "started_at": c.started_at,
-                    "ended_at": c.ended_at,
-                    "breadcrumbs": list(c.breadcrumbs),
-                    "vectors_stale": True,
-                    "stale_since": now,
-                }
-            )
+            chunks.append(stale_chunk_row(cid, sid, c, now))
         opened = ids[-1] if ids and p.still_open else None
         states.append({"sid": sid, "last": len(p.messages) - 1, "open": opened})
     await repo.insert_chunks(run.user_id, chunks)

@@ -52,6 +52,26 @@ class Cover:
     open_chunk: uuid.UUID | None
 
 
+def stale_chunk_row(
+    chunk_id: uuid.UUID, session_id: uuid.UUID, chunk: RawChunk, now: datetime
+) -> dict[str, Any]:
+    """A new chunk's columns as the words pass writes it: found by its words at once,
+    its vectors the embed queue's (`vectors_stale` since `now`)."""
+    return {
+        "id": chunk_id,
+        "session_id": session_id,
+        "content": chunk.content,
+        "content_hash": chunk.content_hash,
+        "start_seq": chunk.start_seq,
+        "end_seq": chunk.end_seq,
+        "started_at": chunk.started_at,
+        "ended_at": chunk.ended_at,
+        "breadcrumbs": list(chunk.breadcrumbs),
+        "vectors_stale": True,
+        "stale_since": now,
+    }
+
+
 def _pairs(keys: Sequence[Key]) -> dict[str, Any]:
     return {"uids": [k[0] for k in keys], "sids": [k[1] for k in keys]}
 
@@ -195,20 +215,7 @@ class LiveIndexRepository:
             insert(MemoryChunk)
             .values(
                 [
-                    {
-                        "id": uuid.uuid4(),
-                        "user_id": user_id,
-                        "session_id": session_id,
-                        "content": c.content,
-                        "content_hash": c.content_hash,
-                        "start_seq": c.start_seq,
-                        "end_seq": c.end_seq,
-                        "started_at": c.started_at,
-                        "ended_at": c.ended_at,
-                        "breadcrumbs": list(c.breadcrumbs),
-                        "vectors_stale": True,
-                        "stale_since": now,
-                    }
+                    {**stale_chunk_row(uuid.uuid4(), session_id, c, now), "user_id": user_id}
                     for user_id, session_id, c in chunks
                 ]
             )
