@@ -127,6 +127,9 @@ async def test_a_stalled_export_holds_no_connection_and_is_cut(db_url, settings)
     async with _app(db_url, settings, export_idle_seconds=1.5) as (client, engine):
         _, alice = await new_user(client, "alice")
         await _session_with_messages(client, alice, 250)  # three pages of messages
+        # from here on the app is called on this test's event loop only: a fresh pool,
+        # whose wait queue is not the one the test client's own loop has waited on
+        await engine.dispose()
         app = client.app
         reader = _Reader(until=3)  # header, the session page, then one page of messages
         finished = anyio.Event()
