@@ -106,7 +106,9 @@ class Ledger:
         if r is not None:
             self.details[f"{kind} {status}: {_detail(r)}"] += 1
         if r is not None and status >= 500:
-            if status != 503 or not r.headers.get("retry-after"):
+            # a turn's 503 comes without Retry-After by contract: its message is stored,
+            # and re-sending would store it twice (docs/agents.md)
+            if status != 503 or not (r.headers.get("retry-after") or kind == "turn"):
                 self.bad.append(f"{started:7.1f} s {kind}: {status} {r.text[:300]}")
 
 

@@ -17,7 +17,6 @@ from litestar.openapi import ResponseSpec
 from litestar.response import Stream
 from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
-from app.db.faults import RETRY_AFTER_SECONDS
 from app.domain.agents.deps import DEPENDENCIES, TurnLoopFactory
 from app.domain.agents.mcp import MCP_PATH, PRINCIPAL_KEY
 from app.domain.agents.run import TurnRun
@@ -84,10 +83,10 @@ class TurnController(Controller):
         if error is not None:
             # the house error body; the turn so far is stored (GET /sessions/{id}/messages)
             body = {"error": error.error, "detail": error.detail}
-            # a 503 (the model or the database unavailable) says when to retry, as the
-            # house 503 does
-            retry = {"Retry-After": str(RETRY_AFTER_SECONDS)} if error.status == 503 else None
-            return Response(body, status_code=error.status, headers=retry)
+            # no Retry-After, even on a 503: the user's message is stored already, and a
+            # client that re-sent the request would store it twice (the clients retry a
+            # 503 only when it says when; docs/agents.md)
+            return Response(body, status_code=error.status)
         return Response(out, status_code=200)
 
 
