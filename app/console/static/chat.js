@@ -28,10 +28,16 @@
   function bottom() { window.scrollTo(0, document.body.scrollHeight); }
   function attached(text) { $("chat-attached").append(el("span", "chip", text)); }
 
+  // A redraw from the server is dropped when a turn started after it was asked for:
+  // it would replace that turn's live answer (or its error) with an older history.
+  let turns = 0;
   async function refresh() {
+    const asked = turns;
     const r = await fetch(location.pathname, { cache: "no-store" });
     if (!r.ok) return;
-    const doc = new DOMParser().parseFromString(await r.text(), "text/html");
+    const html = await r.text();
+    if (asked !== turns) return;
+    const doc = new DOMParser().parseFromString(html, "text/html");
     const fresh = doc.getElementById("chat");
     if (fresh) chat.replaceChildren(...fresh.childNodes);
     bottom();
@@ -82,6 +88,7 @@
     const content = [input.value.trim(), ...pending.blocks].filter(Boolean).join("\n\n");
     if (busy || (!content && !pending.images.length)) return;
     busy = true;
+    turns += 1;
     const body = JSON.stringify({ content, images: pending.images.length ? pending.images : null });
     const you = el("li", "chat-card msg user");
     you.append(el("div", "meta", "You"), el("div", "text", content));
