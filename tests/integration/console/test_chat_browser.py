@@ -227,9 +227,13 @@ def test_a_person_chats_through_the_console(
     time.sleep(1)  # the frames' paint after the scroll (their content is not readable)
     browser.screenshot("console-chat-viewers", full_page=False)
 
-    # --- no model reachable: the page says so, the message is kept
+    # --- no model reachable: the page says so, the message is kept (sent with Enter:
+    # a mouse click at the button's centre could land on the PDF viewer's frame after
+    # the scroll above; the keyboard sends to the focused field)
     ollama.fail("http500", paths={"/api/chat"})
-    _send(browser, "Are you there?")
+    browser.js("window.scrollTo(0, 0)")
+    browser.type("#chat-input", "Are you there?")
+    browser.press_enter()
     browser.wait_js(
         "(document.querySelector('#chat .turn-error') || {}).textContent?.includes("
         "'No model is reachable')",
