@@ -7,7 +7,7 @@ unique index `ux_sessions_import_source`), the new sessions (a multi-row INSERT)
 every message (COPY), the sessions that grew topped up (only their new messages appended),
 and their words written to the raw index (a new session's chunks packed as the live
 indexer packs them, in a worker thread while the previous batch is written, then
-COPied; a topped-up one through `live_index.index_live_session`) — so an
+COPied; a topped-up one through `live_index.index_live_group`) — so an
 imported message is findable by `memory_search` as soon as its batch commits, whatever
 its age (the live pass only lists recently active sessions). The vectors follow from the
 embed queue like any live chunk's. The session's `last_active` is its last message's
@@ -57,7 +57,7 @@ from app.domain.kernel.profiles import DEFAULT_PROFILE_ID
 from app.domain.kernel.repositories import UserSessionsRepository
 from app.domain.raw_history.breadcrumbs import extract_breadcrumbs, merge_breadcrumbs
 from app.domain.raw_history.chunks import ChunkMessage, RawChunk, append_chunks
-from app.domain.raw_history.live_index import index_live_session
+from app.domain.raw_history.live_index import index_live_group
 from app.domain.raw_history.live_repository import stale_chunk_row
 from app.domain.sessions.naming import fallback_title
 from app.domain.sessions.quota import check_quota, message_bytes, quota_bytes
@@ -302,7 +302,8 @@ async def _store_batch(db: AsyncSession, run: _Run, batch: list[_Prepared]) -> l
         if s.session_id in created:
             continue
         has_row = False
-        while done := await index_live_session(db, run.user_id, s.session_id, has_row=has_row):
+        key = (run.user_id, s.session_id)
+        while done := (await index_live_group(db, {key: has_row}, run.user_id)).get(key):
             has_row = True
             if done.done:
                 break

@@ -11,7 +11,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any, cast
 
 from sqlalchemy import Row, Table, func, select, text
@@ -95,58 +94,6 @@ class ChunkWriter:
         return ids
 
     # ------------------------------------------------------------ the live indexer
-    async def extend_chunk(
-        self,
-        user_id: str,
-        session_id: uuid.UUID,
-        chunk_id: uuid.UUID,
-        old: RawChunk,
-        chunk: RawChunk,
-    ) -> bool:
-        """Grow the open chunk, `old` as it was read, into `chunk` (messages appended:
-        `chunks.append_chunks`, so `old.content` leads `chunk.content`); only the new
-        text is sent, and only onto the text whose hash was read. Its vectors are
-        then stale. False when the chunk changed meanwhile or the session holds that
-        content already in another chunk (the caller then writes the messages as chunks
-        of their own). The user's chunk version changes with it: the raw search's memory
-        of term lookups is stale too. False too when the grown chunk would hold a
-        forgotten text (the messages are then written as chunks of their own, redacted)."""
-        forgotten = await ForgottenRepository(self.session).guard(user_id)
-        if _redacted(chunk, forgotten) is not chunk:
-            return False
-        row = (
-            await self.session.execute(
-                text(
-                    "UPDATE memory_chunks SET content = content || :suffix, content_hash = :hash,"
-                    " end_seq = :end, started_at = :started, ended_at = :ended,"
-                    " breadcrumbs = :crumbs, vectors_stale = true,"
-                    " stale_since = COALESCE(stale_since, CAST(:now AS timestamptz))"
-                    " WHERE user_id = :uid AND id = :id AND content_hash = :old"
-                    " AND NOT EXISTS (SELECT 1"
-                    " FROM memory_chunks o WHERE o.user_id = :uid AND o.session_id = :sid"
-                    " AND o.content_hash = :hash)"
-                    " RETURNING id"
-                ),
-                {
-                    "uid": user_id,
-                    "sid": session_id,
-                    "id": chunk_id,
-                    # a bound value: Citus takes no volatile function in a COALESCE
-                    "now": datetime.now(UTC),
-                    "suffix": chunk.content[len(old.content) :],
-                    "old": old.content_hash,
-                    "hash": chunk.content_hash,
-                    "end": chunk.end_seq,
-                    "started": chunk.started_at,
-                    "ended": chunk.ended_at,
-                    "crumbs": list(chunk.breadcrumbs),
-                },
-            )
-        ).first()
-        if row is not None:
-            await ChunkCountRepository(self.session).touch(user_id)
-        return row is not None
-
     async def add_keys(
         self,
         user_id: str,

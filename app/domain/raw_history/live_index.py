@@ -48,11 +48,10 @@ from app.domain.kernel.jobs import unless_running
 from app.domain.kernel.repositories import ChunkCountRepository
 from app.domain.kernel.runtime import Runtime
 from app.domain.raw_history.breadcrumbs import extract_breadcrumbs, merge_breadcrumbs
-from app.domain.raw_history.chunk_writer_repository import ChunkWriter
 from app.domain.raw_history.chunks import RawChunk, append_chunks
 from app.domain.raw_history.embed_queue import embed_until_idle
-from app.domain.raw_history.idle_index import BATCH_MESSAGES, record_db_failure, take_batch
-from app.domain.raw_history.indexer import chunk_messages, fresh_chunks
+from app.domain.raw_history.idle_index import record_db_failure, take_batch
+from app.domain.raw_history.indexer import chunk_messages
 from app.domain.raw_history.live_repository import Cover, Extension, Key, LiveIndexRepository
 from app.domain.raw_history.state_repository import RawIndexRepository
 from app.lib.metrics import RAW_CHUNKS_INDEXED
@@ -132,8 +131,9 @@ def _plan(claim: Any, rows: list[Any]) -> _Batch:
 async def index_live_group(
     db: AsyncSession, keys: dict[Key, bool], one_user: str | None
 ) -> dict[Key, _Indexed]:
-    """`index_live_session` for a group of sessions (`keys`: whether each has a state
-    row) in the caller's transaction, one statement per step for all of them
+    """One batch of each session of a group (`keys`: whether each has a state row)
+    packed onto its open chunk and new chunks, in the caller's transaction, one
+    statement per step for all of them
     (`LiveIndexRepository`); `one_user` on Citus, where a group is one user's. The
     sessions another writer holds, or with nothing left, are not in the answer."""
     live = LiveIndexRepository(db, one_user)
@@ -188,44 +188,6 @@ async def index_live_group(
     return done
 
 
-async def index_live_session(
-    db: AsyncSession, user_id: str, session_id: uuid.UUID, *, has_row: bool = True
-) -> _Indexed | None:
-    """One batch of a session's uncovered messages into its open chunk and new chunks,
-    inside the caller's transaction; None when another writer holds the session or
-    nothing is left."""
-    state = RawIndexRepository(db)
-    claim = await state.claim_live(user_id, session_id, has_row=has_row)  # no WAL wait
-    if claim is None:
-        return None
-    rows = await state.unindexed_messages(
-        user_id, session_id, claim.next_seq, BATCH_MESSAGES, claim.from_seq
-    )
-    taken, complete, last = take_batch(rows, claim.next_seq)
-    writer = ChunkWriter(db)
-    open_id: uuid.UUID | None = claim.open_chunk_id
-    tail = _open_chunk(claim)
-    messages = chunk_messages(taken)
-    updated, new, still_open = append_chunks(tail, messages, _crumbs)
-    extended = 0
-    if updated is not None and open_id is not None and tail is not None:
-        if await writer.extend_chunk(user_id, session_id, open_id, tail, updated):
-            extended = 1
-        else:  # the grown text is another chunk's already: these messages start anew
-            tail = None
-            _, new, still_open = append_chunks(None, messages, _crumbs)
-    new = await fresh_chunks(db, user_id, session_id, new)
-    ids = await writer.insert_chunks(user_id, session_id, new, [[]] * len(new), vectors_stale=True)
-    if new:
-        open_id = ids[-1] if still_open else None
-    elif tail is None:
-        open_id = None
-    await state.cover_through(user_id, session_id, last, live=True, open_chunk=open_id)
-    written = sum(i is not None for i in ids)
-    RAW_CHUNKS_INDEXED.labels("live").inc(written)
-    return _Indexed(messages=len(taken), chunks=written, extended=extended, done=complete)
-
-
 async def _index_one(
     factory: async_sessionmaker[AsyncSession],
     user_id: str,
@@ -234,7 +196,8 @@ async def _index_one(
 ) -> _Indexed | None | SQLAlchemyError:
     try:
         async with transaction(factory) as db:
-            return await index_live_session(db, user_id, session_id, has_row=has_row)
+            done = await index_live_group(db, {(user_id, session_id): has_row}, user_id)
+        return done.get((user_id, session_id))
     except SQLAlchemyError as exc:
         await record_db_failure(factory, user_id, session_id, exc, "memory.live_index_failed")
         return exc

@@ -97,7 +97,7 @@ class LiveIndexRepository:
             )
 
     async def claim(self, keys: Sequence[Key]) -> list[Row[Any]]:
-        """`RawIndexRepository.claim_live` for every session of `keys` at once: the rows
+        """Lock the state rows of every session of `keys` at once: the rows
         locked (`SKIP LOCKED`) of sessions with messages the index does not cover, each
         with its user, session, `next_seq`, `from_seq`, open chunk id and columns; the
         transaction's commit then does not wait for its WAL flush (derived writes)."""
@@ -161,7 +161,7 @@ class LiveIndexRepository:
         return list(rows.all())
 
     async def extend(self, grown: Sequence[Extension]) -> set[uuid.UUID]:
-        """`ChunkWriter.extend_chunk` for many open chunks in one statement: each gets
+        """Grow many open chunks in one statement: each gets
         only its new text, and only onto the text whose hash was read, unless its
         session holds the grown content in another chunk. Returns the ids grown."""
         if not grown:

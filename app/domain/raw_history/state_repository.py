@@ -283,43 +283,6 @@ class RawIndexRepository:
         )
         return list(rows.all())
 
-    async def claim_live(
-        self, user_id: str, session_id: uuid.UUID, *, has_row: bool
-    ) -> Row[Any] | None:
-        """Lock a session's row for the live indexer (`SKIP LOCKED`: a compression or the
-        idle job holding it → None, as when nothing is left to index). Returns the
-        session's `next_seq`, the first sequence number not covered from 0
-        (`from_seq`), the open chunk's id and its columns (`content` None: none, or
-        gone). A claim that returns a row also makes the transaction's commit one that
-        does not wait for its WAL flush (`commit_without_flush`, in the same round
-        trip: the live pass's writes are derived)."""
-        if not has_row:
-            await self.session.execute(
-                text(
-                    "INSERT INTO raw_index_state (session_id, user_id) VALUES (:sid, :uid)"
-                    " ON CONFLICT DO NOTHING"
-                ),
-                {"sid": session_id, "uid": user_id},
-            )
-        return (
-            await self.session.execute(
-                text(
-                    "SELECT set_config('synchronous_commit', 'off', true) AS sync,"
-                    " s.next_seq, r.open_chunk_id, coalesce((SELECT upper(c)"
-                    " FROM unnest(r.covered) AS c WHERE c @> CAST(0 AS bigint)), 0) AS from_seq,"
-                    " o.content, o.content_hash, o.start_seq, o.end_seq, o.started_at,"
-                    " o.ended_at, o.breadcrumbs"
-                    " FROM raw_index_state r JOIN sessions s"
-                    " ON s.id = r.session_id AND s.user_id = r.user_id"
-                    " LEFT JOIN memory_chunks o ON o.user_id = r.user_id AND o.id = r.open_chunk_id"
-                    " WHERE r.user_id = :uid AND r.session_id = :sid"
-                    " AND NOT r.covered @> int8range(0, s.next_seq)"
-                    " FOR UPDATE OF r SKIP LOCKED"
-                ),
-                {"uid": user_id, "sid": session_id},
-            )
-        ).first()
-
     async def record_failure(self, user_id: str, session_id: uuid.UUID, error: str) -> None:
         """Count a failed batch on the session's row, creating it when the failed
         transaction was the one that would have (a first pass's failure counts too)."""
