@@ -58,7 +58,7 @@ from app.domain.kernel.profiles import Profile, load_profiles
 from app.domain.kernel.stopwords import STOPWORDS
 from app.domain.kernel.terms import query_terms
 from app.domain.raw_history.idle_index import IndexPassResult, index_idle_sessions
-from app.domain.raw_history.live_index import index_live_session
+from app.domain.raw_history.live_index import index_live_group
 from app.domain.raw_history.ranking import first_person, idf, segment_spans, term_pattern
 from app.domain.raw_history.repositories import Segment
 from app.domain.raw_history.search import (
@@ -94,7 +94,7 @@ __all__ = [
     "DEFAULT_POSITIONS",
     "ExportReader",
     "import_chats",
-    "index_live_session",
+    "index_live_group",
     "parse_chatgpt",
     "FIELDS",
     "HISTORY_SIZE_SQL",

@@ -182,12 +182,12 @@ def findable(conninfo: str, conversations: int) -> bool:
 async def naive(url: str, path: Path, limit: int) -> tuple[int, float]:
     """The same end state the straightforward way, on the first `limit` conversations:
     a transaction per conversation, one INSERT per message, then the live indexer's pass
-    over the session (`index_live_session`: read back, chunk, one INSERT per chunk)."""
+    over the session (`index_live_group` with one session: read back, chunk, insert)."""
     import ijson
     from _app import (
         Settings,
         create_engine,
-        index_live_session,
+        index_live_group,
         parse_chatgpt,
         session_factory,
         transaction,
@@ -227,9 +227,9 @@ async def naive(url: str, path: Path, limit: int) -> tuple[int, float]:
                         )  # fmt: skip
                         n += 1
                     has_row = False
-                    while done := await index_live_session(db, "naive", sid, has_row=has_row):
+                    while done := await index_live_group(db, {("naive", sid): has_row}, "naive"):
                         has_row = True
-                        if done.done:
+                        if done[("naive", sid)].done:
                             break
             return n, time.perf_counter() - started
     finally:
