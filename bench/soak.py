@@ -188,17 +188,18 @@ FAULTS: list[tuple[str, Callable[[Rig, Fault], Awaitable[None]], float]] = [
 ]
 
 
-async def run_faults(rig: Rig, seconds: float) -> list[Fault]:
+async def run_faults(rig: Rig, seconds: float, only: str = "") -> list[Fault]:
     """The faults one after another, in turn, from after a warm-up until `seconds`,
-    leaving a quiet tail to see the last one recover."""
+    leaving a quiet tail to see the last one recover (`only`: those whose name holds it)."""
     ledger = rig.ledger
+    kinds = [f for f in FAULTS if only.lower() in f[0].lower()]
     warmup, tail = min(10.0, seconds / 10), min(20.0, seconds / 6)
-    cycle = sum(h for _, _, h in FAULTS)
-    gap = max(6.0, min(12.0, (seconds - warmup - tail - cycle) / len(FAULTS)))
+    cycle = sum(h for _, _, h in kinds)
+    gap = max(6.0, min(12.0, (seconds - warmup - tail - cycle) / len(kinds)))
     await asyncio.sleep(warmup)
     faults: list[Fault] = []
     while True:
-        name, inject, held = FAULTS[len(faults) % len(FAULTS)]
+        name, inject, held = kinds[len(faults) % len(kinds)]
         if ledger.now() + held + tail > seconds:
             break
         fault = Fault(name, ledger.now())
@@ -265,7 +266,7 @@ async def workload(rig: Rig, args: argparse.Namespace) -> tuple[list[Client], li
     stop = asyncio.Event()
     tasks = [asyncio.create_task(c.run(stop)) for c in clients]
     try:
-        faults = await run_faults(rig, seconds)
+        faults = await run_faults(rig, seconds, args.only)
     finally:
         stop.set()
         rig.cluster.thaw()
@@ -473,6 +474,12 @@ def main() -> None:
     )
     p.add_argument("--seed", type=int, default=45)
     p.add_argument(
+        "--only",
+        default="",
+        metavar="WORDS",
+        help="only the faults whose name holds WORDS (e.g. 'frozen'), to chase one kind",
+    )
+    p.add_argument(
         "--tamper",
         action="store_true",
         help="a check of the checker: before it runs, delete an acknowledged message and "
@@ -481,6 +488,8 @@ def main() -> None:
     args = p.parse_args()
     if not 0.5 <= args.minutes <= 240:
         p.error("--minutes: 0.5–240")
+    if not any(args.only.lower() in name.lower() for name, _, _ in FAULTS):
+        p.error(f"--only: no fault's name holds {args.only!r}")
     random.seed(args.seed)
     settings = get_settings()
     fake = FakeOllama(dim=settings.vector_dim, default_reply=model_reply)

@@ -149,6 +149,21 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
+_LOST = (
+    "psycopg.OperationalError",
+    "psycopg.InterfaceError",
+    "psycopg.errors.QueryCanceled",
+    "DatabaseTimeout",
+)
+
+
+def _after_a_lost_connection(message: str) -> bool:
+    if "reconnect" in message:
+        return True
+    _, found, original = message.partition("Original exception was:")
+    return bool(found) and any(name in original for name in _LOST)
+
+
 def unavailable_reason(exc: BaseException) -> str | None:
     """Why `exc` means the database is unavailable (a 503), or None when it does not."""
     for err in _chain(exc):
@@ -162,9 +177,10 @@ def unavailable_reason(exc: BaseException) -> str | None:
             return "the database is unreachable or the connection was lost"
         if isinstance(err, sa_exc.DBAPIError) and err.connection_invalidated:
             return "the database connection was lost"
-        if isinstance(err, sa_exc.PendingRollbackError) and "reconnect" in str(err):
+        if isinstance(err, sa_exc.PendingRollbackError) and _after_a_lost_connection(str(err)):
             # a statement after one whose connection died (a hook that caught the loss):
-            # "Can't reconnect until invalid transaction is rolled back"
+            # "Can't reconnect until invalid transaction is rolled back", or a flush that
+            # failed on it ("... Original exception was: (psycopg.OperationalError) ...")
             return "the database connection was lost"
     return None
 

@@ -20,6 +20,7 @@ from app.domain.agents.stream import Done, ErrorEvent, Thinking, Token, TurnEven
 from app.domain.agents.turns import TurnLoop
 from app.domain.compression import ContextTooLargeError
 from app.domain.kernel.jobs import Jobs
+from app.lib.errors import AppError
 from app.llm.errors import LLMError, LLMRequestError
 
 log = structlog.get_logger("app.agents.turns")
@@ -34,6 +35,8 @@ def error_event(exc: BaseException) -> ErrorEvent:
         return ErrorEvent("llm_unavailable", str(exc), 503)
     if isinstance(exc, ContextTooLargeError):
         return ErrorEvent("context_too_large", exc.message, 422)
+    if isinstance(exc, AppError):  # e.g. the session deleted while its turn ran: 404
+        return ErrorEvent(exc.kind, exc.detail, exc.status_code)
     reason = unavailable_reason(exc)
     if reason is not None:  # the database, not a bug: a 503 as every route answers it
         return ErrorEvent("unavailable", reason, 503)

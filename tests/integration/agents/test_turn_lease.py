@@ -122,3 +122,21 @@ async def test_a_running_turn_renews_its_short_lease(
     assert r.status_code == 200, r.text
     meta = (await served.get(f"/sessions/{sid}")).json()["session_metadata"]
     assert "running_turn" not in meta
+
+
+async def test_a_session_deleted_while_its_turn_runs_answers_404_not_500(
+    served: httpx.AsyncClient, ollama: FakeOllama, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid = await new_session(served)
+    monkeypatch.setattr(ollama, "slow_seconds", 1.5)
+    ollama.fail("slow", times=1, paths=["/api/chat"])
+    ollama.chat_replies.append("an answer nobody keeps")
+    turn = asyncio.create_task(
+        served.post(f"/sessions/{sid}/turns", json={"message": {"content": "hello"}})
+    )
+    await _until_chat(ollama)
+    r = await served.delete(f"/sessions/{sid}")
+    assert r.status_code in (200, 204), r.text
+    done = await turn
+    assert done.status_code == 404, done.text
+    assert done.json()["error"] == "not_found"

@@ -8,6 +8,7 @@ from sqlalchemy import exc as sa_exc
 
 from app.db.faults import unavailable_reason
 from app.domain.agents.run import error_event
+from app.lib.errors import Conflict, NotFound
 
 
 def lost_connection() -> sa_exc.OperationalError:
@@ -40,3 +41,22 @@ def test_a_turn_that_loses_the_database_answers_503() -> None:
 def test_a_turn_that_fails_otherwise_is_internal() -> None:
     ev = error_event(ValueError("boom"))
     assert (ev.error, ev.status) == ("internal", 500)
+
+
+def test_a_turn_refused_midway_answers_its_own_status() -> None:
+    # e.g. the session deleted while its turn ran: the step's lookup answers 404, not 500
+    ev = error_event(NotFound("session not found"))
+    assert (ev.error, ev.status, ev.detail) == ("not_found", 404, "session not found")
+    assert error_event(Conflict("busy")).status == 409
+
+
+def test_a_rollback_pending_after_a_lost_connection_is_unavailable() -> None:
+    # a flush the lost connection failed, then the session used again: SQLAlchemy names
+    # the first error only in the message
+    err = sa_exc.PendingRollbackError(
+        "This Session's transaction has been rolled back due to a previous exception "
+        "during flush. To begin a new transaction with this Session, first issue "
+        "Session.rollback(). Original exception was: (psycopg.OperationalError) "
+        "consuming input failed: server closed the connection unexpectedly"
+    )
+    assert unavailable_reason(err) == "the database connection was lost"
