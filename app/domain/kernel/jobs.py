@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from app.db.faults import job_budget
+from app.db.faults import job_budget, unavailable_reason
 from app.lib.metrics import JOB_FAILURES, JOB_LAG_SECONDS, JOB_RUNS, JOB_SECONDS
 from app.llm.deadline import no_deadline
 from app.llm.lanes import use_index_lane
@@ -76,7 +76,11 @@ def spawn(jobs: Jobs, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("job.failed", job=name)
+            reason = unavailable_reason(exc)
+            if reason is None:
+                log.exception("job.failed", job=name)
+            else:  # the database is away (restarting, frozen): not a bug, no traceback
+                log.warning("job.db_unavailable", job=name, reason=reason)
 
     task = asyncio.create_task(guarded(), name=name)
     jobs.tasks.add(task)
@@ -138,7 +142,11 @@ async def periodic(
             status.last_failed = True
             status.last_error = error_text(exc)
             status.last_error_at = datetime.now(UTC)
-            log.exception("job.failed", job=name)
+            reason = unavailable_reason(exc)
+            if reason is None:
+                log.exception("job.failed", job=name)
+            else:  # the database is away (restarting, frozen): not a bug, no traceback
+                log.warning("job.db_unavailable", job=name, reason=reason)
         finally:
             elapsed = time.monotonic() - started
             JOB_SECONDS.labels(name).observe(elapsed)
