@@ -75,7 +75,7 @@ def spawn(jobs: Jobs, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
             await coro
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as exc:
             reason = unavailable_reason(exc)
             if reason is None:
                 log.exception("job.failed", job=name)
