@@ -119,6 +119,34 @@ def check_forgotten(conn: psycopg.Connection[Any], ledger: Ledger) -> list[str]:
             ).fetchone()
             if row and row[0]:
                 out.append(f"forgotten {text} of {user}: {row[0]} row(s) of {table}")
+                if table == "memory_chunks":
+                    out += _where_in_chunks(conn, text)
+    return out
+
+
+def _where_in_chunks(conn: psycopg.Connection[Any], text: str) -> list[str]:
+    """Which chunk holds it, in its text or its breadcrumbs, and what its messages now
+    say: where a resurrection came from."""
+    out = []
+    for cid, sid, start, end, in_text, crumbs, stale in conn.execute(
+        "SELECT id, session_id, start_seq, end_seq, strpos(lower(content), %s) > 0,"
+        " breadcrumbs, vectors_stale FROM memory_chunks c"
+        " WHERE strpos(lower(c::text), %s) > 0",
+        (text.lower(), text.lower()),
+    ):
+        said = conn.execute(
+            "SELECT sequence_number, strpos(lower(content), %s) > 0 FROM session_messages"
+            " WHERE session_id = %s AND sequence_number BETWEEN %s AND %s"
+            " UNION ALL SELECT sequence_number, strpos(lower(content), %s) > 0"
+            " FROM session_messages_archive WHERE session_id = %s"
+            " AND sequence_number BETWEEN %s AND %s ORDER BY 1",
+            (text.lower(), sid, start, end, text.lower(), sid, start, end),
+        ).fetchall()
+        out.append(
+            f"  chunk {cid} of session {sid}, turns {start}-{end}: in its text {in_text},"
+            f" breadcrumbs {crumbs}, vectors stale {stale}; messages holding it now:"
+            f" {[n for n, has in said if has]} of {len(said)}"
+        )
     return out
 
 
