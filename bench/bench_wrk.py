@@ -48,6 +48,8 @@ Paths (`--paths`, in this order):
   sessions in turn (messages/s = requests/s × size);
 - list: `GET /sessions?limit=20`; history: `GET /sessions/{id}/messages?limit=50`;
 - memory_search: `POST /memory/search` scope all, k 5, 50 distinct queries in turn;
+- facts_list: `GET /memory/facts?limit=20`; facts_search: `GET /memory/facts/search?q=`
+  one topic word in turn (issue 46: the versions must not slow the facts' reads);
 - mixed: every path above at random (append1 ×2, the others ×1), `--mixed-connections`.
 
 Each path: `--warmup` seconds of the same load first (not counted), then `--seconds`
@@ -111,7 +113,16 @@ from bench_load import (
     worker_pids,
 )
 
-PATHS = ("append1", "append8", "list", "history", "memory_search", "mixed")
+PATHS = (
+    "append1",
+    "append8",
+    "list",
+    "history",
+    "memory_search",
+    "facts_list",
+    "facts_search",
+    "mixed",
+)
 QUERIES = 50
 REPO = Path(__file__).resolve().parent.parent
 
@@ -144,7 +155,14 @@ def lua_script(path: str, users: list[User], seed: int) -> str:
                    f"{TOPICS[(i * 7 + 3) % len(TOPICS)]} (question {i})")
         for i in range(QUERIES)
     )  # fmt: skip
-    return LUA % {"users": entries, "queries": queries, "path": path, "seed": seed}
+    topics = ", ".join(map(lua_string, TOPICS))
+    return LUA % {
+        "users": entries,
+        "queries": queries,
+        "topics": topics,
+        "path": path,
+        "seed": seed,
+    }
 
 
 LUA = r"""
@@ -154,6 +172,7 @@ local users = {
 local queries = {
 %(queries)s
 }
+local topics = {%(topics)s}
 local path = "%(path)s"
 local n = 0
 local words = {"deploy", "invoice", "budget", "backup", "release", "latency", "billing"}
@@ -182,6 +201,10 @@ local function one(op)
     return wrk.format("GET", "/sessions?limit=20", h)
   elseif op == "history" then
     return wrk.format("GET", "/sessions/" .. sid .. "/messages?limit=50", h)
+  elseif op == "facts_list" then
+    return wrk.format("GET", "/memory/facts?limit=20", h)
+  elseif op == "facts_search" then
+    return wrk.format("GET", "/memory/facts/search?q=" .. topics[n %% #topics + 1], h)
   else
     local q = queries[n %% #queries + 1]
     return wrk.format("POST", "/memory/search", h,
