@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any, cast
 
 from sqlalchemy import Row, Table, func, select, text
@@ -18,11 +17,11 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import MemoryChunk, MemoryChunkVector
-from app.domain.kernel.forgotten import MARKER, NOTHING, Forgotten
+from app.domain.kernel.forgotten import MARKER, NOTHING
 from app.domain.kernel.forgotten_repository import ForgottenRepository
 from app.domain.kernel.repositories import ChunkCountRepository
 from app.domain.raw_history.breadcrumbs import merge_breadcrumbs
-from app.domain.raw_history.chunks import RawChunk, content_hash
+from app.domain.raw_history.chunks import RawChunk, redact_chunk
 
 _VECTORS = cast(Table, MemoryChunkVector.__table__)  # Core: not the ORM's bulk insert path
 
@@ -56,12 +55,12 @@ class ChunkWriter:
     ) -> list[uuid.UUID | None]:
         """`add_chunks`, returning each chunk's new id (None: skipped). `vectors_stale`
         marks them for the background embedder (the live indexer writes no vectors).
-        A chunk holding a forgotten text (content or breadcrumbs: `_redacted`) is
+        A chunk holding a forgotten text (content or breadcrumbs: `redact_chunk`) is
         written redacted, without the vectors embedded from its old text (stale)."""
         ids: list[uuid.UUID | None] = []
         forgotten = await ForgottenRepository(self.session).guard(user_id) if chunks else NOTHING
         for original, original_segs in zip(chunks, segments, strict=True):
-            chunk = _redacted(original, forgotten)
+            chunk = redact_chunk(original, forgotten)
             segs = original_segs if chunk is original else []
             stale = vectors_stale or chunk is not original
             result = await self.session.execute(
@@ -272,16 +271,3 @@ class ChunkWriter:
                 for chunk_id, part, start, end, emb in rows
             ],
         )
-
-
-def _redacted(chunk: RawChunk, forgotten: Forgotten) -> RawChunk:
-    """`chunk` itself when it holds no forgotten text; else a copy with its content and
-    breadcrumbs redacted (a breadcrumb that was all forgotten text dropped) and the
-    content's hash anew."""
-    if not forgotten:
-        return chunk
-    content = forgotten.redact(chunk.content)
-    crumbs = tuple(c for c in (forgotten.redact(b) for b in chunk.breadcrumbs) if c != MARKER)
-    if content == chunk.content and crumbs == chunk.breadcrumbs:
-        return chunk
-    return replace(chunk, content=content, content_hash=content_hash(content), breadcrumbs=crumbs)

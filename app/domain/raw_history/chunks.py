@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from app.domain.kernel.forgotten import MARKER, Forgotten
+
 CHUNK_MAX_CHARS = 4000
 CHUNK_MESSAGE_MAX_CHARS = 12_000
 CHUNK_SEPARATOR = "\n\n"
@@ -228,3 +230,16 @@ def _chunk(content: str, group: list[_Entry], crumbs: tuple[str, ...]) -> RawChu
         content_hash=content_hash(content),
         breadcrumbs=crumbs,
     )
+
+
+def redact_chunk(chunk: RawChunk, forgotten: Forgotten) -> RawChunk:
+    """`chunk` itself when it holds no forgotten text; else a copy with its content and
+    breadcrumbs redacted (a breadcrumb that was all forgotten text dropped) and the
+    content's hash anew."""
+    if not forgotten:
+        return chunk
+    content = forgotten.redact(chunk.content)
+    crumbs = tuple(c for c in (forgotten.redact(b) for b in chunk.breadcrumbs) if c != MARKER)
+    if content == chunk.content and crumbs == chunk.breadcrumbs:
+        return chunk
+    return replace(chunk, content=content, content_hash=content_hash(content), breadcrumbs=crumbs)

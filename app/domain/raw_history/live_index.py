@@ -44,11 +44,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.db.citus import segment_buckets
 from app.db.engine import transaction
+from app.domain.kernel.forgotten import NOTHING
+from app.domain.kernel.forgotten_repository import ForgottenRepository
 from app.domain.kernel.jobs import unless_running
 from app.domain.kernel.repositories import ChunkCountRepository
 from app.domain.kernel.runtime import Runtime
 from app.domain.raw_history.breadcrumbs import extract_breadcrumbs, merge_breadcrumbs
-from app.domain.raw_history.chunks import RawChunk, append_chunks
+from app.domain.raw_history.chunks import RawChunk, append_chunks, redact_chunk
 from app.domain.raw_history.embed_queue import embed_until_idle
 from app.domain.raw_history.idle_index import record_db_failure, take_batch
 from app.domain.raw_history.indexer import chunk_messages
@@ -143,18 +145,26 @@ async def index_live_group(
     for row in await live.unindexed(claims, GROUP_MESSAGES):
         rows.setdefault((row.user_id, row.session_id), []).append(row)
     batches = [_plan(c, rows.get((c.user_id, c.session_id), [])) for c in claims]
+    # the forget records, read (and held) before anything is written: a forget that
+    # landed after the messages were read is redacted here, one still to come waits
+    forgotten = await ForgottenRepository(db).guard_many([c.user_id for c in claims])
     grown = await live.extend(
         [
             Extension(b.claim.user_id, b.claim.session_id, b.claim.open_chunk_id, b.tail, b.updated)
             for b in batches
-            if b.updated is not None and b.tail is not None
+            if b.updated is not None
+            and b.tail is not None
+            and redact_chunk(b.updated, forgotten.get(b.claim.user_id, NOTHING)) is b.updated
         ]
     )
     for b in batches:
         if b.updated is not None and b.claim.open_chunk_id not in grown:
-            # the grown text is another chunk's already: these messages start anew
+            # the grown text is another chunk's already, or holds a forgotten text:
+            # these messages start anew (redacted below)
             b.tail, b.updated = None, None
             _, b.new, b.still_open = append_chunks(None, b.messages, _crumbs)
+        user_forgot = forgotten.get(b.claim.user_id, NOTHING)
+        b.new = [redact_chunk(c, user_forgot) for c in b.new]
     ids = await live.insert(
         [(b.claim.user_id, b.claim.session_id, c) for b in batches for c in b.new]
     )
