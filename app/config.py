@@ -585,7 +585,7 @@ class Settings:
         doc=(
             "Failed extractions of a session in a row before it is parked (logged"
             " `memory.extraction_parked`); its next append unparks it. An unreachable"
-            " model does not count."
+            " model does not count; a reply that times out or cannot be used does."
         ),
     )
     extraction_trigger_gap_seconds: float = setting(

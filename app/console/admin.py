@@ -9,7 +9,8 @@ Who may see what is the REST API's rule, checked by the same functions:
   `/admin/users` (so not in local mode);
 - a user's facts: `navi.memory.read_all`, as `GET /admin/memory`; their sessions:
   `navi.sessions.read_all`, as `GET /sessions`. Both read only: the page has no form;
-- health and jobs: an admin, as `/metrics` (local mode too).
+- health, jobs and the sessions whose fact extraction failed (every user's): an admin,
+  as `/metrics` (local mode too).
 
 A new token is shown once, in the answer to the POST that issued it (201), never in a
 redirect's URL and never logged.
@@ -33,6 +34,7 @@ from app.console.web import form_text, page
 from app.domain.auth.controllers import forget_tokens_after_commit, require_admin
 from app.domain.auth.deletion import delete_user
 from app.domain.auth.services import UserService
+from app.domain.facts.extraction_repository import ExtractionRepository
 from app.domain.facts.services import FactService, fact_out
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.principal import (
@@ -48,6 +50,7 @@ from app.lib.errors import Forbidden, Unprocessable
 
 PAGE_SIZE = 50
 SESSIONS_SHOWN = 25
+EXTRACTION_SHOWN = 50  # sessions whose fact extraction failed (system page)
 MAX_NAME = 200
 Offset = Annotated[int, Parameter(ge=0, le=1_000_000)]
 Limit = Annotated[int, Parameter(ge=1, le=200)]
@@ -365,10 +368,15 @@ class AdminPage(Controller):
 
     @get("/system")
     async def system(
-        self, request: Request[Any, Any, Any], runtime: Runtime, principal: Principal
+        self,
+        request: Request[Any, Any, Any],
+        db: AsyncSession,
+        runtime: Runtime,
+        principal: Principal,
     ) -> Template:
         _require_admin_page(principal)
         _require_system(principal)
+        troubled, troubled_total = await ExtractionRepository(db).troubled(EXTRACTION_SHOWN)
         health = await health_report(runtime)  # what GET /health answers
         tasks = Counter(t.get_name() for t in runtime.jobs.tasks if not t.done())
         return page(
@@ -381,4 +389,7 @@ class AdminPage(Controller):
             tasks=sorted(tasks.items()),
             pid=os.getpid(),
             workers=runtime.settings.web_concurrency,
+            extraction=troubled,
+            extraction_total=troubled_total,
+            max_attempts=runtime.settings.extraction_max_attempts,
         )

@@ -6,6 +6,8 @@ service's, each incremented in the one place the thing happens:
 
 - model and embedding calls: `app/llm/policy.py` (`CallPolicy.call`);
 - compressions: `app/domain/context/writer.py` (`CompressionWriter.record`);
+- fact extraction's replies, failures and parked sessions:
+  `app/domain/facts/extraction.py`;
 - background jobs: `app/domain/kernel/jobs.py` (`periodic`);
 - raw chunks: `app/domain/raw_history/indexer.py` (`index_demoted`) and
   `idle_index.py` (the idle-session job);
@@ -49,6 +51,25 @@ COMPRESSIONS = Counter(
     "Context compressions written, by trigger (preturn, midturn, postturn, forced, profile) and "
     "method (summary, truncate).",
     ["trigger", "method"],
+)
+EXTRACTION_REPLIES = Counter(
+    "navi_memory_extraction_replies",
+    "Fact extraction's model replies, by outcome: ok, empty, empty_retried (an empty list "
+    "for a transcript where the user states a fact: asked again), empty_accepted (still "
+    "empty on the last attempt: kept, noted on the session), not_json, cut_off, "
+    "invalid_item (unusable: asked again, or the session fails).",
+    ["outcome"],
+)
+EXTRACTION_FAILURES = Counter(
+    "navi_memory_extraction_failures",
+    "Sessions whose fact extraction failed in a pass (after every attempt), by reason: "
+    "not_json, cut_off, invalid_item, timeout, model_error, unavailable (the last not "
+    "counted against the session).",
+    ["reason"],
+)
+EXTRACTION_PARKED = Counter(
+    "navi_memory_extraction_parked",
+    "Sessions parked after MEMORY_EXTRACTION_MAX_ATTEMPTS failed extractions in a row.",
 )
 JOB_RUNS = Counter("navi_job_runs", "Runs of the periodic background jobs.", ["job"])
 JOB_FAILURES = Counter(

@@ -48,6 +48,10 @@ ALLOWED: dict[str, str] = {
     "app/domain/facts/repositories.py:FactRepository.count_facts": (
         "an admin's fact listing's total across users (all_users=True)"
     ),
+    "app/domain/facts/extraction_repository.py:ExtractionRepository.troubled": (
+        "the console's system page (an admin's): every user's sessions whose fact"
+        " extraction failed, was parked or accepted an empty answer, and their count"
+    ),
     "app/domain/facts/search_repository.py:FactSearchRepository.vector_search": (
         "an admin's fact search across users (all_users=True)"
     ),

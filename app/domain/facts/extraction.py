@@ -12,7 +12,13 @@ the session row) once it held a user message, and no extraction read it since. O
    (replicas) never process the same session twice and a crash leaves the session
    pending;
 2. renders the transcript, asks the LLM for facts (prompt `extract_facts.txt`), parses
-   the reply leniently; a malformed reply is asked again (`EXTRACTION_ATTEMPTS` in all);
+   the reply (`transcript.parse_facts`: lenient about prose and fences around the JSON,
+   strict about the facts: all of a reply's facts or none); an unusable reply
+   (`not_json`, `cut_off`, `invalid_item`) is asked again with a note on what was
+   wrong, as is an empty list for a transcript in which the user states a fact about
+   themselves ("I live in …": `states_facts`) — `EXTRACTION_ATTEMPTS` calls in all;
+   an empty list on the last call is then accepted, counted (`empty_accepted`) and
+   noted in the session's `last_error`;
 3. upserts every fact with `dedupe=True` (confidence by source), embeddings in one batch;
 4. marks the session extracted and clears its pending mark (unless it was active again
    meanwhile: then it stays pending); the claim commits;
@@ -24,12 +30,18 @@ A fact holding a text the user forgot while the model read the transcript is not
 and the summary is written with such a text redacted (the forget records,
 app/domain/kernel/forgotten.py, checked in the writing transaction).
 
-When every attempt fails, the session's `attempts` grows and `last_error` says why; the
-session stays pending and the next pass tries it again, until
+When every attempt fails, nothing of the session's replies is stored (the claim's
+transaction writes no fact before the reply is taken whole), the session's `attempts`
+grows and `last_error` says why (`reason: …`), `navi_memory_extraction_failures_total
+{reason}` counts it, and the session stays pending: the next pass tries it again, until
 `MEMORY_EXTRACTION_MAX_ATTEMPTS` failures in a row: then it is *parked* (its mark
-cleared, `memory.extraction_parked` logged) and costs no more model calls until its next
-append marks it again. The LLM server being unreachable ends the pass early and does not
-count against the session. Each pass ends by purging facts that expired more than
+cleared, `memory.extraction_parked` logged, `navi_memory_extraction_parked_total`) and
+costs no more model calls until its next append marks it again. The console's system
+page lists such sessions (`ExtractionRepository.troubled`). A model call that timed out
+or broke off mid-reply (`timeout`) or that the server answered with an error
+(`model_error`) counts against the session; an unreachable server or a missing model
+(`unavailable`) does not. An unreachable model, a timeout or a server error (5xx)
+ends the pass early (the model is struggling: the next pass tries again). Each pass ends by purging facts that expired more than
 `PURGE_GRACE` ago.
 """
 
@@ -43,7 +55,6 @@ from typing import Any
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from app.db.engine import transaction
 from app.domain.facts.extraction_repository import ExtractionRepository
@@ -52,16 +63,19 @@ from app.domain.facts.repositories import FactRepository, SummaryRepository
 from app.domain.facts.schemas import MAX_SUMMARY
 from app.domain.facts.services import FactService, embedding_text, normalise_name
 from app.domain.facts.transcript import (
+    ExtractedFact,
     ReplyFormatError,
     clip_middle,
     parse_facts,
     render_transcript,
+    states_facts,
     strip_think,
 )
 from app.domain.kernel.forgotten_repository import ForgottenRepository
 from app.domain.kernel.jobs import unless_running
 from app.domain.kernel.runtime import Runtime
 from app.lib.errors import Unprocessable
+from app.lib.metrics import EXTRACTION_FAILURES, EXTRACTION_PARKED, EXTRACTION_REPLIES
 from app.llm.gateway import LLMError, LLMGateway, LLMUnavailableError
 
 log = structlog.get_logger()
@@ -94,34 +108,95 @@ class SessionOutcome:
     unavailable: bool = False
 
 
-def _log_malformed(state: RetryCallState) -> None:
-    error = state.outcome.exception() if state.outcome is not None else None
-    log.warning("memory.extraction_malformed_reply", attempt=state.attempt_number, error=str(error))
+# The failure kinds of the call policy (`app.llm.policy.failure_kind`) that say the
+# model is not there at all: not the session's fault, not counted against it.
+UNAVAILABLE_KINDS = frozenset({"connect", "breaker_open", "deadline", "http404"})
+TIMEOUT_KINDS = frozenset({"timeout", "transport"})
+REPLY_ECHO_CHARS = 2000  # of an unusable reply, sent back with the note on what was wrong
+
+_CORRECTIONS = {
+    "not_json": "Your answer held no JSON array of facts.",
+    "cut_off": "Your answer was cut off: its JSON never closed.",
+    "invalid_item": "Some items of your answer cannot be stored ({detail}).",
+}
 
 
-async def _ask_for_facts(llm: LLMGateway, transcript: str) -> tuple[list[Any], list[str]]:
-    """Facts from the LLM; a malformed reply is asked again. Raises ReplyFormatError
-    (every attempt malformed) or LLMError (not retried here: the gateway retries it)."""
-    retrying = AsyncRetrying(
-        stop=stop_after_attempt(EXTRACTION_ATTEMPTS),
-        retry=retry_if_exception_type(ReplyFormatError),
-        after=_log_malformed,
-        reraise=True,
-    )
-    try:
-        async for attempt in retrying:
-            with attempt:
-                reply = await llm.chat(
-                    [
-                        {"role": "system", "content": prompt("extract_facts.txt")},
-                        {"role": "user", "content": transcript},
-                    ],
-                    temperature=0.1,
-                )
-                return parse_facts(reply.content)
-    except ReplyFormatError as exc:
-        raise ReplyFormatError(f"{EXTRACTION_ATTEMPTS} malformed replies; last: {exc}") from exc
-    raise AssertionError("unreachable: tenacity returns or raises")
+def failure_reason(exc: Exception) -> str:
+    """The label a failed extraction is counted and recorded under."""
+    if isinstance(exc, ReplyFormatError):
+        return exc.reason
+    kind = str(getattr(exc, "failure_kind", "") or "")
+    if kind in UNAVAILABLE_KINDS:
+        return "unavailable"
+    return "timeout" if kind in TIMEOUT_KINDS else "model_error"
+
+
+@dataclass
+class Reply:
+    facts: list[ExtractedFact]
+    note: str | None = None  # an empty list accepted although the user stated a fact
+
+
+def _again(messages: list[dict[str, str]], reply: str, note: str) -> list[dict[str, str]]:
+    """The first two messages, the unusable reply and what to do about it."""
+    return [
+        *messages[:2],
+        {"role": "assistant", "content": reply[:REPLY_ECHO_CHARS]},
+        {
+            "role": "user",
+            "content": note + " Answer again with the JSON array only, one object per fact"
+            ' with "category", "key" and "value" as strings; [] only if nothing is worth'
+            " remembering.",
+        },
+    ]
+
+
+async def _ask_for_facts(llm: LLMGateway, transcript: str) -> Reply:
+    """Facts from the LLM; an unusable reply, or an empty list for a transcript whose
+    user states a fact, is asked again (`EXTRACTION_ATTEMPTS` calls in all). Raises
+    ReplyFormatError (the last reply unusable too) or LLMError (the gateway retries
+    those itself)."""
+    stated = states_facts(transcript)
+    messages = [
+        {"role": "system", "content": prompt("extract_facts.txt")},
+        {"role": "user", "content": transcript},
+    ]
+    for attempt in range(1, EXTRACTION_ATTEMPTS + 1):
+        last = attempt == EXTRACTION_ATTEMPTS
+        content = (await llm.chat(messages, temperature=0.1)).content
+        try:
+            facts = parse_facts(content)
+        except ReplyFormatError as exc:
+            EXTRACTION_REPLIES.labels(exc.reason).inc()
+            log.warning(
+                "memory.extraction_malformed_reply",
+                attempt=attempt,
+                reason=exc.reason,
+                error=str(exc)[:300],
+            )
+            if last:
+                raise ReplyFormatError(
+                    f"{EXTRACTION_ATTEMPTS} unusable replies; last: {exc}", exc.reason
+                ) from exc
+            detail = str(exc).partition(": ")[2][:300]
+            messages = _again(messages, content, _CORRECTIONS[exc.reason].format(detail=detail))
+            continue
+        if facts or stated is None:
+            EXTRACTION_REPLIES.labels("ok" if facts else "empty").inc()
+            return Reply(facts)
+        if last:
+            EXTRACTION_REPLIES.labels("empty_accepted").inc()
+            log.warning("memory.extraction_empty_accepted", statement=stated)
+            return Reply([], f"empty_accepted: no fact although the user said {stated!r} …")
+        EXTRACTION_REPLIES.labels("empty_retried").inc()
+        log.info("memory.extraction_empty_retried", attempt=attempt, statement=stated)
+        messages = _again(
+            messages,
+            content,
+            f"Your answer was an empty list, but the user says {stated!r} … about themselves."
+            " Extract what they state about themselves that will still hold later.",
+        )
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 async def regenerate_summary(
@@ -163,33 +238,10 @@ async def extract_session(service: FactService, claim: Any, max_attempts: int) -
     repo = ExtractionRepository(db)
     transcript = clip_middle(render_transcript(await repo.transcript_messages(user_id, session_id)))
     try:
-        items, problems = await _ask_for_facts(llm, transcript)
+        reply = await _ask_for_facts(llm, transcript)
     except (ReplyFormatError, LLMError) as exc:
-        unavailable = isinstance(exc, LLMUnavailableError)
-        error = f"{type(exc).__name__}: {exc}"
-        attempts = await repo.record_failure(
-            user_id, session_id, error, max_attempts, counts=not unavailable
-        )
-        log.error(
-            "memory.extraction_failed",
-            session_id=str(session_id),
-            error_type=type(exc).__name__,
-            error=str(exc)[:300],
-            attempts=attempts,
-        )
-        if attempts >= max_attempts:
-            await repo.settle(user_id, session_id, seen)  # parked: its next append unparks it
-            log.warning(
-                "memory.extraction_parked",
-                session_id=str(session_id),
-                user_id=user_id,
-                attempts=attempts,
-                error=str(exc)[:300],
-                hint="no further extraction until the session's next append",
-            )
-        return SessionOutcome(ok=False, unavailable=unavailable)
-    for problem in problems:
-        log.warning("memory.extraction_item_skipped", session_id=str(session_id), problem=problem)
+        return await _record_failure(repo, claim, exc, max_attempts)
+    items = reply.facts
 
     texts = [
         embedding_text(normalise_name(f.category), normalise_name(f.key), f.value) for f in items
@@ -221,9 +273,43 @@ async def extract_session(service: FactService, claim: Any, max_attempts: int) -
             log.warning(
                 "memory.extraction_item_skipped", session_id=str(session_id), problem=exc.detail
             )
-    await repo.mark_extracted(user_id, session_id, seen)
+    await repo.mark_extracted(user_id, session_id, seen, note=reply.note)
     log.info("memory.session_extracted", session_id=str(session_id), facts=saved)
     return SessionOutcome(ok=True, facts_saved=saved)
+
+
+async def _record_failure(
+    repo: ExtractionRepository, claim: Any, exc: Exception, max_attempts: int
+) -> SessionOutcome:
+    """Record, count and log a failed extraction; park the session at `max_attempts`."""
+    session_id, user_id = claim.session_id, claim.user_id
+    reason = failure_reason(exc)
+    EXTRACTION_FAILURES.labels(reason).inc()
+    error = f"{reason}: {type(exc).__name__}: {exc}"
+    attempts = await repo.record_failure(
+        user_id, session_id, error, max_attempts, counts=reason != "unavailable"
+    )
+    log.error(
+        "memory.extraction_failed",
+        session_id=str(session_id),
+        reason=reason,
+        error_type=type(exc).__name__,
+        error=str(exc)[:300],
+        attempts=attempts,
+    )
+    if attempts >= max_attempts:
+        await repo.settle(user_id, session_id, claim.last_active)  # its next append unparks it
+        EXTRACTION_PARKED.inc()
+        log.warning(
+            "memory.extraction_parked",
+            session_id=str(session_id),
+            user_id=user_id,
+            attempts=attempts,
+            reason=reason,
+            error=str(exc)[:300],
+            hint="no further extraction until the session's next append",
+        )
+    return SessionOutcome(ok=False, unavailable=isinstance(exc, LLMUnavailableError))
 
 
 def _fact_texts(fact: Any) -> tuple[str | None, ...]:

@@ -118,20 +118,24 @@ class ExtractionRepository:
         )
         return list(rows.all())
 
-    async def mark_extracted(self, user_id: str, session_id: Any, seen: datetime) -> None:
+    async def mark_extracted(
+        self, user_id: str, session_id: Any, seen: datetime, *, note: str | None = None
+    ) -> None:
         """Extracted as of `seen` (the claim's `last_active`): failures reset, the
-        pending mark cleared (`settle`)."""
+        pending mark cleared (`settle`); `note` (an empty answer accepted although the
+        user stated a fact) kept in `last_error`, else that cleared."""
         await self.settle(user_id, session_id, seen)
         await self.session.execute(
             text(
                 """
-                INSERT INTO session_memory_state (session_id, user_id, extracted_at)
-                VALUES (:sid, :uid, now())
+                INSERT INTO session_memory_state (session_id, user_id, extracted_at, last_error)
+                VALUES (:sid, :uid, now(), left(:note, 2000))
                 ON CONFLICT (session_id, user_id) DO UPDATE
-                SET extracted_at = excluded.extracted_at, attempts = 0, last_error = NULL
+                SET extracted_at = excluded.extracted_at, attempts = 0,
+                    last_error = excluded.last_error
                 """
             ),
-            {"sid": session_id, "uid": user_id},
+            {"sid": session_id, "uid": user_id, "note": note},
         )
 
     async def record_failure(
@@ -180,3 +184,29 @@ class ExtractionRepository:
             {"sid": session_id, "uid": user_id},
         )
         return row.first()
+
+    async def troubled(self, limit: int) -> tuple[list[Row[Any]], int]:
+        """The sessions whose extraction has a note (`last_error`: failing, parked, or an
+        empty answer accepted), the most recently active first, at most `limit`, and
+        how many there are: `(session_id, user_id, attempts, last_error, extracted_at,
+        pending, last_active)`. Across every user (the console's system page, an
+        admin's): a scan of the state rows, one per session ever claimed."""
+        troubled = """
+            FROM session_memory_state m
+            JOIN sessions s ON s.id = m.session_id AND s.user_id = m.user_id
+            WHERE m.last_error IS NOT NULL
+        """
+        rows = await self.session.execute(
+            text(
+                f"""
+                SELECT m.session_id, m.user_id, m.attempts, m.last_error, m.extracted_at,
+                       coalesce(s.memory_pending, false) AS pending, s.last_active
+                {troubled}
+                ORDER BY s.last_active DESC, m.session_id
+                LIMIT :n
+                """
+            ),
+            {"n": limit},
+        )
+        total = await self.session.execute(text(f"SELECT count(*) {troubled}"))
+        return list(rows.all()), int(total.scalar_one())

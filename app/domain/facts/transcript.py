@@ -4,11 +4,24 @@
 messages, `[Tool call] name(args)` and `[Tool result] name: output` (cut at 500
 characters) — and `clip_middle` keeps its head and tail within 12,000 characters.
 
-`parse_facts` reads the reply leniently: a JSON array, possibly inside a code fence or
-between sentences, a `{"facts": [...]}` object, or a single fact object; `<think>` blocks
-are ignored. A reply with no usable JSON at all raises `ReplyFormatError` (the caller
-retries, then leaves the session for a later pass). Items that cannot be stored are
-returned as problems, one line each, so the caller logs every dropped item.
+`parse_facts` reads the reply leniently where the meaning is plain and strictly where it
+is not. Lenient: a JSON array, possibly inside a code fence or between sentences, a
+`{"facts": [...]}` object, a single fact object or several loose ones; `<think>` blocks
+ignored; a value that is a number, a boolean or a list of those is written as text
+(`41`, `Go, Rust`); a missing category is `general`, an unknown source `conversation`.
+Strict, raising `ReplyFormatError` with its `reason` (the caller asks again, then
+records the session as failed):
+
+- `not_json`: no usable JSON at all (or JSON with no fact list in it, e.g. `facts` not
+  a list);
+- `cut_off`: the reply ends inside its JSON (an array or object never closed) — the
+  complete objects before the cut are not kept: a reply is taken whole or not at all;
+- `invalid_item`: an item that cannot be stored as it is (not an object, a missing key
+  or value, a value that is an object or holds one, a key or category too long) —
+  the other items of that reply are not kept either.
+
+`states_facts` finds a first-person statement ("my name is", "I live in", "I work
+at", …) in the user's lines: an empty list for such a transcript is asked again.
 """
 
 from __future__ import annotations
@@ -29,6 +42,7 @@ __all__ = [
     "clip_middle",
     "parse_facts",
     "render_transcript",
+    "states_facts",
     "strip_think",
 ]
 
@@ -41,8 +55,23 @@ _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 
 
+# A user line stating something durable about themselves (a cheap guard against an
+# empty answer, not a parser: it only decides whether `[]` is asked again).
+_STATEMENT = re.compile(
+    r"^User:.*?\b(my name is|call me|i live in|i'm based in|i am based in|i moved to"
+    r"|i'm from|i am from|i work (?:at|for|as|on)|i'm working at|i prefer|i always use"
+    r"|my (?:favou?rite|preferred) [a-z ]{1,30} is|my [a-z]{2,20} is called)\b",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
 class ReplyFormatError(ValueError):
-    """The reply holds no JSON array (or object) of facts."""
+    """The reply cannot be used; `reason` (not_json, cut_off, invalid_item) is what the
+    caller records and counts (`navi_memory_extraction_replies_total{outcome}`)."""
+
+    def __init__(self, message: str, reason: str = "not_json") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -158,17 +187,62 @@ def _find_items(text: str) -> list[Any] | None:
     return found or None
 
 
+def _scalar(value: Any) -> bool:
+    return isinstance(value, str | int | float | bool)
+
+
 def _text(value: Any) -> str | None:
-    if value is None or isinstance(value, dict):
-        return None
+    """A string, a number, a boolean or a list of those as text; None for anything
+    else (null, an object, a list holding one) or an empty text."""
+    if isinstance(value, bool):
+        value = "true" if value else "false"
     if isinstance(value, list):
-        value = ", ".join(str(v) for v in value if v is not None)
+        if not all(_scalar(v) or v is None for v in value):
+            return None
+        value = ", ".join(_text(v) or "" for v in value if v is not None)
+    elif not _scalar(value):
+        return None
     return str(value).strip() or None
 
 
-def parse_facts(reply: str) -> tuple[list[ExtractedFact], list[str]]:
-    """(facts, problems). Raises ReplyFormatError when the reply holds no fact list."""
-    items = _find_items(strip_think(reply))
+def states_facts(transcript: str) -> str | None:
+    """The first-person statement a user line of `transcript` makes ("i live in"),
+    lower-cased, or None."""
+    match = _STATEMENT.search(transcript)
+    return match.group(1).lower() if match else None
+
+
+def _cut_off(text: str) -> bool:
+    """True when a `[` or `{` of the reply never closes (a reply cut mid-object or
+    mid-array): brackets counted outside the JSON strings inside them."""
+    depth, in_string, escaped = 0, False, False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"' and depth:
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+    return depth > 0
+
+
+def parse_facts(reply: str) -> list[ExtractedFact]:
+    """The reply's facts, all of them or none: a reply with any item that cannot be
+    stored raises ReplyFormatError (`invalid_item`), as does one with no fact list
+    (`not_json`) or one cut off (`cut_off`)."""
+    text = strip_think(reply)
+    if _cut_off(text):
+        raise ReplyFormatError(
+            f"the reply ends inside its JSON (cut off): …{reply.strip()[-120:]!r}", "cut_off"
+        )
+    items = _find_items(text)
     if items is None:
         raise ReplyFormatError(f"no JSON array of facts in the reply: {reply.strip()[:120]!r}")
     facts: list[ExtractedFact] = []
@@ -180,10 +254,17 @@ def parse_facts(reply: str) -> tuple[list[ExtractedFact], list[str]]:
         key, value = _text(item.get("key")), _text(item.get("value"))
         category = _text(item.get("category")) or DEFAULT_CATEGORY
         if key is None or value is None:
-            problems.append(f"item {i}: missing key or value")
+            which = "key" if key is None else "value"
+            problems.append(f"item {i}: {which} missing, null, an object or holding one")
             continue
-        if len(key) > MAX_KEY or len(category) > MAX_CATEGORY:
+        if (
+            max(len(key), len(key.lower())) > MAX_KEY
+            or max(len(category), len(category.lower())) > MAX_CATEGORY
+        ):  # (the store's limits: "İ".lower() is two characters)
             problems.append(f"item {i}: key or category too long ({key[:60]!r})")
+            continue
+        if "\x00" in key + category:
+            problems.append(f"item {i}: a NUL character in its key or category")
             continue
         source = _text(item.get("source"))
         context = _text(item.get("source_context"))
@@ -196,4 +277,9 @@ def parse_facts(reply: str) -> tuple[list[ExtractedFact], list[str]]:
                 source_context=context[:MAX_SOURCE_CONTEXT] if context else None,
             )
         )
-    return facts, problems
+    if problems:
+        raise ReplyFormatError(
+            f"{len(problems)} of {len(items)} items cannot be stored: " + "; ".join(problems[:5]),
+            "invalid_item",
+        )
+    return facts

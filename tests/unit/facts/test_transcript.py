@@ -14,6 +14,7 @@ from app.domain.facts.transcript import (
     clip_middle,
     parse_facts,
     render_transcript,
+    states_facts,
 )
 
 
@@ -74,47 +75,94 @@ FACT = {"category": "preferences", "key": "editor", "value": "neovim", "source":
     ],
 )
 def test_parse_facts_finds_the_list(reply: str) -> None:
-    facts, problems = parse_facts(reply)
+    facts = parse_facts(reply)
     assert facts == [ExtractedFact("preferences", "editor", "neovim", "user_explicit", None)]
-    assert problems == []
 
 
-def test_parse_facts_rescues_a_truncated_array() -> None:
-    reply = "[" + json.dumps(FACT) + ', {"category": "work", "key": "employer", "val'
-    facts, _ = parse_facts(reply)
-    assert [f.key for f in facts] == ["editor"]
+def test_parse_facts_reads_loose_objects_and_brackets_in_prose() -> None:
+    other = {"key": "shell", "value": "fish"}
+    reply = f"Found [two, see below]:\n{json.dumps(FACT)}\n{json.dumps(other)}\nDone {{ok}}."
+    assert [f.key for f in parse_facts(reply)] == ["editor", "shell"]
 
 
-def test_parse_facts_reports_every_dropped_item() -> None:
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "[" + json.dumps(FACT) + ', {"category": "work", "key": "employer", "val',
+        "[" + json.dumps(FACT),  # every object complete, the array never closed
+        '{"key": "editor", "value": "neo',
+        "```json\n[" + json.dumps(FACT) + ', {"key": "a", "value": "[x]\\"',
+    ],
+)
+def test_parse_facts_refuses_a_cut_off_reply(reply: str) -> None:
+    with pytest.raises(ReplyFormatError) as caught:
+        parse_facts(reply)
+    assert caught.value.reason == "cut_off"
+
+
+def test_parse_facts_writes_scalars_and_scalar_lists_as_text() -> None:
     items = [
-        FACT,
+        {"key": "langs", "value": ["Go", "Rust", None], "source": "web", "source_context": 3},
+        {"key": "age", "value": 41},
+        {"key": "vegetarian", "value": True},
+    ]
+    facts = parse_facts(json.dumps(items))
+    assert [(f.category, f.key, f.value, f.source) for f in facts] == [
+        ("general", "langs", "Go, Rust", "conversation"),
+        ("general", "age", "41", "conversation"),
+        ("general", "vegetarian", "true", "conversation"),
+    ]
+    assert facts[0].source_context == "3"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
         {"key": "shell"},
         "a string",
         {"key": "k" * 201, "value": "v"},
-        {"key": "langs", "value": ["Go", "Rust"], "source": "web", "source_context": 3},
-        {"key": "age", "value": 41},
-    ]
-    facts, problems = parse_facts(json.dumps(items))
-    assert [(f.category, f.key, f.value, f.source) for f in facts] == [
-        ("preferences", "editor", "neovim", "user_explicit"),
-        ("general", "langs", "Go, Rust", "conversation"),
-        ("general", "age", "41", "conversation"),
-    ]
-    assert facts[1].source_context == "3"
-    assert len(problems) == 3 and problems[0].startswith("item 1")
+        {"key": "pets", "value": {"cat": "Tom"}},
+        {"key": "pets", "value": [{"cat": "Tom"}]},
+        {"key": None, "value": "x"},
+        {"key": "a\u0000b", "value": "x"},
+    ],
+)
+def test_parse_facts_takes_a_reply_whole_or_not_at_all(bad: object) -> None:
+    with pytest.raises(ReplyFormatError) as caught:
+        parse_facts(json.dumps([FACT, bad, {"key": "age", "value": 41}]))
+    assert caught.value.reason == "invalid_item"
+    assert "1 of 3 items" in str(caught.value) and "item 1" in str(caught.value)
 
 
 @pytest.mark.parametrize("reply", ["[]", "Nothing worth remembering: []", "```\n[]\n```"])
 def test_parse_facts_empty_list_is_valid(reply: str) -> None:
-    assert parse_facts(reply) == ([], [])
+    assert parse_facts(reply) == []
 
 
 @pytest.mark.parametrize(
-    "reply", ["", "I could not find anything.", "- editor: neovim", "{not json}", '{"a": 1}']
+    "reply",
+    [
+        "",
+        "I could not find anything.",
+        "- editor: neovim",
+        "{not json}",
+        '{"a": 1}',
+        '{"facts": "none"}',
+        '{"facts": {"editor": "neovim"}}',
+    ],
 )
 def test_parse_facts_malformed(reply: str) -> None:
-    with pytest.raises(ReplyFormatError):
+    with pytest.raises(ReplyFormatError) as caught:
         parse_facts(reply)
+    assert caught.value.reason == "not_json"
+
+
+def test_states_facts() -> None:
+    assert states_facts("User: hi\nUser: By the way, I live in Porto.") == "i live in"
+    assert states_facts("User: My name is Ana") == "my name is"
+    assert states_facts("User: my favourite editor is helix") == "my favourite editor is"
+    assert states_facts("Assistant: I live in the cloud.\nUser: ok") is None
+    assert states_facts("User: what is the time in Lisbon?") is None
 
 
 def test_small_rules() -> None:
