@@ -68,6 +68,7 @@ from app.domain.facts.transcript import (
     clip_middle,
     parse_facts,
     render_transcript,
+    said_at,
     states_facts,
     strip_think,
 )
@@ -236,7 +237,8 @@ async def extract_session(service: FactService, claim: Any, max_attempts: int) -
     db, llm = service.db, service.llm
     assert llm is not None  # the runtime's gateway
     repo = ExtractionRepository(db)
-    transcript = clip_middle(render_transcript(await repo.transcript_messages(user_id, session_id)))
+    messages = await repo.transcript_messages(user_id, session_id)
+    transcript = clip_middle(render_transcript(messages))
     try:
         reply = await _ask_for_facts(llm, transcript)
     except (ReplyFormatError, LLMError) as exc:
@@ -252,6 +254,7 @@ async def extract_session(service: FactService, claim: Any, max_attempts: int) -
     # taken after the last model call (a forget never waits for one)
     forgotten = await ForgottenRepository(db).guard(user_id)
     saved = 0
+    where = said_at(messages, items)
     for i, fact in enumerate(items):
         if forgotten and any(map(forgotten.holds, _fact_texts(fact))):
             log.info("memory.extraction_item_forgotten", session_id=str(session_id))
@@ -267,6 +270,8 @@ async def extract_session(service: FactService, claim: Any, max_attempts: int) -
                 source_session_id=session_id,
                 dedupe=True,
                 embedding=vectors[i] if vectors else None,
+                message_seq=spot.sequence_number if (spot := where[i]) else None,
+                said_at=spot.at if spot else None,
             )
             saved += 1
         except Unprocessable as exc:

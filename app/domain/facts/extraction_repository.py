@@ -99,10 +99,12 @@ class ExtractionRepository:
     ) -> list[Row[Any]]:
         """The first `head` and last `tail` conversation messages (hot + archive), in order."""
         both = f"""
-            SELECT sequence_number, role, content, tool_calls, name FROM session_messages
+            SELECT sequence_number, role, content, tool_calls, name, created_at
+            FROM session_messages
             WHERE user_id = :uid AND session_id = :sid AND {self._CONVERSATION}
             UNION ALL
-            SELECT sequence_number, role, content, tool_calls, name FROM session_messages_archive
+            SELECT sequence_number, role, content, tool_calls, name, created_at
+            FROM session_messages_archive
             WHERE user_id = :uid AND session_id = :sid AND {self._CONVERSATION}
         """
         rows = await self.session.execute(

@@ -174,12 +174,14 @@ class FactService:
         *,
         embedding: Sequence[float] | None | msgspec.UnsetType = msgspec.UNSET,
         message_seq: int | None = None,
+        said_at: datetime | None = None,
     ) -> UpsertResult:
         """Insert or rewrite (user, category, key). The fact is stored even when the
         embedding fails (NULL vector; `backfill` fills it later). With `dedupe`, live rows
         of the same category holding the same fact under another spelling of the key
         are hidden behind this one (`merged_into`). A new value adds a version (from
-        `source_session_id`, `message_seq`), the same value confirms the current one."""
+        `source_session_id`, `message_seq`; valid from `said_at`, that message's time,
+        when known), the same value confirms the current one."""
         category = _identifier("category", category, MAX_CATEGORY)
         key = _identifier("key", key, MAX_KEY)
         value = scrub_text(_require("value", value, MAX_VALUE)).strip()  # NUL → U+FFFD
@@ -215,7 +217,12 @@ class FactService:
             embedding=vector,
         )
         version = await record_write(
-            self.versions, user_id, row, session_id=source_session_id, message_seq=message_seq
+            self.versions,
+            user_id,
+            row,
+            session_id=source_session_id,
+            message_seq=message_seq,
+            said_at=said_at,
         )
         merged: list[int] = []
         if dedupe:

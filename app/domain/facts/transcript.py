@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from app.domain.facts.schemas import MAX_CATEGORY, MAX_KEY, MAX_SOURCE_CONTEXT, MAX_VALUE, SOURCES
@@ -38,10 +39,12 @@ __all__ = [
     "TOOL_OUTPUT_CHARS",
     "TRANSCRIPT_MAX_CHARS",
     "ExtractedFact",
+    "SaidAt",
     "ReplyFormatError",
     "clip_middle",
     "parse_facts",
     "render_transcript",
+    "said_at",
     "states_facts",
     "strip_think",
 ]
@@ -283,3 +286,39 @@ def parse_facts(reply: str) -> list[ExtractedFact]:
             "invalid_item",
         )
     return facts
+
+
+@dataclass(frozen=True)
+class SaidAt:
+    sequence_number: int
+    at: datetime
+
+
+def said_at(messages: Sequence[Any], facts: Sequence[ExtractedFact]) -> list[SaidAt | None]:
+    """Per fact, the message it came from (`transcript_messages` rows, in order): the
+    last user message holding its source context, else its value (case and spacing
+    aside), else the transcript's last message (the session had said it by then); None
+    when there are no messages. A fact's version is valid from that message's time
+    (an imported conversation of 2023 states its facts in 2023, not on import day)."""
+    if not messages:
+        return [None for _ in facts]
+    users = [(m, _plain(m.content)) for m in reversed(messages) if m.role == "user"]
+    last = messages[-1]
+    out: list[SaidAt | None] = []
+    for fact in facts:
+        found = last
+        for needle in (fact.source_context, fact.value):
+            plain = _plain(_QUOTED_ROLE.sub("", needle or ""))
+            hit = next((m for m, text in users if len(plain) >= 3 and plain in text), None)
+            if hit is not None:
+                found = hit
+                break
+        out.append(SaidAt(found.sequence_number, found.created_at))
+    return out
+
+
+_QUOTED_ROLE = re.compile(r"^\s*(user|assistant)\s*:\s*", re.IGNORECASE)
+
+
+def _plain(text: str | None) -> str:
+    return " ".join((text or "").casefold().split())

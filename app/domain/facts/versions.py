@@ -11,6 +11,7 @@ they were. Restoring a version saves its value again: a new version, nothing rew
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from app.domain.facts.repositories import FactRow
 from app.domain.facts.schemas import FactOut, FactVersionOut
@@ -24,18 +25,25 @@ async def record_write(
     *,
     session_id: uuid.UUID | None,
     message_seq: int | None = None,
+    said_at: datetime | None = None,
 ) -> int | None:
     """Record the fact's write `row` (as the upsert returned it, under its lock): the id
-    of the version added, None when the value only got confirmed."""
+    of the version added, None when the value only got confirmed. The new version is
+    valid from `said_at` (the time of the message it came from) when that is earlier
+    than the write, never before the version it replaces began: the old one ends there."""
     at = row.updated_at  # the write's own `now()`
+    if said_at is not None and said_at < at:
+        at = said_at
     current = await versions.current(user_id, row.id)
     if current is not None:
-        expired = current.expires_at is not None and current.expires_at <= at
+        expired = current.expires_at is not None and current.expires_at <= row.updated_at
         if current.value == row.value and not expired:
             if current.expires_at != row.expires_at:
                 await versions.set_expiry(user_id, current.id, row.expires_at)
             return None
-        await versions.close(user_id, current.id, current.expires_at if expired else at)
+        at = max(at, current.valid_from)
+        ended = min(at, current.expires_at) if expired and current.expires_at else at
+        await versions.close(user_id, current.id, ended)
     return await versions.add(
         user_id,
         NewVersion(

@@ -175,3 +175,37 @@ def test_small_rules() -> None:
     assert query_words("What is the user's EDITOR? editor!") == ["user", "editor"]
     assert query_words("the of") == ["the", "of"]
     assert query_words("??") == ["??"]
+
+
+def test_said_at_finds_the_message_a_fact_came_from() -> None:
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from app.domain.facts.transcript import ExtractedFact, SaidAt, said_at
+
+    def msg(seq: int, role: str, content: str) -> SimpleNamespace:
+        at = datetime(2023, 5, 1, 10, 0, seq, tzinfo=UTC)
+        return SimpleNamespace(sequence_number=seq, role=role, content=content, created_at=at)
+
+    messages = [
+        msg(0, "user", "I live in  LISBON, by the river."),
+        msg(1, "assistant", "You live in Lisbon, nice."),
+        msg(2, "user", "My editor is Helix."),
+        msg(3, "assistant", "Noted."),
+    ]
+
+    def fact(value: str, context: str | None) -> ExtractedFact:
+        return ExtractedFact("general", "k", value, "conversation", context)
+
+    found = said_at(
+        messages,
+        [
+            fact(
+                "Lisbon", "User: I live in Lisbon, by the river."
+            ),  # the quote, case and spacing aside
+            fact("Helix", "paraphrase the model made up"),  # then the value
+            fact("Vim", None),  # neither: the transcript's last message
+        ],
+    )
+    assert [f.sequence_number for f in found if isinstance(f, SaidAt)] == [0, 2, 3]
+    assert said_at([], [fact("x", None)]) == [None]
