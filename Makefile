@@ -95,6 +95,9 @@ typecheck: install ## mypy over app/
 bench-turns: install ## POST /sessions/{id}/turns: overhead over the (fake) model, TTFT, turns/s, with and without compression (ARGS="--turns 150")
 	$(BIN)/python bench/bench_turns.py $(ARGS)
 
+bench-rebalance: install ## A Citus worker added, then one drained and removed, under API load with 200 users × 2,000 messages + facts loaded: move durations, p50/p99 before vs during, errors (root; ARGS="--seed-users 50")
+	$(BIN)/python bench/bench_rebalance.py $(ARGS)
+
 bench-slow-model: install ## GET /sessions p50/p99 idle, then during 20 post-turn compressions whose summaries take 30 s (the service as make run starts it; ARGS="--compressions 5 --summary-seconds 5")
 	$(BIN)/python bench/bench_slow_model.py $(ARGS)
 
@@ -170,4 +173,4 @@ bench-import: install ## Import a synthetic ChatGPT export (10k conversations, 5
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-clients dist fresh-clone-check test-unit test-rebalance lint format typecheck clean reembed bench-turns bench-compression bench-sessions bench-console backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-import bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness bench-embed-cost bench-burst bench-slow-model soak
+.PHONY: help install run migrate test test-clients dist fresh-clone-check test-unit test-rebalance lint format typecheck clean reembed bench-turns bench-compression bench-sessions bench-console backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-import bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness bench-embed-cost bench-burst bench-slow-model bench-rebalance soak

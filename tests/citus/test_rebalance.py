@@ -66,6 +66,10 @@ HOST = "127.0.0.1"
 ADMIN_TOKEN = "navi_rebalance_admin_token_0123456789abcdefghijkl"
 
 USERS = int(os.environ.get("NAVI_REBALANCE_USERS", "6"))
+# Users with data loaded by SQL before the load starts (not part of it): what the moves
+# copy besides the load's rows. `make bench-rebalance` raises both.
+SEED_USERS = int(os.environ.get("NAVI_REBALANCE_SEED_USERS", "20"))
+SEED_ROWS = int(os.environ.get("NAVI_REBALANCE_SEED_ROWS", "100"))  # messages and facts each
 PAUSE = 0.05  # between one user's requests: a steady load the 2 cores can carry
 RETRY_503_PAUSE = 0.2
 RETRY_503_MAX = 100
@@ -304,6 +308,7 @@ def _phase_figures(answers: list[Answer], phase: str) -> dict[str, Any]:
         "max_ms": round(max(seconds) * 1000, 1) if seconds else 0.0,
         "retried_503": sum(a.retried_503 for a in mine),
         "errors": sum(1 for a in mine if a.status >= 300),
+        "slowest": max(mine, key=lambda a: a.seconds).op if mine else "",
     }
 
 
@@ -321,6 +326,38 @@ async def _script(*args: str) -> tuple[str, float, str]:
 
 def _q(conn: psycopg.Connection, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     return conn.execute(sql, params).fetchall()
+
+
+def _seed(conn: psycopg.Connection, users: int, rows: int) -> None:
+    """`users` users of their own, each with a session of `rows` messages and `rows`
+    facts, inserted by SQL (INSERT … SELECT across the shards: test data, not app SQL)."""
+    if users <= 0:
+        return
+    conn.execute(
+        "insert into navi_users (id, name) select 'seed' || g, 'seed' || g"
+        " from generate_series(1, %s) g",
+        (users,),
+    )
+    conn.execute(
+        "insert into sessions (id, profile_id, user_id, next_seq, next_display_index)"
+        " select gen_random_uuid(), 'default', 'seed' || g, %s, %s from generate_series(1, %s) g",
+        (rows, rows, users),
+    )
+    conn.execute(
+        "insert into session_messages (session_id, sequence_number, display_index, role,"
+        " content, user_id)"
+        " select s.id, n, n, case when n %% 2 = 0 then 'user' else 'assistant' end,"
+        " 'seeded message ' || n || ' of ' || s.user_id || ': ' || repeat('we talked about"
+        " the garden, the dog and the trip to the coast. ', 4), s.user_id"
+        " from sessions s cross join generate_series(0, %s - 1) n where s.user_id like 'seed%%'",
+        (rows,),
+    )
+    conn.execute(
+        "insert into memory_facts (user_id, category, key, value)"
+        " select 'seed' || g, 'seeded', 'k' || n, 'a seeded fact number ' || n || ' of seed' || g"
+        " from generate_series(1, %s) g cross join generate_series(1, %s) n",
+        (users, rows),
+    )
 
 
 def _shards_per_node(conn: psycopg.Connection) -> dict[int, int]:
@@ -405,6 +442,12 @@ async def test_a_worker_joins_and_another_leaves_while_the_api_serves(
     figures: dict[str, Any] = {"users": USERS}
     conn = psycopg.connect(cluster.libpq(url), autocommit=True)
     try:
+        started = time.perf_counter()
+        _seed(conn, SEED_USERS, SEED_ROWS)
+        figures["seed"] = {"users": SEED_USERS, "rows": SEED_ROWS}
+        figures["seed_s"] = round(time.perf_counter() - started, 1)
+        size = _q(conn, "select coalesce(sum(shard_size), 0) from citus_shards")
+        figures["data_mb"] = round(int(size[0][0]) / 1e6, 1)
         before_shards = _shards_per_node(conn)
         assert set(before_shards) == {BASE_PORT + 1, BASE_PORT + 2}, before_shards
         tasks = [asyncio.create_task(load.user_loop(u)) for u in users]
@@ -497,7 +540,8 @@ async def test_a_worker_joins_and_another_leaves_while_the_api_serves(
         conn.close()
 
     summary = (
-        f"rebalance: {figures['answers']} answers from {USERS} users, {written} acknowledged"
+        f"rebalance: {figures['data_mb']} MB in shards; {figures['answers']} answers from"
+        f" {USERS} users, {written} acknowledged"
         f" writes, 0 lost or duplicated; add: move {figures['add_move_s']} s (script"
         f" {figures['add_script_s']} s), p50/p99 {figures['add']['p50_ms']}/"
         f"{figures['add']['p99_ms']} ms vs before {figures['before']['p50_ms']}/"
