@@ -8,7 +8,7 @@ The scenario is tests/citus/test_rebalance.py's, run through pytest (root; Citus
 by scripts/provision-citus.sh): a cluster of its own (coordinator + 2 workers on
 5470-5472, made afresh), the app's schema, `--seed-users` users with a session of
 `--seed-rows` messages and as many facts each (loaded by SQL: what the moves copy), then
-`--users` clients running appends, fact saves, searches, history reads and forgets
+`--users` (12) clients running appends, fact saves, searches, history reads and forgets
 against the API while scripts/citus-add-worker.sh adds a third worker (5473) and
 rebalances onto it, and scripts/citus-drain-worker.sh drains worker1 and removes it. The
 test's checks hold here too (every acknowledged write exactly once, no answer but 2xx
@@ -36,7 +36,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed-users", type=int, default=200)
     ap.add_argument("--seed-rows", type=int, default=2000, help="messages and facts per seed user")
-    ap.add_argument("--users", type=int, default=6, help="clients of the load, one user each")
+    ap.add_argument("--users", type=int, default=12, help="clients of the load, one user each")
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args()
 
@@ -88,6 +88,13 @@ def main() -> int:
         print(
             f"| {phase} | {f['requests']} | {f['p50_ms']} | {f['p99_ms']} |"
             f" {f['max_ms']} ({f['slowest']}) | {f['retried_503']} | {f['errors']} |"
+        )
+    for step in ("add", "drain"):
+        f = figures[f"{step}_moved_users"]
+        print(
+            f"| {step}, the {f['users']} users whose group moved | {f['requests']} | {f['p50_ms']}"
+            f" | {f['p99_ms']} | {f['max_ms']} ({f['slowest']}) | {f['retried_503']}"
+            f" | {f['errors']} |"
         )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1) + "\n")

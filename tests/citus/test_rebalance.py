@@ -66,6 +66,7 @@ HOST = "127.0.0.1"
 ADMIN_TOKEN = "navi_rebalance_admin_token_0123456789abcdefghijkl"
 
 USERS = int(os.environ.get("NAVI_REBALANCE_USERS", "6"))
+MAX_USERS = 40  # more are added until every shard group holds some
 # Users with data loaded by SQL before the load starts (not part of it): what the moves
 # copy besides the load's rows. `make bench-rebalance` raises both.
 SEED_USERS = int(os.environ.get("NAVI_REBALANCE_SEED_USERS", "20"))
@@ -169,6 +170,7 @@ class Answer:
     status: int
     seconds: float  # from the first try to the final answer (retries included)
     retried_503: int
+    user: str
 
 
 @dataclass
@@ -189,10 +191,12 @@ class Load:
     stop: bool = False
     answers: list[Answer] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)  # any answer but 2xx or a retried 503
+    owners: dict[str, str] = field(default_factory=dict)  # Authorization -> user id
 
     async def call(self, op: str, method: str, url: str, **kwargs: Any) -> Any:
         """One request, retried on 503 (as a client honouring `Retry-After`, but sooner)."""
         phase = self.phase
+        user = self.owners.get(kwargs.get("headers", {}).get("Authorization", ""), "")
         started = time.perf_counter()
         retried = 0
         while True:
@@ -207,7 +211,7 @@ class Load:
                 continue
             break
         self.answers.append(
-            Answer(op, phase, r.status_code, time.perf_counter() - started, retried)
+            Answer(op, phase, r.status_code, time.perf_counter() - started, retried, user)
         )
         if r.status_code >= 300:
             self.failures.append(f"{phase} {op}: {r.status_code} {r.text[:300]}")
@@ -298,8 +302,10 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
 
 
-def _phase_figures(answers: list[Answer], phase: str) -> dict[str, Any]:
-    mine = [a for a in answers if a.phase == phase]
+def _phase_figures(
+    answers: list[Answer], phase: str, only: set[str] | None = None
+) -> dict[str, Any]:
+    mine = [a for a in answers if a.phase == phase and (only is None or a.user in only)]
     seconds = [a.seconds for a in mine]
     return {
         "requests": len(mine),
@@ -414,9 +420,28 @@ async def served(
     await engine.dispose()
 
 
-async def _users(client: AsyncTestClient) -> list[UserLoad]:
-    users = []
-    for n in range(USERS):
+def _placements(conn: psycopg.Connection, users: list[UserLoad]) -> dict[str, tuple[int, int]]:
+    """user id -> (the shard of their `sessions` rows: their group, the port holding it)."""
+    out = {}
+    for u in users:
+        ((shard,),) = _q(
+            conn, "select get_shard_id_for_distribution_column('sessions', %s::text)", u.user_id
+        )
+        ((port,),) = _q(conn, "select nodeport from citus_shards where shardid = %s", shard)
+        out[u.user_id] = (int(shard), int(port))
+    return out
+
+
+async def _users(client: AsyncTestClient, conn: psycopg.Connection) -> list[UserLoad]:
+    """USERS load users, more when needed until every shard group holds one (so every
+    move moves some of the load's users)."""
+    (groups,) = _q(
+        conn, "select count(*) from pg_dist_shard where logicalrelid = 'sessions'::regclass"
+    )[0]
+    users: list[UserLoad] = []
+    for n in range(MAX_USERS):
+        if len(users) >= USERS and len({g for g, _ in _placements(conn, users).values()}) == groups:
+            break
         r = await client.post(
             "/admin/users", json={"name": f"load{n}", "permissions": [], "is_admin": False}
         )
@@ -435,13 +460,14 @@ async def test_a_worker_joins_and_another_leaves_while_the_api_serves(
     served: tuple[AsyncTestClient, str],
 ) -> None:
     client, url = served
-    users = await _users(client)
+    conn = psycopg.connect(cluster.libpq(url), autocommit=True)
+    users = await _users(client, conn)
     log = StatementLog()
     log.install()
-    load = Load(client)
-    figures: dict[str, Any] = {"users": USERS}
-    conn = psycopg.connect(cluster.libpq(url), autocommit=True)
+    load = Load(client, owners={u.headers["Authorization"]: u.user_id for u in users})
+    figures: dict[str, Any] = {"users": len(users)}
     try:
+        placed = _placements(conn, users)
         started = time.perf_counter()
         _seed(conn, SEED_USERS, SEED_ROWS)
         figures["seed"] = {"users": SEED_USERS, "rows": SEED_ROWS}
@@ -462,6 +488,10 @@ async def test_a_worker_joins_and_another_leaves_while_the_api_serves(
             after_add = _shards_per_node(conn)
             assert after_add.get(NEW_PORT, 0) > 0, f"no shard moved to the new worker: {after_add}"
             figures["shards_after_add"] = after_add
+            now = _placements(conn, users)
+            moved_add = {u for u in now if now[u][1] != placed[u][1]}
+            assert moved_add, "no load user's shard group moved in the add"
+            placed = now
             jobs = _moves(conn)
             assert jobs, "no rebalance job ran"
             figures["add_move_s"] = round(jobs[-1][1], 1)
@@ -482,6 +512,9 @@ async def test_a_worker_joins_and_another_leaves_while_the_api_serves(
             nodes = _q(conn, "select nodeport from pg_dist_node where groupid <> 0 order by 1")
             assert [int(p) for (p,) in nodes] == [BASE_PORT + 2, NEW_PORT], nodes
             figures["shards_after_drain"] = after_drain
+            now = _placements(conn, users)
+            moved_drain = {u for u in now if now[u][1] != placed[u][1]}
+            assert moved_drain, "no load user's shard group moved in the drain"
             drain_jobs = _moves(conn)
             assert len(drain_jobs) > len(jobs), "no drain job ran"
             figures["drain_move_s"] = round(drain_jobs[-1][1], 1)
@@ -495,6 +528,11 @@ async def test_a_worker_joins_and_another_leaves_while_the_api_serves(
 
         for phase in ("before", "add", "between", "drain", "after"):
             figures[phase] = _phase_figures(load.answers, phase)
+        # the users whose group moved, while it moved
+        figures["add_moved_users"] = _phase_figures(load.answers, "add", moved_add)
+        figures["add_moved_users"]["users"] = len(moved_add)
+        figures["drain_moved_users"] = _phase_figures(load.answers, "drain", moved_drain)
+        figures["drain_moved_users"]["users"] = len(moved_drain)
         figures["answers"] = len(load.answers)
         figures["retried_503"] = sum(a.retried_503 for a in load.answers)
         figures["errors"] = len(load.failures)
@@ -541,7 +579,7 @@ async def test_a_worker_joins_and_another_leaves_while_the_api_serves(
 
     summary = (
         f"rebalance: {figures['data_mb']} MB in shards; {figures['answers']} answers from"
-        f" {USERS} users, {written} acknowledged"
+        f" {len(users)} users, {written} acknowledged"
         f" writes, 0 lost or duplicated; add: move {figures['add_move_s']} s (script"
         f" {figures['add_script_s']} s), p50/p99 {figures['add']['p50_ms']}/"
         f"{figures['add']['p99_ms']} ms vs before {figures['before']['p50_ms']}/"
