@@ -3,10 +3,12 @@
 A cluster of its own (never the suite's, TEST_CITUS_URL's): scripts/provision-citus.sh with
 NAVI_CITUS_PORT / NAVI_CITUS_DATA_DIR moved (a coordinator and two workers on
 $NAVI_REBALANCE_PORT .. +2, default 5470, under $NAVI_REBALANCE_DATA_DIR), made afresh
-every run and stopped at the end. The app's schema is migrated into its `navi_test`, the
-app runs in process against the coordinator, and a few users each run a loop of appends,
-fact saves, searches, history reads and forgets (a fact saved, then its text forgotten),
-recording every answer, its latency and its phase. While that runs:
+every run and stopped at the end. The app's schema is migrated into its `navi_test`,
+seed users' data is loaded by SQL (what the moves copy besides the load's rows), the app
+runs in process against the coordinator, and a few users (at least one in every shard
+group, so every move moves some of them) each run a loop of appends, fact saves,
+searches, history reads and forgets (a fact saved, then its text forgotten), recording
+every answer, its latency, its user and its phase. While that runs:
 
 1. scripts/citus-add-worker.sh starts a third worker (port +3), adds it to every citus
    database and rebalances online (`citus_rebalance_start`, logical replication moves);
@@ -50,7 +52,7 @@ from app.db.engine import create_engine, normalize_url
 from tests.citus import cluster
 from tests.citus.multi_shard import ALLOWED
 from tests.citus.plans import check
-from tests.citus.statement_log import StatementLog
+from tests.citus.statement_log import Entry, StatementLog
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 CITUS_SO = Path("/usr/lib/postgresql/15/lib/citus.so")
@@ -392,8 +394,9 @@ def _report(figures: dict[str, Any]) -> None:
         Path(report).write_text(json.dumps(figures, indent=1) + "\n")
 
 
-def _plan_check(conn: psycopg.Connection, log: StatementLog, when: str) -> int:
-    verdicts = check(conn, log.entries.values(), ALLOWED)
+def _plan_check(url: str, entries: list[Entry], when: str) -> int:
+    with psycopg.connect(cluster.libpq(url), autocommit=True) as conn:
+        verdicts = check(conn, entries, ALLOWED)
     bad = [v for v in verdicts if not v.ok and v.unplanned is None]
     assert verdicts, "no app statement recorded during the load"
     assert not bad, f"{when}: statements that do not route to one shard:\n" + "\n".join(
@@ -492,6 +495,8 @@ async def test_a_worker_joins_and_another_leaves_while_the_api_serves(
             moved_add = {u for u in now if now[u][1] != placed[u][1]}
             assert moved_add, "no load user's shard group moved in the add"
             placed = now
+            # the statements so far, planned on 3 workers (in a thread: the load goes on)
+            await asyncio.to_thread(_plan_check, url, list(log.entries.values()), "after the add")
             jobs = _moves(conn)
             assert jobs, "no rebalance job ran"
             figures["add_move_s"] = round(jobs[-1][1], 1)
@@ -573,7 +578,9 @@ async def test_a_worker_joins_and_another_leaves_while_the_api_serves(
         )
 
         # Per-user routing still one shard, on the cluster as it is now
-        figures["statements_checked"] = _plan_check(conn, log, "after the drain")
+        figures["statements_checked"] = _plan_check(
+            url, list(log.entries.values()), "after the drain"
+        )
     finally:
         conn.close()
 
