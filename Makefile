@@ -61,6 +61,9 @@ dist: install ## Build the service's sdist + wheel, the Python client's sdist + 
 fresh-clone-check: install ## Clone HEAD into a temp folder, install the clients as the READMEs say and from make dist, run their quickstarts against a live service
 	bash scripts/fresh_clone_check.sh
 
+test-rebalance: install ## A third Citus worker joins, then one is drained and removed, under API load (a cluster of its own on 5470-5473; root; ARGS="-k …")
+	NAVI_REBALANCE_TEST=1 $(BIN)/python -m pytest -s tests/citus/test_rebalance.py $(ARGS)
+
 test-unit: install ## Only the tests that need no database
 	$(BIN)/python -m pytest tests/unit
 
@@ -91,6 +94,9 @@ typecheck: install ## mypy over app/
 
 bench-turns: install ## POST /sessions/{id}/turns: overhead over the (fake) model, TTFT, turns/s, with and without compression (ARGS="--turns 150")
 	$(BIN)/python bench/bench_turns.py $(ARGS)
+
+bench-rebalance: install ## A Citus worker added, then one drained and removed, under API load with 200 users × 2,000 messages + facts loaded: move durations, p50/p99 before vs during, errors (root; ARGS="--seed-users 50")
+	$(BIN)/python bench/bench_rebalance.py $(ARGS)
 
 bench-slow-model: install ## GET /sessions p50/p99 idle, then during 20 post-turn compressions whose summaries take 30 s (the service as make run starts it; ARGS="--compressions 5 --summary-seconds 5")
 	$(BIN)/python bench/bench_slow_model.py $(ARGS)
@@ -167,4 +173,4 @@ bench-import: install ## Import a synthetic ChatGPT export (10k conversations, 5
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-clients dist fresh-clone-check test-unit lint format typecheck clean reembed bench-turns bench-compression bench-sessions bench-console backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-import bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness bench-embed-cost bench-burst bench-slow-model soak
+.PHONY: help install run migrate test test-clients dist fresh-clone-check test-unit test-rebalance lint format typecheck clean reembed bench-turns bench-compression bench-sessions bench-console backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-import bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness bench-embed-cost bench-burst bench-slow-model bench-rebalance soak

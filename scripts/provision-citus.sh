@@ -47,6 +47,8 @@ repo=$(dirname "$here")
 
 # shellcheck source=scripts/_lib.sh
 source "$here/_lib.sh"
+# shellcheck source=scripts/_citus.sh
+source "$here/_citus.sh"
 provision_start provision-citus "needs apt-get, make install, runuser"
 
 # Serialise concurrent runs on the same machine (fd 8; provision-postgres.sh uses 9).
@@ -173,22 +175,7 @@ for i in "${!NODES[@]}"; do
     [[ "$(cat "$dir/PG_VERSION")" == "$PG_MAJOR" ]] || die "$dir is not a PostgreSQL ${PG_MAJOR} data directory"
     # Our settings in one file of our own, compared every run: a server whose file
     # changed is restarted in step 4. A throwaway test cluster: no durability.
-    cat >"$dir/navi-citus.conf.new" <<EOF
-# written by scripts/provision-citus.sh ($node)
-listen_addresses = '${PG_HOST}'
-port = ${port}
-unix_socket_directories = '${BASE_DIR}/run'
-shared_preload_libraries = 'citus'
-max_connections = 300
-max_prepared_transactions = 300
-fsync = off
-synchronous_commit = off
-full_page_writes = off
-logging_collector = off
-log_min_messages = warning
-# Test databases stay cheap to truncate and to alter: 4 shards per distributed table.
-citus.shard_count = 4
-EOF
+    citus_node_conf "$node" "$port" "$BASE_DIR/run" >"$dir/navi-citus.conf.new"
     if cmp -s "$dir/navi-citus.conf.new" "$dir/navi-citus.conf"; then
         rm -f "$dir/navi-citus.conf.new"
     else
