@@ -48,14 +48,26 @@ async def restore_version(
     session_id: uuid.UUID | None = None,
 ) -> UpsertResult:
     """Make the value of one of the fact's versions current again: saved as a new
-    version (the history is never rewritten). The fact must still exist (404), the
-    version be one of its (422)."""
+    version (the history is never rewritten). The version must be one of the fact's
+    (422; 404 when the user has neither). A deleted fact is saved again from it under
+    its category and key: a new fact (a new id, its history starting with this value;
+    the old id keeps the old history), as a save after a delete is."""
     fact = await service.facts.get(fact_id, user_id, all_users=False)
-    if fact is None:
-        raise NotFound(f"fact {fact_id} not found")
     old = await service.versions.get(user_id, version_id)
     if old is None or old.fact_id != fact_id:
+        if fact is None and not await service.versions.history(user_id, fact_id, limit=1):
+            raise NotFound(f"fact {fact_id} not found")
         raise Unprocessable(f"version_id: {version_id} is not a version of fact {fact_id}")
+    if fact is None:
+        return await service.upsert_fact(
+            user_id,
+            old.category,
+            old.key,
+            old.value,
+            source=old.source,
+            confidence=old.confidence,
+            source_session_id=session_id,
+        )
     days = None
     if fact.expires_at is not None:
         left = (fact.expires_at - await service.versions.now()).total_seconds()

@@ -158,6 +158,31 @@ async def test_restore_makes_an_old_value_current_as_a_new_version(
     assert r.status_code == 422 and "version_id" in r.json()["detail"]
 
 
+async def test_a_deleted_fact_is_restored_as_a_new_fact(client: AsyncTestClient) -> None:
+    _, alice = await new_user(client, "alice")
+    _, bob = await new_user(client, "bob")
+    fact = await _save(client, alice, category="home", key="city", value="Lyon")
+    await _save(client, alice, category="home", key="city", value="Berlin")
+    assert (await client.delete("/memory/facts/city", headers=alice)).status_code == 204
+    lyon = (await _history(client, fact["id"], alice))["items"][1]
+    assert lyon["value"] == "Lyon"
+    url = f"/memory/facts/{fact['id']}/restore"
+    assert (await client.post(url, json={"version_id": lyon["id"]}, headers=bob)).status_code == 404
+
+    r = await client.post(url, json={"version_id": lyon["id"]}, headers=alice)
+    assert r.status_code == 200, r.text
+    restored = r.json()
+    assert (restored["category"], restored["key"], restored["value"]) == ("home", "city", "Lyon")
+    assert restored["id"] != fact["id"]  # a new fact, as a save after a delete is
+    listed = (await client.get("/memory/facts", headers=alice)).json()["items"]
+    assert [(f["id"], f["value"]) for f in listed] == [(restored["id"], "Lyon")]
+    old = (await _history(client, fact["id"], alice))["items"]
+    assert [v["value"] for v in old] == ["Berlin", "Lyon"]  # the old id's history untouched
+    assert [v["value"] for v in (await _history(client, restored["id"], alice))["items"]] == [
+        "Lyon"
+    ]
+
+
 async def test_a_merge_and_its_undo_keep_both_facts_versions(client: AsyncTestClient) -> None:
     old = await _save(client, category="preferences", key="language", value="Go")
     await _save(client, category="preferences", key="language", value="Rust")
