@@ -43,6 +43,7 @@ from app.domain.files.storage import link_unique, relative_path, session_dir
 from app.domain.kernel.access import Viewer, reaches_llm
 from app.domain.kernel.messages import MessageIn, MessageOut
 from app.domain.kernel.profiles import Profiles, ProfilesError
+from app.lib.disk import disk_full, disk_full_cause
 from app.lib.errors import UnsupportedMedia
 
 log = structlog.get_logger()
@@ -114,7 +115,25 @@ def store_images(directory: Path, images: Sequence[bytes]) -> list[str]:
     """Store each image (or find the file already holding its bytes); their names."""
     directory.mkdir(parents=True, exist_ok=True)
     index = _load_index(directory)
-    names = []
+    names: list[str] = []
+    created: list[str] = []
+    try:
+        _store_each(directory, images, index, names, created)
+        _save_index(directory, index)
+    except BaseException:
+        for name in created:  # all or none: a failed append keeps no file of its own
+            (directory / name).unlink(missing_ok=True)
+        raise
+    return names
+
+
+def _store_each(
+    directory: Path,
+    images: Sequence[bytes],
+    index: dict[str, Any],
+    names: list[str],
+    created: list[str],
+) -> None:
     for data in images:
         digest = hashlib.sha256(data).hexdigest()
         known = index["sha256"].get(digest)
@@ -139,8 +158,7 @@ def store_images(directory: Path, images: Sequence[bytes]) -> list[str]:
         index["next"] = max(n, int(m.group(1)) if m else n) + 1
         index["sha256"][digest] = name
         names.append(name)
-    _save_index(directory, index)
-    return names
+        created.append(name)
 
 
 # ------------------------------------------------------------------ the append hook
@@ -235,7 +253,8 @@ async def attach_pasted_images(
 ) -> None:
     """Store the images of each (not hidden) user message and write the context notice
     into its metadata (`user_id`: the session's). A directory that cannot be written is logged
-    (`agent.image_save_failed`) and skipped: it never fails the append."""
+    (`agent.image_save_failed`) and skipped; a full disk refuses the append (507
+    `insufficient_storage`, `files.disk_full`): nothing of it is stored."""
     targets = [
         i for i, m in enumerate(messages) if m.role == "user" and m.images and not _hidden(m)
     ]
@@ -268,6 +287,9 @@ async def attach_pasted_images(
             names = await anyio.to_thread.run_sync(store_images, directory, data)
             paths = [relative_path(session_id, n) for n in names]
         except OSError as exc:
+            full = disk_full_cause(exc)
+            if full is not None:  # refused before the message is stored
+                raise disk_full(directory, full, session_id=str(session_id)) from None
             log.warning(
                 "agent.image_save_failed",
                 session_id=str(session_id),
