@@ -24,13 +24,17 @@ DISK_FULL_DETAIL = "the server's disk for session files is full; nothing was sto
 
 
 def disk_full_cause(exc: BaseException | None) -> OSError | None:
-    """The full-disk OSError `exc` is or was raised from (its causes and contexts)."""
+    """The full-disk OSError `exc` is or was raised from (its causes, and its contexts
+    unless suppressed: `raise … from None` said the new error is the whole story)."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
             return exc
-        exc = exc.__cause__ or exc.__context__
+        if exc.__cause__ is not None:
+            exc = exc.__cause__
+        else:
+            exc = None if exc.__suppress_context__ else exc.__context__
     return None
 
 
