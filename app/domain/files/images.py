@@ -162,6 +162,28 @@ def _store_each(
 
 
 # ------------------------------------------------------------------ the append hook
+async def _store_all(
+    settings: Settings, session_id: uuid.UUID, images: list[bytes]
+) -> list[str | None]:
+    """The paths of `images` once stored; all None when the directory cannot be written
+    (logged); 507 when the disk is full (nothing stored)."""
+    directory = session_dir(settings, session_id)
+    try:
+        names = await anyio.to_thread.run_sync(store_images, directory, images)
+    except OSError as exc:
+        full = disk_full_cause(exc)
+        if full is not None:  # refused before the message is stored
+            raise disk_full(directory, full, session_id=str(session_id)) from None
+        log.warning(
+            "agent.image_save_failed",
+            session_id=str(session_id),
+            images=len(images),
+            error=f"{type(exc).__name__}: {exc.strerror or exc}",
+        )
+        return [None] * len(images)
+    return [relative_path(session_id, n) for n in names]
+
+
 class _Sessions(Protocol):
     async def get(self, session_id: uuid.UUID, viewer: Viewer) -> Any: ...
 
@@ -267,10 +289,14 @@ async def attach_pasted_images(
     context = [
         _as_msg(r, True) for r in rows if reaches_llm(r.role, r.is_context, r.message_metadata)
     ]
-    directory = session_dir(settings, session_id)
+    # every image of the append in one write: all stored or none (a full disk: 507)
+    decoded = {i: _decoded(messages[i].images) for i in targets}
+    stored = await _store_all(settings, session_id, [d for i in targets for d in decoded[i]])
+    at = 0
     for i in targets:
         m = messages[i]
-        data = _decoded(m.images)
+        data = decoded[i]
+        paths, at = stored[at : at + len(data)], at + len(data)
         earlier = [_as_msg(x, True) for x in messages[:i] if getattr(x, "is_context", True)]
         text_only = Msg(role=m.role, content=m.content, name=m.name)
         used = estimate_tokens(
@@ -282,20 +308,6 @@ async def attach_pasted_images(
         )
         costs = [image_tokens(d, settings.context_image_tokens) for d in data]
         k = admitted_images(costs, image_budget(window, used))
-        paths: list[str | None] = [None] * len(data)
-        try:
-            names = await anyio.to_thread.run_sync(store_images, directory, data)
-            paths = [relative_path(session_id, n) for n in names]
-        except OSError as exc:
-            full = disk_full_cause(exc)
-            if full is not None:  # refused before the message is stored
-                raise disk_full(directory, full, session_id=str(session_id)) from None
-            log.warning(
-                "agent.image_save_failed",
-                session_id=str(session_id),
-                images=len(data),
-                error=f"{type(exc).__name__}: {exc.strerror or exc}",
-            )
         extra: dict[str, Any] = {}
         note = image_notice(len(data), k, paths)
         if note:

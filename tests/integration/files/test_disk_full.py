@@ -73,7 +73,7 @@ async def test_a_full_disk_answers_507_and_keeps_nothing(  # type: ignore[no-unt
     shared.mkdir()
     (shared / "notes.txt").write_bytes(b"n" * 50_000)
     payload = b"hello, disk " * 4000  # 48 KB: more than a full tmpfs takes
-    image = png(64, 64)
+    image, small = png(64, 64), png(8, 8)
     async with make_client(
         settings, files_max_bytes_per_user=10_000_000, share_file_roots=str(shared)
     ) as client:
@@ -82,6 +82,8 @@ async def test_a_full_disk_answers_507_and_keeps_nothing(  # type: ignore[no-unt
         sid = r.json()["id"]
         upload = [("files", ("a.txt", payload, "text/plain"))]
         picture = {"role": "user", "content": "look", "images": [base64.b64encode(image).decode()]}
+        # two messages with images: all of them stored or none
+        pictures = [picture, {**picture, "images": [base64.b64encode(small).decode()]}]
         fill(full_disk)
 
         r = await client.post(f"/sessions/{sid}/files", files=upload)
@@ -95,7 +97,7 @@ async def test_a_full_disk_answers_507_and_keeps_nothing(  # type: ignore[no-unt
         )
         assert r.status_code == 507, r.text
         # a pasted image: the append is refused before the message is stored
-        r = await client.post(f"/sessions/{sid}/messages", json={"messages": [picture]})
+        r = await client.post(f"/sessions/{sid}/messages", json={"messages": pictures})
         assert r.status_code == 507, r.text
         assert r.json()["error"] == "insufficient_storage"
         turn = {"message": {"content": "look", "images": picture["images"]}}
@@ -112,9 +114,10 @@ async def test_a_full_disk_answers_507_and_keeps_nothing(  # type: ignore[no-unt
         assert r.status_code == 201, r.text
         r = await client.get(f"/sessions/{sid}/files/a.txt")
         assert r.status_code == 200 and r.content == payload
-        r = await client.post(f"/sessions/{sid}/messages", json={"messages": [picture]})
+        r = await client.post(f"/sessions/{sid}/messages", json={"messages": pictures})
         assert r.status_code == 201, r.text
         assert (full_disk / sid / "image_1.png").read_bytes() == image
+        assert (full_disk / sid / "image_2.png").read_bytes() == small
         r = await client.post(
             f"/sessions/{sid}/share_file", json={"path": str(shared / "notes.txt")}
         )
@@ -122,6 +125,7 @@ async def test_a_full_disk_answers_507_and_keeps_nothing(  # type: ignore[no-unt
         assert sorted(n for n in os.listdir(full_disk / sid) if not n.startswith(".")) == [
             "a.txt",
             "image_1.png",
+            "image_2.png",
             "notes.txt",
         ]
 
