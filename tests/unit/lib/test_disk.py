@@ -20,7 +20,7 @@ def test_a_full_disk_is_found_through_causes_and_contexts() -> None:
         try:
             raise full
         except OSError:
-            raise RuntimeError("wrapped")  # no cause, but its context
+            raise RuntimeError("wrapped")  # noqa: B904 - no cause, but its context
     except RuntimeError as exc:
         assert disk_full_cause(exc) is full
     try:
