@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import errno
 from pathlib import Path
+from types import SimpleNamespace
 
 from structlog.testing import capture_logs
 
+from app.asgi import handle_internal
 from app.lib.disk import DISK_FULL_DETAIL, disk_full, disk_full_cause, free_bytes
 
 
@@ -49,3 +51,19 @@ def test_disk_full_logs_the_free_bytes_of_the_nearest_existing_parent(tmp_path: 
     assert entry["event"] == "files.disk_full" and entry["log_level"] == "warning"
     assert entry["path"] == str(missing) and isinstance(entry["free_bytes"], int)
     assert entry["session_id"] == "s" and "No space left" in entry["error"]
+
+
+def test_a_full_disk_that_escaped_its_writer_is_still_a_507() -> None:
+    """app/asgi.py's last handler: ENOSPC from a writer that did not say so itself."""
+    state = SimpleNamespace(get=lambda key, default=None: None)  # before start-up
+    request = SimpleNamespace(app=SimpleNamespace(state=state), url=SimpleNamespace(path="/x"))
+    wrapped = RuntimeError("while writing")
+    wrapped.__cause__ = OSError(errno.ENOSPC, "No space left on device", "/data/f.part")
+    with capture_logs() as logs:
+        response = handle_internal(request, wrapped)  # type: ignore[arg-type]
+    assert response.status_code == 507
+    assert response.content == {"error": "insufficient_storage", "detail": DISK_FULL_DETAIL}
+    assert [(e["event"], e["path"]) for e in logs] == [("files.disk_full", "/data/f.part")]
+    with capture_logs():
+        other = handle_internal(request, OSError(errno.EACCES, "Permission denied"))  # type: ignore[arg-type]
+    assert other.status_code == 500
