@@ -306,10 +306,10 @@ async def cleanup_orphan_dirs(runtime: Runtime) -> int:
     """Delete session directories whose session no longer exists; returns how many.
 
     One query for the whole set of directory names. Safe with several replicas: deleting
-    an already deleted directory is a no-op. An import's files are not in
-    `session_files/` before its sessions are committed (they wait in its staging
-    directory), so a running import loses none here; staging left by a crash is removed
-    after a day.
+    an already deleted directory is a no-op. An import's files are in no session's
+    directory before its sessions are committed (they wait in its staging directory,
+    `session_files/.import_staging/`, whose name is no session id), so a running import
+    loses none here; staging (and a spooled body) left by a crash is removed after a day.
     """
     settings = runtime.settings
     for staging in (import_staging_root(settings), file_staging_root(settings)):
