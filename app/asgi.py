@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -68,8 +69,10 @@ from app.domain.kernel.principal import Principal
 from app.domain.kernel.principal_cache import PrincipalCache
 from app.domain.kernel.profiles import Profiles, load_profiles
 from app.domain.kernel.runtime import Runtime
+from app.domain.kernel.session_files import session_files_root
 from app.domain.raw_history.hooks import raw_history_hook
 from app.domain.system.controllers import PROMETHEUS
+from app.lib.disk import disk_full, disk_full_cause
 from app.lib.docs_ui import openapi_config
 from app.lib.errors import AppError
 from app.lib.logging import configure_logging
@@ -127,8 +130,20 @@ def handle_internal(request: Request, exc: Exception) -> Response[dict[str, str]
         if watchdog is not None:
             watchdog.poke()
         return _error(503, "unavailable", f"{reason}; retry later")
+    full = disk_full_cause(exc)
+    if full is not None:  # a writer that did not say so itself: still 507, never 500
+        err = disk_full(_full_path(request, full), full, request_path=request.url.path)
+        return _error(err.status_code, err.kind, err.detail)
     log.exception("http.internal_error", error_type=type(exc).__name__)
     return _error(500, "internal", "internal error; see the server log for the request id")
+
+
+def _full_path(request: Request, exc: OSError) -> Path:
+    """The path a full-disk error names, else the session files folder."""
+    if isinstance(exc.filename, str):
+        return Path(exc.filename)
+    runtime: Runtime | None = request.app.state.get("runtime")
+    return session_files_root(runtime.settings) if runtime is not None else Path.cwd()
 
 
 def _loggable_path(path: str) -> str:

@@ -5,6 +5,7 @@ Each check returns its violations (strings); none is a pass."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections import Counter, defaultdict
@@ -227,4 +228,31 @@ def check_api(base_url: str, tokens: dict[str, str], ledger: Ledger, users: list
                     out.append(f"API: memory_search finds forgotten {text} of {user}")
                 if c.get("/memory/facts", params={"search": text}).json()["total"]:
                     out.append(f"API: the facts list finds forgotten {text} of {user}")
+    return out
+
+
+def check_files(base_url: str, tokens: dict[str, str], ledger: Ledger) -> list[str]:
+    """Through the API: every acknowledged upload is listed in its session and downloads
+    with the bytes sent (their sha256)."""
+    out: list[str] = []
+    by_session: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+    for (user, sid, name), digest in ledger.uploads.items():
+        by_session[(user, sid)][name] = digest
+    for (user, sid), files in sorted(by_session.items()):
+        with httpx.Client(base_url=base_url, headers={"authorization": f"Bearer {tokens[user]}"}, timeout=60) as c:  # fmt: skip
+            listed: set[str] = set()
+            offset = 0
+            while True:
+                page = c.get(f"/sessions/{sid}/files", params={"limit": 200, "offset": offset}).json()  # fmt: skip
+                listed |= {f["name"] for f in page["items"]}
+                if not page["has_more"]:
+                    break
+                offset += 200
+            for name, digest in sorted(files.items()):
+                if name not in listed:
+                    out.append(f"API: uploaded file {name} of session {sid} not listed")
+                    continue
+                r = c.get(f"/sessions/{sid}/files/{name}")
+                if r.status_code != 200 or hashlib.sha256(r.content).hexdigest() != digest:
+                    out.append(f"API: uploaded file {name} of session {sid}: {r.status_code}, other bytes")  # fmt: skip
     return out

@@ -12,6 +12,7 @@ remove (`sq` + 10 hex digits) are planted in acknowledged appends and fact value
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import random
 import re
@@ -25,8 +26,8 @@ from typing import Any
 import httpx
 from _app import DEFAULT_CHAT_REPLY, ScriptedReply
 
-KINDS = ("append", "turn", "fact_save", "fact_delete", "forget", "compact", "search", "import")
-WEIGHTS = (34, 14, 16, 8, 7, 8, 13, 3)
+KINDS = ("append", "turn", "fact_save", "fact_delete", "forget", "compact", "search", "import", "upload")  # fmt: skip
+WEIGHTS = (34, 14, 16, 8, 7, 8, 13, 3, 4)
 CATEGORY = "soak"
 MARKER = re.compile(r"^(re)?(mk[0-9a-f]{12})\b")
 ANY_MARKER = re.compile(r"mk[0-9a-f]{12}")
@@ -92,6 +93,10 @@ class Ledger:
     turn_refused: list[float] = field(default_factory=list)
     #: kind → (started, answered) of every 2xx
     ok_times: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    #: (user, session, stored name) → sha256 of every acknowledged upload
+    uploads: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    #: (from, to) while the session files' disk was full (bench/_soak_disk.py)
+    full_windows: list[tuple[float, float]] = field(default_factory=list)
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -108,8 +113,16 @@ class Ledger:
         if r is not None and status >= 500:
             # a turn's 503 comes without Retry-After by contract: its message is stored,
             # and re-sending would store it twice (docs/agents.md)
-            if status != 503 or not (r.headers.get("retry-after") or kind == "turn"):
-                self.bad.append(f"{started:7.1f} s {kind}: {status} {r.text[:300]}")
+            if status == 503 and (r.headers.get("retry-after") or kind == "turn"):
+                return
+            # 507 while the session files' disk is full: nothing stored, by contract
+            if status == 507 and self.disk_was_full(started, self.now()):
+                return
+            self.bad.append(f"{started:7.1f} s {kind}: {status} {r.text[:300]}")
+
+    def disk_was_full(self, start: float, end: float) -> bool:
+        """Whether the session files' disk was full at some time from `start` to `end`."""
+        return any(a <= end and start <= b for a, b in self.full_windows)
 
 
 def _detail(r: httpx.Response) -> str:
@@ -165,7 +178,7 @@ class Client:
         ops: dict[str, Callable[[], Any]] = {
             "append": self.append, "turn": self.turn, "fact_save": self.fact_save,
             "fact_delete": self.fact_delete, "forget": self.forget, "compact": self.compact,
-            "search": self.search, "import": self.import_,
+            "search": self.search, "import": self.import_, "upload": self.upload,
         }  # fmt: skip
         while not stop.is_set():
             kind = self.rng.choices(KINDS, WEIGHTS)[0]
@@ -272,6 +285,18 @@ class Client:
     async def search(self) -> None:
         query = " ".join(self.rng.choices(WORDS, k=2))
         await self.call("search", "POST", "/memory/search", json={"query": query, "k": 5})
+
+    async def upload(self) -> None:
+        """A small file (1–8 KiB) to one of the sessions: acknowledged (201), it must be
+        listed and download with its bytes at the end."""
+        sid = self.rng.choice(self.sessions)
+        name = f"{marker()}.txt"
+        data = (name.encode() + b" " + self.rng.randbytes(24).hex().encode()) * self.rng.randint(16, 128)  # fmt: skip
+        files = [("files", (name, data, "text/plain"))]
+        r = await self.call("upload", "POST", f"/sessions/{sid}/files", files=files)
+        if r is not None and r.status_code == 201:
+            stored = r.json()["files"][0]["name"]
+            self.ledger.uploads[(self.user_id, sid, stored)] = hashlib.sha256(data).hexdigest()
 
     async def import_(self) -> None:
         """A new user (the admin's), then `POST /me/import` of the template with fresh

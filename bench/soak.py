@@ -18,20 +18,21 @@ and the fake Ollama in this process (a turn's model calls `memory_search`, then 
    appends (1–3 messages) to their sessions, turns with a tool round
    (`POST /sessions/{id}/turns`), fact saves and deletes, forgets of secrets planted
    earlier, compactions, memory searches, imports of an export (fresh ids and markers)
-   into new users' accounts (bench/_soak_load.py). Every answer is
+   into new users' accounts, uploads of small files (bench/_soak_load.py). Every answer is
    recorded: 2xx is acknowledged, anything else (or no answer) unknown.
 2. Meanwhile the faults, one at a time, in turn: kill -9 of a web worker, kill -9 of
    the indexer, `pg_ctl restart -m immediate`, PostgreSQL frozen 10 s (SIGSTOP/SIGCONT
    of the postmaster and its children), the model server gone 10 s, the model answering
-   garbage 10 s.
+   garbage 10 s, the session files' disk full 10 s (a tmpfs mounted over the service's
+   `session_files/` before it starts, filled with a ballast file: bench/_soak_disk.py;
+   left out, saying why, where mounting is not permitted — it needs root).
 3. Then the checker (bench/_soak_check.py), once the raw index converged: messages
    exactly once with gapless sequence numbers, facts as acknowledged, forgotten texts in
    no row of any table and not found through the API, the raw index covering every
-   message exactly once, no 5xx but 503 with Retry-After, and per fault how long until
-   each kind of request succeeded again. The table, the violations, exit 1 if any.
-
-Left out: the disk of the data dir full for uploads (needs a filesystem of its own to
-fill: a loop mount is root-only and not on every CI machine).
+   message exactly once, every acknowledged upload listed and downloading its bytes,
+   no 5xx but 503 with Retry-After (or 507 while the disk was full), and per fault how
+   long until each kind of request succeeded again. The table, the violations, exit 1
+   if any.
 """
 
 from __future__ import annotations
@@ -61,11 +62,13 @@ from _common import auth, loadavg, print_table, serve_navi, step, write_results 
 from _soak_check import (  # noqa: E402
     check_api,
     check_facts,
+    check_files,
     check_forgotten,
     check_messages,
     check_raw_index,
     converge,
 )
+from _soak_disk import DISK_MB, disk_full, leftovers, mount_tmpfs, unmount  # noqa: E402
 from _soak_load import KINDS, PROFILES, Client, Ledger, marker, model_reply  # noqa: E402
 
 DATABASE = "navi_soak"
@@ -99,6 +102,7 @@ class Rig:
     workers: int
     watchers: list[asyncio.Task[None]] = field(default_factory=list)
     leases_left: int = 0  # turn leases still held once the workload stopped
+    files_root: Path | None = None  # the session files' tmpfs (None: not mounted)
 
     def children(self, needle: str) -> list[psutil.Process]:
         try:
@@ -178,6 +182,13 @@ async def model_garbage(rig: Rig, fault: Fault) -> None:
         rig.fake.recover()
 
 
+async def data_disk_full(rig: Rig, fault: Fault) -> None:
+    if rig.files_root is None:
+        fault.detail = "no tmpfs mounted: nothing filled"
+        return
+    fault.detail = await disk_full(rig.files_root, rig.ledger, HOLD_SECONDS)
+
+
 FAULTS: list[tuple[str, Callable[[Rig, Fault], Awaitable[None]], float]] = [
     ("kill -9 a web worker", kill_worker, 0.0),
     ("kill -9 the indexer", kill_indexer, 0.0),
@@ -185,14 +196,21 @@ FAULTS: list[tuple[str, Callable[[Rig, Fault], Awaitable[None]], float]] = [
     (f"PostgreSQL frozen {HOLD_SECONDS:g} s", pg_freeze, HOLD_SECONDS),
     (f"model server gone {HOLD_SECONDS:g} s", model_gone, HOLD_SECONDS),
     (f"model answers garbage {HOLD_SECONDS:g} s", model_garbage, HOLD_SECONDS),
+    (f"data disk full {HOLD_SECONDS:g} s", data_disk_full, HOLD_SECONDS),
 ]
+DISK_FAULT = FAULTS[-1][0]
 
 
 async def run_faults(rig: Rig, seconds: float, only: str = "") -> list[Fault]:
     """The faults one after another, in turn, from after a warm-up until `seconds`,
-    leaving a quiet tail to see the last one recover (`only`: those whose name holds it)."""
+    leaving a quiet tail to see the last one recover (`only`: those whose name holds it;
+    the full disk only with its tmpfs mounted)."""
     ledger = rig.ledger
-    kinds = [f for f in FAULTS if only.lower() in f[0].lower()]
+    kinds = [
+        f
+        for f in FAULTS
+        if only.lower() in f[0].lower() and (rig.files_root is not None or f[0] != DISK_FAULT)
+    ]
     warmup, tail = min(10.0, seconds / 10), min(20.0, seconds / 6)
     cycle = sum(h for _, _, h in kinds)
     gap = max(6.0, min(12.0, (seconds - warmup - tail - cycle) / len(kinds)))
@@ -365,9 +383,12 @@ def check(rig: Rig, clients: list[Client], conninfo: str, converge_seconds: floa
     found["the service still runs"] = [] if alive else [f"exited with {rig.server.proc.returncode}"]
     try:
         found["the API agrees"] = check_api(rig.server.base_url, tokens, rig.ledger, users)
+        found["uploads listed, bytes intact"] = check_files(rig.server.base_url, tokens, rig.ledger)
     except httpx.HTTPError as exc:
         found["the API agrees"] = [f"the API did not answer: {exc!r}"]
-    found["no 5xx but 503 + Retry-After"] = list(rig.ledger.bad)
+    found["no 5xx but 503 + Retry-After (507: disk full)"] = list(rig.ledger.bad)
+    if rig.files_root is not None:
+        found["no temporary file left on disk"] = leftovers(rig.files_root)
     found["no 4xx against an acknowledged write"] = list(rig.ledger.odd)
     return found
 
@@ -494,7 +515,7 @@ def main() -> None:
     settings = get_settings()
     fake = FakeOllama(dim=settings.vector_dim, default_reply=model_reply)
     fake.start()
-    cluster = server = None
+    cluster = server = files_root = None
     try:
         step("PostgreSQL of the soak's own (initdb, durable commits)")
         cluster = start_postgres()
@@ -509,10 +530,20 @@ def main() -> None:
             log_json=False,
             **app_files(PROFILES, prefix="navi-soak-"),
         )
+        files_root = Path(settings.data_dir) / "session_files"
+        why = mount_tmpfs(files_root)
+        if why:
+            files_root = None
+            step(f"the fault '{DISK_FAULT}' is left out: {why} (it needs root)")
+            if not any(args.only.lower() in n.lower() for n, _, _ in FAULTS if n != DISK_FAULT):
+                sys.exit(f"soak: --only {args.only!r} leaves no fault to run")
+        else:
+            step(f"the session files on a tmpfs of {DISK_MB} MB (for '{DISK_FAULT}')")
         step(f"the service: python -m app.cli serve --workers {args.workers} (jobs, indexer)")
         server = serve_navi(settings, cluster.url(DATABASE), args.workers, ADMIN_TOKEN)
         ledger = Ledger()
         rig = Rig(server, cluster, fake, ledger, random.Random(args.seed), args.workers)
+        rig.files_root = files_root
         clients, faults = asyncio.run(workload(rig, args))
         found = check(rig, clients, cluster.libpq_url(DATABASE), args.converge_seconds, args.tamper)
         passed = report(rig, clients, faults, found, rig.leases_left, args)
@@ -522,6 +553,8 @@ def main() -> None:
         fake.stop()
         if cluster is not None:
             cluster.destroy()
+        if files_root is not None:
+            unmount(files_root)
     print("\nsoak: PASS" if passed else "\nsoak: FAIL", flush=True)
     sys.exit(0 if passed else 1)
 

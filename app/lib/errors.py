@@ -69,3 +69,10 @@ class UnsupportedMedia(AppError):
 class Unprocessable(AppError):
     status_code = 422
     kind = "unprocessable"
+
+
+class InsufficientStorage(AppError):
+    """507: the disk a write needed is full (ENOSPC); nothing of the request was kept."""
+
+    status_code = 507
+    kind = "insufficient_storage"

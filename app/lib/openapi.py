@@ -13,7 +13,7 @@ every operation, the error statuses it can answer, by what the route is:
 * writes (not GET/HEAD): 409 (a conflict with the stored state).
 
 A route adds statuses of its own with `opt={"errors": [...]}` (the turn's 502 when the
-model refuses). A status the route documents itself (e.g. /health's 503 with its report)
+model refuses; 507 where a request writes session files and the disk is full). A status the route documents itself (e.g. /health's 503 with its report)
 is kept.
 """
 
@@ -43,6 +43,8 @@ _DESCRIPTIONS = {
     "429": "Too many requests of this kind (`rate_limited`); retry after `Retry-After` seconds",
     "422": "A value breaks the rules of its field (the detail names it)",
     "502": "The model server refused the request (`llm_rejected`)",
+    "507": "The server's disk for session files is full (`insufficient_storage`); nothing "
+    "was stored",
     "503": "A dependency (the database) is unavailable; retry after `Retry-After` seconds",
 }
 _LITESTAR_400 = "Bad request syntax or unsupported method"

@@ -71,3 +71,17 @@ def test_the_turn_documents_the_models_refusal() -> None:
         if isinstance(o, dict) and "502" in o.get("responses", {})
     ]
     assert others == [("/sessions/{session_id}/turns", "post")]
+
+
+def test_the_writers_of_session_files_document_507() -> None:
+    paths = _spec()["paths"]
+    for path in (
+        "/sessions/{session_id}/files",
+        "/sessions/{session_id}/share_file",
+        "/sessions/{session_id}/messages",
+        "/sessions/{session_id}/turns",
+        "/me/import",
+        "/me/import/chats",
+    ):
+        assert "507" in paths[path]["post"]["responses"], path
+    assert "507" not in paths["/sessions/{session_id}/publish"]["post"]["responses"]

@@ -48,7 +48,7 @@ class TurnController(Controller):
             ),
         },
         summary="Run one turn: the model with memory, built-in tools and compression",
-        opt={"errors": ["502"]},
+        opt={"errors": ["502", "507"]},
         description=(
             "With `Accept: text/event-stream` the answer is a stream of Server-Sent Events "
             "(token, thinking, tool_call, tool_result, compression, recall, usage, done, "

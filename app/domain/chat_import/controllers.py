@@ -58,7 +58,7 @@ class ChatImportController(Controller):
 
     # The app-wide body limit (MAX_REQUEST_BODY_MB) is for JSON; an export is read a
     # conversation at a time and limited by CHAT_IMPORT_MAX_MB.
-    @post("/chats", status_code=201, request_max_body_size=None)
+    @post("/chats", status_code=201, request_max_body_size=None, opt={"errors": ["507"]})
     async def import_chats_mine(
         self, request: Request, principal: Principal, runtime: Runtime, fmt: FormatParam = None
     ) -> ChatImportReport:
@@ -71,7 +71,12 @@ class AdminChatImportController(Controller):
     path = "/admin/users"
     tags = ["admin"]
 
-    @post("/{user_id:str}/import/chats", status_code=201, request_max_body_size=None)
+    @post(
+        "/{user_id:str}/import/chats",
+        status_code=201,
+        request_max_body_size=None,
+        opt={"errors": ["507"]},
+    )
     async def import_chats_user(
         self,
         user_id: str,

@@ -5,7 +5,9 @@ Bytes come from the export's zip (ChatGPT's `file-….dat` / `file-…-name.png`
 an upload). Each file is copied a piece at a time into the session's directory under its
 sanitised original name (`files.storage.PendingFile`: never over another file), within
 `SESSION_FILES_MAX_SIZE_MB` and the user's quota (`FILES_MAX_BYTES_PER_USER`);
-executables are refused as on upload. What is not stored is answered with the reason.
+executables are refused as on upload. What is not stored is answered with the reason —
+on a full disk too (`files.disk_full` is logged): the conversations are committed before
+their files, so the import is not refused for them; a re-import adds what is missing.
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ from app.domain.chat_import.reader import ExportReader
 from app.domain.files.executables import HEAD_BYTES, executable_extension, executable_signature
 from app.domain.files.names import sanitize_filename
 from app.domain.files.storage import PendingFile, session_dir
+from app.lib.disk import disk_full, disk_full_cause
 
 PIECE_BYTES = 1024 * 1024
+#: An attachment the full disk of the session files could not take (the import goes on).
+DISK_FULL_REASON = "the server's disk for session files is full: not stored"
 MB = 1024 * 1024
 
 
@@ -64,7 +69,14 @@ def _write(
     info: zipfile.ZipInfo | None,
     reader: ExportReader,
 ) -> str | None:
-    pending = PendingFile(directory)
+    try:
+        pending = PendingFile(directory)
+    except OSError as exc:
+        full = disk_full_cause(exc)
+        if full is None:
+            raise
+        disk_full(directory, full, file=name)
+        return DISK_FULL_REASON
     try:
         if data is not None:
             head = data[:HEAD_BYTES]
@@ -84,7 +96,14 @@ def _write(
             pending.discard()
             return "an executable file: not stored"
         pending.commit(name)
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+    except OSError as exc:
+        pending.discard()
+        full = disk_full_cause(exc)
+        if full is None:
+            return f"unreadable in the zip ({type(exc).__name__})"
+        disk_full(directory, full, file=name)  # logged; the import goes on without it
+        return DISK_FULL_REASON
+    except (zipfile.BadZipFile, EOFError) as exc:
         pending.discard()
         return f"unreadable in the zip ({type(exc).__name__})"
     return None

@@ -25,7 +25,7 @@ class SessionFilesController(Controller):
     # The app-wide body limit (MAX_REQUEST_BODY_MB) is for JSON. Uploads are streamed to
     # disk and limited per file by SESSION_FILES_MAX_SIZE_MB (and per request by
     # MAX_FILES_PER_UPLOAD of them) in the receiver, which knows the settings.
-    @post("/files", status_code=201, request_max_body_size=None)
+    @post("/files", status_code=201, request_max_body_size=None, opt={"errors": ["507"]})
     async def upload_files(
         self,
         session_id: uuid.UUID,
@@ -86,7 +86,7 @@ class SessionFilesController(Controller):
             headers=headers,
         )
 
-    @post("/share_file", status_code=201)
+    @post("/share_file", status_code=201, opt={"errors": ["507"]})
     async def share_file(
         self,
         session_id: uuid.UUID,

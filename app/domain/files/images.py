@@ -43,6 +43,7 @@ from app.domain.files.storage import link_unique, relative_path, session_dir
 from app.domain.kernel.access import Viewer, reaches_llm
 from app.domain.kernel.messages import MessageIn, MessageOut
 from app.domain.kernel.profiles import Profiles, ProfilesError
+from app.lib.disk import disk_full, disk_full_cause
 from app.lib.errors import UnsupportedMedia
 
 log = structlog.get_logger()
@@ -114,7 +115,25 @@ def store_images(directory: Path, images: Sequence[bytes]) -> list[str]:
     """Store each image (or find the file already holding its bytes); their names."""
     directory.mkdir(parents=True, exist_ok=True)
     index = _load_index(directory)
-    names = []
+    names: list[str] = []
+    created: list[str] = []
+    try:
+        _store_each(directory, images, index, names, created)
+        _save_index(directory, index)
+    except BaseException:
+        for name in created:  # all or none: a failed append keeps no file of its own
+            (directory / name).unlink(missing_ok=True)
+        raise
+    return names
+
+
+def _store_each(
+    directory: Path,
+    images: Sequence[bytes],
+    index: dict[str, Any],
+    names: list[str],
+    created: list[str],
+) -> None:
     for data in images:
         digest = hashlib.sha256(data).hexdigest()
         known = index["sha256"].get(digest)
@@ -139,11 +158,32 @@ def store_images(directory: Path, images: Sequence[bytes]) -> list[str]:
         index["next"] = max(n, int(m.group(1)) if m else n) + 1
         index["sha256"][digest] = name
         names.append(name)
-    _save_index(directory, index)
-    return names
+        created.append(name)
 
 
 # ------------------------------------------------------------------ the append hook
+async def _store_all(
+    settings: Settings, session_id: uuid.UUID, images: list[bytes]
+) -> list[str | None]:
+    """The paths of `images` once stored; all None when the directory cannot be written
+    (logged); 507 when the disk is full (nothing stored)."""
+    directory = session_dir(settings, session_id)
+    try:
+        names = await anyio.to_thread.run_sync(store_images, directory, images)
+    except OSError as exc:
+        full = disk_full_cause(exc)
+        if full is not None:  # refused before the message is stored
+            raise disk_full(directory, full, session_id=str(session_id)) from None
+        log.warning(
+            "agent.image_save_failed",
+            session_id=str(session_id),
+            images=len(images),
+            error=f"{type(exc).__name__}: {exc.strerror or exc}",
+        )
+        return [None] * len(images)
+    return [relative_path(session_id, n) for n in names]
+
+
 class _Sessions(Protocol):
     async def get(self, session_id: uuid.UUID, viewer: Viewer) -> Any: ...
 
@@ -235,7 +275,8 @@ async def attach_pasted_images(
 ) -> None:
     """Store the images of each (not hidden) user message and write the context notice
     into its metadata (`user_id`: the session's). A directory that cannot be written is logged
-    (`agent.image_save_failed`) and skipped: it never fails the append."""
+    (`agent.image_save_failed`) and skipped; a full disk refuses the append (507
+    `insufficient_storage`, `files.disk_full`): nothing of it is stored."""
     targets = [
         i for i, m in enumerate(messages) if m.role == "user" and m.images and not _hidden(m)
     ]
@@ -248,10 +289,14 @@ async def attach_pasted_images(
     context = [
         _as_msg(r, True) for r in rows if reaches_llm(r.role, r.is_context, r.message_metadata)
     ]
-    directory = session_dir(settings, session_id)
+    # every image of the append in one write: all stored or none (a full disk: 507)
+    decoded = {i: _decoded(messages[i].images) for i in targets}
+    stored = await _store_all(settings, session_id, [d for i in targets for d in decoded[i]])
+    at = 0
     for i in targets:
         m = messages[i]
-        data = _decoded(m.images)
+        data = decoded[i]
+        paths, at = stored[at : at + len(data)], at + len(data)
         earlier = [_as_msg(x, True) for x in messages[:i] if getattr(x, "is_context", True)]
         text_only = Msg(role=m.role, content=m.content, name=m.name)
         used = estimate_tokens(
@@ -263,17 +308,6 @@ async def attach_pasted_images(
         )
         costs = [image_tokens(d, settings.context_image_tokens) for d in data]
         k = admitted_images(costs, image_budget(window, used))
-        paths: list[str | None] = [None] * len(data)
-        try:
-            names = await anyio.to_thread.run_sync(store_images, directory, data)
-            paths = [relative_path(session_id, n) for n in names]
-        except OSError as exc:
-            log.warning(
-                "agent.image_save_failed",
-                session_id=str(session_id),
-                images=len(data),
-                error=f"{type(exc).__name__}: {exc.strerror or exc}",
-            )
         extra: dict[str, Any] = {}
         note = image_notice(len(data), k, paths)
         if note:

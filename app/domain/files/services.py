@@ -43,7 +43,8 @@ from app.domain.kernel.access import Viewer
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.repositories import UserSessionsRepository
 from app.domain.kernel.runtime import Runtime, SessionMaker
-from app.domain.kernel.session_files import import_staging_root
+from app.domain.kernel.session_files import file_staging_root, import_staging_root
+from app.lib.disk import disk_full, disk_full_cause
 from app.lib.errors import Forbidden, NotFound, PayloadTooLarge, Unprocessable
 from app.lib.rate_limit import TokenBuckets
 
@@ -145,7 +146,13 @@ class FileService:
         if left is not None and left[0] <= 0:
             raise PayloadTooLarge(left[1])
         directory = session_dir(settings, session_id)
-        stored = await receive(chunks, content_type, directory, limits)
+        try:
+            stored = await receive(chunks, content_type, directory, limits)
+        except OSError as exc:  # the receiver removed what it wrote
+            full = disk_full_cause(exc)
+            if full is None:
+                raise
+            raise disk_full(directory, full, session_id=str(session_id)) from None
         infos = await anyio.to_thread.run_sync(
             lambda: [file_info(directory / s.name) for s in stored]
         )
@@ -172,7 +179,14 @@ class FileService:
 
     async def share_file(self, session_id: uuid.UUID, raw: str) -> FileOut:
         """Copy a local file (under SHARE_FILE_ROOTS) into the session directory."""
-        info = await anyio.to_thread.run_sync(copy_shared_file, self.settings, session_id, raw)
+        try:
+            info = await anyio.to_thread.run_sync(copy_shared_file, self.settings, session_id, raw)
+        except OSError as exc:  # the copy removed its temporary file
+            full = disk_full_cause(exc)
+            if full is None:
+                raise
+            directory = session_dir(self.settings, session_id)
+            raise disk_full(directory, full, session_id=str(session_id)) from None
         log.info("files.share_file_copied", session_id=str(session_id), size=info.size)
         return file_out(session_id, info)
 
@@ -292,15 +306,14 @@ async def cleanup_orphan_dirs(runtime: Runtime) -> int:
     """Delete session directories whose session no longer exists; returns how many.
 
     One query for the whole set of directory names. Safe with several replicas: deleting
-    an already deleted directory is a no-op. An import's files are not in
-    `session_files/` before its sessions are committed (they wait in its staging
-    directory), so a running import loses none here; staging left by a crash is removed
-    after a day.
+    an already deleted directory is a no-op. An import's files are in no session's
+    directory before its sessions are committed (they wait in its staging directory,
+    `session_files/.import_staging/`, whose name is no session id), so a running import
+    loses none here; staging (and a spooled body) left by a crash is removed after a day.
     """
     settings = runtime.settings
-    await anyio.to_thread.run_sync(
-        _remove_stale_staging, import_staging_root(settings), time.time()
-    )
+    for staging in (import_staging_root(settings), file_staging_root(settings)):
+        await anyio.to_thread.run_sync(_remove_stale_staging, staging, time.time())
     dirs = await anyio.to_thread.run_sync(_session_dir_ids, session_files_root(settings))
     if not dirs:
         return 0

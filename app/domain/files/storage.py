@@ -133,9 +133,9 @@ class PendingFile:
         self.size += len(data)
 
     def commit(self, name: str) -> str:
-        self.file.close()
-        os.chmod(self.path, 0o644)
         try:
+            self.file.close()  # flushes: a full disk may say so only here
+            os.chmod(self.path, 0o644)
             return link_unique(self.path, self.directory, name)
         except BaseException:
             self.discard()

@@ -14,9 +14,13 @@ from pathlib import Path
 from app.config import Settings
 
 SESSION_FILES = "session_files"
-#: Where an import writes its session files (and spools its body) until it commits:
-#: `{data_dir}/import_staging/`, beside `session_files/` (one file system: a rename).
+#: Where an import spools its body: `{data_dir}/import_staging/`.
 IMPORT_STAGING = "import_staging"
+#: Where an import writes its session files until it commits:
+#: `{data_dir}/session_files/.import_staging/`, on the file system of the session files
+#: whatever is mounted there (moving them into place is a rename, never a copy that a
+#: full disk could cut short after the commit). A dot-name: never a session's directory.
+FILE_STAGING = ".import_staging"
 
 
 def session_files_root(settings: Settings) -> Path:
@@ -25,6 +29,10 @@ def session_files_root(settings: Settings) -> Path:
 
 def import_staging_root(settings: Settings) -> Path:
     return settings.data_path / IMPORT_STAGING
+
+
+def file_staging_root(settings: Settings) -> Path:
+    return session_files_root(settings) / FILE_STAGING
 
 
 def session_dir(settings: Settings, session_id: uuid.UUID) -> Path:

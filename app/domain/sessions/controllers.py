@@ -221,7 +221,7 @@ class SessionController(Controller):
         # the files go once the rows are gone for good: a delete that rolls back keeps both
         after_commit(db, lambda: remove_session_dirs(settings, [session_id]))
 
-    @post("/{session_id:uuid}/messages")
+    @post("/{session_id:uuid}/messages", opt={"errors": ["507"]})
     async def append_messages(
         self,
         session_id: uuid.UUID,

@@ -48,7 +48,7 @@ class TransferController(Controller):
 
     # The app-wide body limit (MAX_REQUEST_BODY_MB) is for JSON; an export file is read
     # line by line and limited by IMPORT_MAX_MB.
-    @post("/import", status_code=201, request_max_body_size=None)
+    @post("/import", status_code=201, request_max_body_size=None, opt={"errors": ["507"]})
     async def import_mine(
         self, request: Request, principal: Principal, runtime: Runtime
     ) -> ImportReport:

@@ -6,7 +6,8 @@ an export carries each listed file as `file` records of at most `FILE_PART_BYTES
 carried: they are rebuilt from the files.
 
 An import writes the files under a staging directory of its own
-(`{data_dir}/import_staging/<random>/<session_id>/`) and moves each session's directory
+(`{data_dir}/session_files/.import_staging/<random>/<session_id>/`: the session files'
+file system, so a full disk refuses the import before its commit) and moves each session's directory
 into `session_files/` only after its transaction has committed (`publish`): the hourly
 orphan cleanup deletes a session directory whose session it does not find, and an
 uncommitted import's sessions are not found.
@@ -28,8 +29,9 @@ import anyio.to_thread
 from app.config import Settings
 from app.domain.files.names import is_stored_name
 from app.domain.files.storage import list_files, resolve_stored, session_dir
-from app.domain.kernel.session_files import import_staging_root
+from app.domain.kernel.session_files import file_staging_root
 from app.domain.transfer.records import FILE_PART_BYTES, RecordError, file_record
+from app.lib.disk import disk_full, disk_full_cause
 
 
 def _read_part(path: Path, offset: int) -> bytes:
@@ -61,7 +63,7 @@ class FileWriter:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.staging = import_staging_root(settings) / secrets.token_hex(8)
+        self.staging = file_staging_root(settings) / secrets.token_hex(8)
         self.sessions_written: set[uuid.UUID] = set()
         self.sizes: dict[tuple[uuid.UUID, str], int] = {}
 
@@ -85,10 +87,16 @@ class FileWriter:
         if offset != expected or isinstance(offset, bool):
             raise RecordError(f"offset: expected {expected} (parts in order, no gaps)")
         directory = self.staging / str(session_id)
-        if session_id not in self.sessions_written:
-            await anyio.to_thread.run_sync(_fresh_dir, directory)
-            self.sessions_written.add(session_id)
-        await anyio.to_thread.run_sync(_append, directory / name, raw)
+        try:
+            if session_id not in self.sessions_written:
+                await anyio.to_thread.run_sync(_fresh_dir, directory)
+                self.sessions_written.add(session_id)
+            await anyio.to_thread.run_sync(_append, directory / name, raw)
+        except OSError as exc:  # the import is rolled back and its staging removed
+            full = disk_full_cause(exc)
+            if full is None:
+                raise
+            raise disk_full(directory, full, session_id=str(session_id)) from None
         self.sizes[(session_id, name)] = expected + len(raw)
 
     async def publish(self) -> None:

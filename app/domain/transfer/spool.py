@@ -19,6 +19,7 @@ import anyio.to_thread
 
 from app.config import Settings
 from app.domain.kernel.session_files import import_staging_root
+from app.lib.disk import disk_full, disk_full_cause
 from app.lib.errors import PayloadTooLarge, RequestTimeout
 
 #: Bytes gathered before a write to the file, and read back per piece.
@@ -69,6 +70,12 @@ async def spool_body(
                 pending.clear()
         await anyio.to_thread.run_sync(f.write, bytes(pending))
         await anyio.to_thread.run_sync(f.seek, 0)
+    except OSError as exc:
+        f.close()  # a temporary file without a name: closing it removes it
+        full = disk_full_cause(exc)
+        if full is None:
+            raise
+        raise disk_full(import_staging_root(settings), full) from None
     except BaseException:
         f.close()
         raise

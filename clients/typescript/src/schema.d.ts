@@ -3051,6 +3051,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The server's disk for session files is full (`insufficient_storage`); nothing was stored */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     AdminUsersUserIdTokensIssueToken: {
@@ -3566,6 +3575,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The server's disk for session files is full (`insufficient_storage`); nothing was stored */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     MeImportChatsImportChatsMine: {
@@ -3663,6 +3681,15 @@ export interface operations {
             };
             /** @description A dependency (the database) is unavailable; retry after `Retry-After` seconds */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server's disk for session files is full (`insufficient_storage`); nothing was stored */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5983,6 +6010,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The server's disk for session files is full (`insufficient_storage`); nothing was stored */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     SessionsSessionIdFilesFilenameDownloadFile: {
@@ -6245,6 +6281,15 @@ export interface operations {
             };
             /** @description A dependency (the database) is unavailable; retry after `Retry-After` seconds */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server's disk for session files is full (`insufficient_storage`); nothing was stored */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7494,6 +7539,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The server's disk for session files is full (`insufficient_storage`); nothing was stored */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     SessionsSessionIdTurnsTurn: {
@@ -7603,6 +7657,15 @@ export interface operations {
             };
             /** @description A dependency (the database) is unavailable; retry after `Retry-After` seconds */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The server's disk for session files is full (`insufficient_storage`); nothing was stored */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -140,6 +140,11 @@ class Unavailable(ServerError):
         return parse_retry_after(self.headers.get("retry-after"))
 
 
+class InsufficientStorage(ServerError):
+    """507 `insufficient_storage`: the server's disk for session files is full; nothing
+    of the request was stored (not retried: it succeeds once the operator made room)."""
+
+
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
     """`Retry-After` in seconds: a number of seconds or an HTTP date; None when absent
     or unreadable (then the answer is not retried)."""
@@ -173,6 +178,7 @@ _BY_STATUS: dict[int, type[NaviError]] = {
     422: Unprocessable,
     502: BadGateway,
     503: Unavailable,
+    507: InsufficientStorage,
 }
 
 _BODY = msgspec.json.Decoder(dict[str, Any])
