@@ -15,6 +15,7 @@ from typing import Any
 SEARCH = "app.domain.raw_history.search"
 RANKING = "app.domain.raw_history.ranking"
 WHEN = "app.domain.kernel.when"
+RENDER = "app.domain.search.render"
 
 VARIANTS: dict[str, dict[tuple[str, str], Any]] = {
     # the search before issue 31's A/B (both kept: docs/performance.md, "Retrieval A/B")
@@ -50,6 +51,9 @@ VARIANTS: dict[str, dict[tuple[str, str], Any]] = {
     "order1": {(WHEN, "ORDER_WEIGHT"): 0.1},
     "order2": {(WHEN, "ORDER_WEIGHT"): 0.2},
     "order4": {(WHEN, "ORDER_WEIGHT"): 0.4},
+    "date": {(RENDER, "RAW_TIME"): "date"},
+    "asked": {(RENDER, "RAW_TIME"): "asked"},
+    "datetime": {(RENDER, "RAW_TIME"): "datetime"},
 }
 
 

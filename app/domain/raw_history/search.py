@@ -73,6 +73,7 @@ def raw_hit(
         text=row.content,
         session_id=str(row.session_id),
         timestamp=row.ended_at,
+        started_at=row.started_at,
         start_seq=row.start_seq,
         end_seq=row.end_seq,
         chunk_id=str(row.id),
