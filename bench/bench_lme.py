@@ -260,6 +260,8 @@ async def run(args: argparse.Namespace) -> None:
                 if args.embedder == "local":
                     state["floor"] = await asyncio.to_thread(embedder_floor, target.conninfo)
             state_file.write_text(json.dumps(state, indent=1))
+        elif live:  # a reused ingest left with stale chunks: every pass asks a complete index
+            await live_catch_up(target.conninfo)
         chunks = chunk_stats(target.conninfo)
         del client.headers["Authorization"]
         t0 = time.perf_counter()
