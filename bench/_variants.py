@@ -54,6 +54,11 @@ VARIANTS: dict[str, dict[tuple[str, str], Any]] = {
     "date": {(RENDER, "RAW_TIME"): "date"},
     "asked": {(RENDER, "RAW_TIME"): "asked"},
     "datetime": {(RENDER, "RAW_TIME"): "datetime"},
+    "no-time+datetime": {
+        (WHEN, "OUTSIDE_WINDOW"): 1.0,
+        (WHEN, "ORDER_WEIGHT"): 0.0,
+        (RENDER, "RAW_TIME"): "datetime",
+    },
 }
 
 

@@ -34,7 +34,7 @@ from typing import Literal
 __all__ = ["ORDER_WEIGHT", "OUTSIDE_WINDOW", "TimeAsk", "read_time", "time_factors"]
 
 OUTSIDE_WINDOW = 0.5  # a chunk none of whose messages is in the question's window
-ORDER_WEIGHT = 0.0  # first / last: the far end of the candidates in time scaled by 1 − this
+ORDER_WEIGHT = 0.0  # first / last: the far end in time scaled by 1 − this (0: off, the A/B)
 
 Order = Literal["first", "last"]
 Window = tuple[datetime, datetime]

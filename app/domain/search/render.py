@@ -47,7 +47,7 @@ _INDENT = "   "
 # "date" (its messages' day, or first and last day), "asked" (the days, only when the
 # question names or asks a time: `kernel.when`). why: docs/performance.md, "Time in the
 # question"
-RAW_TIME = "datetime"
+RAW_TIME = "date"
 
 
 def format_hits(

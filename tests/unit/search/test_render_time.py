@@ -27,8 +27,8 @@ def header(query: str, hit: MemoryHit) -> str:
     return format_hits(query, "raw", [hit], best_window_enabled=False).splitlines()[2]
 
 
-def test_datetime_is_the_last_message_time() -> None:
-    assert render.RAW_TIME == "datetime"
+def test_datetime_is_the_last_message_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(render, "RAW_TIME", "datetime")
     assert header("hiking", ONE_DAY) == "1. raw · session s1 · turns 3–5 · 2023-05-07 09:30"
     assert header("hiking", UNTIMED) == "1. raw · session s1 · turns 3–5"
 
@@ -42,8 +42,8 @@ def test_datetime_is_the_last_message_time() -> None:
         (UNTIMED, ""),
     ],
 )
-def test_date_shows_the_days(monkeypatch: pytest.MonkeyPatch, hit: MemoryHit, shown: str) -> None:
-    monkeypatch.setattr(render, "RAW_TIME", "date")
+def test_date_shows_the_days(hit: MemoryHit, shown: str) -> None:
+    assert render.RAW_TIME == "date"  # the default
     assert header("where did we go hiking", hit) == "1. raw · session s1 · turns 3–5" + shown
 
 
