@@ -57,6 +57,7 @@ from app.domain.kernel.messages import MessageIn
 from app.domain.kernel.profiles import Profile, load_profiles
 from app.domain.kernel.stopwords import STOPWORDS
 from app.domain.kernel.terms import query_terms
+from app.domain.kernel.when import read_time
 from app.domain.raw_history.idle_index import IndexPassResult, index_idle_sessions
 from app.domain.raw_history.live_index import index_live_group
 from app.domain.raw_history.ranking import first_person, idf, segment_spans, term_pattern
@@ -152,6 +153,7 @@ __all__ = [
     "query_words",
     "rank_candidates",
     "read_snapshot",
+    "read_time",
     "reset_registry",
     "run_rolling_summaries",
     "search_raw",

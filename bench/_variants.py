@@ -14,6 +14,8 @@ from typing import Any
 
 SEARCH = "app.domain.raw_history.search"
 RANKING = "app.domain.raw_history.ranking"
+WHEN = "app.domain.kernel.when"
+RENDER = "app.domain.search.render"
 
 VARIANTS: dict[str, dict[tuple[str, str], Any]] = {
     # the search before issue 31's A/B (both kept: docs/performance.md, "Retrieval A/B")
@@ -42,6 +44,21 @@ VARIANTS: dict[str, dict[tuple[str, str], Any]] = {
     "own4+spread": {(RANKING, "OTHER_SPEAKER_WEIGHT"): 0.4, (SEARCH, "SESSION_DECAY"): 0.7},
     "own3+spread": {(RANKING, "OTHER_SPEAKER_WEIGHT"): 0.3, (SEARCH, "SESSION_DECAY"): 0.7},
     "text6+spread": {(RANKING, "TEXT_WEIGHT"): 0.6, (SEARCH, "SESSION_DECAY"): 0.7},
+    # issue 44: the question's time (`kernel.when`)
+    "no-time": {(WHEN, "OUTSIDE_WINDOW"): 1.0, (WHEN, "ORDER_WEIGHT"): 0.0},
+    "window3": {(WHEN, "OUTSIDE_WINDOW"): 0.3},
+    "window7": {(WHEN, "OUTSIDE_WINDOW"): 0.7},
+    "order1": {(WHEN, "ORDER_WEIGHT"): 0.1},
+    "order2": {(WHEN, "ORDER_WEIGHT"): 0.2},
+    "order4": {(WHEN, "ORDER_WEIGHT"): 0.4},
+    "date": {(RENDER, "RAW_TIME"): "date"},
+    "asked": {(RENDER, "RAW_TIME"): "asked"},
+    "datetime": {(RENDER, "RAW_TIME"): "datetime"},
+    "no-time+datetime": {
+        (WHEN, "OUTSIDE_WINDOW"): 1.0,
+        (WHEN, "ORDER_WEIGHT"): 0.0,
+        (RENDER, "RAW_TIME"): "datetime",
+    },
 }
 
 

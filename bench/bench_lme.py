@@ -165,6 +165,15 @@ class Asked:
     answers: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
+def search_body(q: Question, k: int) -> dict[str, Any]:
+    """The search as the question's user, at the question's date (`as_of`: its relative
+    times — "two weeks ago" — are read from it)."""
+    body: dict[str, Any] = {"query": q.question, "scope": "raw", "k": k}
+    if q.question_date is not None:
+        body["as_of"] = q.question_date.isoformat() + "Z"
+    return body
+
+
 async def ask(
     client: Any, questions: list[Question], users: dict[str, Any], k: int, dump: bool
 ) -> Asked:
@@ -175,7 +184,7 @@ async def ask(
         with Clock() as c:
             r = await client.post(
                 "/memory/search",
-                json={"query": q.question, "scope": "raw", "k": k},
+                json=search_body(q, k),
                 headers=headers,
             )
         body = ok(r, "memory_search")
@@ -251,6 +260,8 @@ async def run(args: argparse.Namespace) -> None:
                 if args.embedder == "local":
                     state["floor"] = await asyncio.to_thread(embedder_floor, target.conninfo)
             state_file.write_text(json.dumps(state, indent=1))
+        elif live:  # a reused ingest left with stale chunks: every pass asks a complete index
+            await live_catch_up(target.conninfo)
         chunks = chunk_stats(target.conninfo)
         del client.headers["Authorization"]
         t0 = time.perf_counter()

@@ -85,6 +85,7 @@ from locomo_data import (  # noqa: E402
     evidence_recall,
     load,
     messages_of,
+    sitting_time,
 )
 
 DB_NAME = "navi_bench_locomo"
@@ -296,12 +297,21 @@ async def ask_all(
     scores = {w: Score() for w in windows}
     for conv, user in zip(convs, users, strict=True):
         headers = {"Authorization": f"Bearer {user['token']}"}
+        # the question's time: the conversation's last sitting (LoCoMo's relative times
+        # are the sittings', not today's)
+        as_of = max(sitting_time(t.date) for t in conv.turns)
         for q in conv.questions:
             for window in windows:
                 with Clock() as c:
                     r = await client.post(
                         "/memory/search",
-                        json={"query": q.question, "scope": scope, "k": k, "best_window": window},
+                        json={
+                            "query": q.question,
+                            "scope": scope,
+                            "k": k,
+                            "best_window": window,
+                            "as_of": as_of.isoformat() + "Z",
+                        },
                         headers=headers,
                     )
                 body = ok(r, "memory_search")

@@ -46,6 +46,7 @@ class Question:
     question: str
     answer_sessions: frozenset[str]
     sessions: list[Haystack]  # in the haystack's order
+    question_date: datetime | None = None  # when it is asked: its relative times read from it
 
     @property
     def evidence(self) -> tuple[str, ...]:
@@ -80,6 +81,7 @@ def load(path: Path = DATA_FILE) -> list[Question]:
                 q["question"],
                 frozenset(q["answer_session_ids"]),
                 sessions,
+                haystack_time(q["question_date"]) if q.get("question_date") else None,
             )
         )
     return out

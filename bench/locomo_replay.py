@@ -25,6 +25,7 @@ import os
 import sys
 import uuid
 from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +50,13 @@ from _app import (  # noqa: E402
     format_hits,
     idf,
     rank_candidates,
+    read_time,
     search_terms,
     term_pattern,
     text_candidates,
 )
 from _common import libpq_url, server_url, with_database  # noqa: E402
-from locomo_data import BUDGETS, evidence_recall, load  # noqa: E402
+from locomo_data import BUDGETS, evidence_recall, load, sitting_time  # noqa: E402
 from psycopg.rows import namedtuple_row  # noqa: E402
 
 DB = f"navi_bench_locomo_{EMBEDDER}"  # bench_locomo's database of that ingest
@@ -79,7 +81,7 @@ class User:
         ):
             self.segments[cid].append((a, b, np.asarray(json.loads(emb), dtype=np.float32)))
 
-    def search(self, query: str, qv: np.ndarray, k: int) -> str:
+    def search(self, query: str, qv: np.ndarray, k: int, now: datetime | None = None) -> str:
         """`search_raw`'s steps, with the text index and the segment lookup done here."""
         terms = search_terms(query)
         matches = [
@@ -107,7 +109,8 @@ class User:
             )
             for c in ids
         ]
-        hits = rank_candidates(loaded, weights, k, mine=first_person(query))
+        when = read_time(query, now) if now is not None else None
+        hits = rank_candidates(loaded, weights, k, mine=first_person(query), when=when)
         return format_hits(query, "raw", hits)
 
 
@@ -125,11 +128,20 @@ def embed(texts: list[str], user: User) -> list[Any]:
     return [fake_embedding(t, dim) for t in texts]
 
 
+def as_of(conv: Any) -> datetime:
+    """A LoCoMo question's time: its conversation's last sitting (its dates are relative
+    to the sittings, not to today)."""
+    return max(sitting_time(t.date) for t in conv.turns)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument(
         "--conversations", type=int, default=None, help="replay the first N (default: all)"
+    )
+    parser.add_argument(
+        "--no-time", action="store_true", help="the question's time unread (as before issue 44)"
     )
     args = parser.parse_args(argv)
     if not STATE:
@@ -143,8 +155,9 @@ def main(argv: list[str] | None = None) -> None:
         for conv, user in zip(load(), users, strict=False):
             u = User(conn, user["id"])
             vectors = embed([q.question.strip() for q in conv.questions], u)
+            now = None if args.no_time else as_of(conv)
             for q, qv in zip(conv.questions, vectors, strict=True):
-                text = u.search(q.question, np.asarray(qv, dtype=np.float32), args.k)
+                text = u.search(q.question, np.asarray(qv, dtype=np.float32), args.k, now)
                 n_cat[q.category] += 1
                 for b in BUDGETS:
                     v = evidence_recall(text, q.evidence_lines, b)

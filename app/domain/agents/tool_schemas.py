@@ -98,7 +98,8 @@ MEMORY_SEARCH = _object(
         "as_of": {
             "type": "string",
             "description": "the saved facts as they were at this time (ISO 8601 with zone, "
-            "e.g. 2026-05-01T00:00:00Z): what was true then",
+            "e.g. 2026-05-01T00:00:00Z): what was true then; the query's relative times "
+            "('last week') are read from it too",
         },
     },
     ["query"],

@@ -32,3 +32,4 @@ class MemoryHit:
     rank: float | None = None
     focus: tuple[tuple[int, int], ...] = ()
     focus_scores: tuple[float, ...] = ()  # the focus lines' scores, comparable across hits
+    started_at: datetime | None = None  # raw: its first message's time (`timestamp`: its last)

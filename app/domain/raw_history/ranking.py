@@ -249,12 +249,14 @@ def rank_chunks(
     focus_lines: int = FOCUS_LINES,
     context_weight: float | None = None,
     other_speaker_weight: float = 1.0,
+    chunk_factors: Mapping[str, float] | None = None,
 ) -> list[Ranked]:
     """The `k` best candidates by their best line (see the module docstring).
 
     `weights` maps each query term to its IDF over the user's chunks; candidates without
     any segment similarity are ranked by text alone. The weights default to the module's
-    `TEXT_WEIGHT` and `CONTEXT_WEIGHT`, read at call time."""
+    `TEXT_WEIGHT` and `CONTEXT_WEIGHT`, read at call time. `chunk_factors` (by key) scale
+    every line of a chunk (the question's time: `kernel.when.time_factors`)."""
     text_weight = TEXT_WEIGHT if text_weight is None else text_weight
     context_weight = CONTEXT_WEIGHT if context_weight is None else context_weight
     wanted = [t for t, w in weights.items() if w > 0]
@@ -267,6 +269,9 @@ def rank_chunks(
             for i, mine in enumerate(user_lines(s.cand.text, s.spans)):
                 if not mine:
                     row[i] *= other_speaker_weight
+    for s, row in zip(scored, fused, strict=True):
+        if (f := (chunk_factors or {}).get(s.cand.key, 1.0)) != 1.0:
+            row[:] = [x * f for x in row]
     best_lines = heapq.nlargest(focus_lines, (x for row in fused for x in row[:-1]))
     cutoff = best_lines[-1] if best_lines else math.inf
     ranked: list[Ranked] = []

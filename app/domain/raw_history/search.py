@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.db.engine import in_own_session
 from app.domain.kernel.hits import MemoryHit
 from app.domain.kernel.terms import query_terms
+from app.domain.kernel.when import TimeAsk, time_factors
 from app.domain.raw_history import ranking
 from app.domain.raw_history.ranking import (
     Candidate,
@@ -72,6 +73,7 @@ def raw_hit(
         text=row.content,
         session_id=str(row.session_id),
         timestamp=row.ended_at,
+        started_at=row.started_at,
         start_seq=row.start_seq,
         end_seq=row.end_seq,
         chunk_id=str(row.id),
@@ -95,6 +97,7 @@ async def search_raw(
     session_id: uuid.UUID | None = None,
     before_seq: int | None = None,
     side_sessions: async_sessionmaker[AsyncSession] | None = None,
+    when: TimeAsk | None = None,
 ) -> list[MemoryHit]:
     """Hybrid search of raw chunks, ranked by their best line (`ranking.rank_chunks`).
 
@@ -114,7 +117,9 @@ async def search_raw(
     heaviest users each takes a few milliseconds.
 
     `before_seq` (with `session_id`): only that session's chunks ending before that turn
-    — automatic recall leaves out what the live context still holds."""
+    — automatic recall leaves out what the live context still holds. `when`: what the
+    question says about time (`kernel.when.read_time`): chunks outside its window, or
+    far from the end it asks for (first / last), rank lower (`when.time_factors`)."""
     repo = ChunkRepository(db)
     terms = search_terms(query)
     if not terms:
@@ -133,7 +138,7 @@ async def search_raw(
     ids += [c for c in dict.fromkeys(cid for cid, _ in near) if str(c) not in matched]
     order = {chunk_id: n for n, chunk_id in enumerate(ids)}
     loaded = sorted(await repo.load_candidates(user_id, ids, vec), key=lambda x: order[x[0].id])
-    return rank_candidates(loaded, weights, k, mine=first_person(query))
+    return rank_candidates(loaded, weights, k, mine=first_person(query), when=when)
 
 
 async def _query_vector(llm: LLMGateway | None, query: str) -> list[float] | None:
@@ -286,12 +291,15 @@ def rank_candidates(
     k: int,
     *,
     mine: bool = False,
+    when: TimeAsk | None = None,
 ) -> list[MemoryHit]:
     """The `k` best of the loaded candidate chunks (rows with the `_CHUNK_COLUMNS`
     attributes, and their segments' similarities), ranked by `ranking.rank_chunks`, as
     raw hits. `mine`: a first-person query, the user's own lines count more
-    (`ranking.OTHER_SPEAKER_WEIGHT`)."""
+    (`ranking.OTHER_SPEAKER_WEIGHT`). `when`: the question's time, against each chunk's
+    `started_at` / `ended_at` (`when.time_factors`)."""
     rows = {str(r.id): r for r, _ in loaded}
+    times = {k: (r.started_at, r.ended_at) for k, r in rows.items()} if when else {}
     candidates = [
         Candidate(
             key=str(r.id),
@@ -307,6 +315,7 @@ def rank_candidates(
         k=len(candidates),
         min_similarity=1.0 - RAW_MAX_DISTANCE,
         other_speaker_weight=ranking.OTHER_SPEAKER_WEIGHT if mine else 1.0,
+        chunk_factors=time_factors(when, times),
     )
     ranked = spread(ranked, {str(r.id): str(r.session_id) for r, _ in loaded}, SESSION_DECAY, k)
     return [

@@ -9,10 +9,11 @@ a cut at a few thousand chars — meets what matched best first.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 
 from app.domain.kernel.hits import MemoryHit
 from app.domain.kernel.terms import normalize_scope, query_terms
+from app.domain.kernel.when import read_time
 from app.domain.raw_history.window import Focused, best_window, interleave_windows, line_windows
 
 __all__ = [
@@ -42,6 +43,11 @@ BEFORE_SUMMARY = (
 )
 
 _INDENT = "   "
+# a raw excerpt's time on its header: "datetime" (its last message's date and time),
+# "date" (its messages' day, or first and last day), "asked" (the days, only when the
+# question names or asks a time: `kernel.when`). why: docs/performance.md, "Time in the
+# question"
+RAW_TIME = "date"
 
 
 def format_hits(
@@ -63,6 +69,7 @@ def format_hits(
     if not hits:
         return f"{header}\n{NO_HITS}"
     terms = query_terms(query)
+    dated = RAW_TIME != "asked" or bool(read_time(query or "", datetime.now(UTC)))
     numbered = list(enumerate(hits, 1))
     lines = [header, ""]
     pos = 0
@@ -75,7 +82,7 @@ def format_hits(
             end = pos
             while end < len(numbered) and numbered[end][1].source_type == "raw":
                 end += 1
-            lines.extend(_raw_section(numbered[pos - 1 : end], terms, text_chars))
+            lines.extend(_raw_section(numbered[pos - 1 : end], terms, text_chars, dated))
             pos = end
             continue
         if hit.source_type == "fact":
@@ -84,7 +91,7 @@ def format_hits(
             body = hit_excerpt(hit, terms, text_chars)
         else:
             body = head_excerpt(hit.text, text_chars)
-        lines.extend(_item(number, hit, terms, body))
+        lines.extend(_item(number, hit, terms, body, dated=dated))
     return "\n".join(lines)
 
 
@@ -94,11 +101,18 @@ def _flat(text: str, limit: int) -> str:
 
 
 def _item(
-    number: int, hit: MemoryHit, terms: Sequence[str], body: str, *, same_session: bool = False
+    number: int,
+    hit: MemoryHit,
+    terms: Sequence[str],
+    body: str,
+    *,
+    same_session: bool = False,
+    dated: bool = True,
 ) -> list[str]:
     """One hit: its provenance line, its notes (raw), its text, indented. `same_session`:
-    the hit shown just before is from the same session, which is then not repeated."""
-    where = _where(hit)
+    the hit shown just before is from the same session, which is then not repeated.
+    `dated`: a raw hit's header shows its time (`RAW_TIME`)."""
+    where = _where(hit, dated)
     if same_session and hit.session_id:
         where = where.replace(f"session {hit.session_id}", "same session", 1)
     out = [f"{number}. {where}"]
@@ -122,7 +136,7 @@ def _indented(body: str) -> list[str]:
 
 
 def _raw_section(
-    raws: Sequence[tuple[int, MemoryHit]], terms: Sequence[str], text_chars: int
+    raws: Sequence[tuple[int, MemoryHit]], terms: Sequence[str], text_chars: int, dated: bool
 ) -> list[str]:
     """Raw hits whose store scored their lines (`focus_scores`), interleaved by those
     scores: the best line of every hit comes before the second-best line of the first,
@@ -146,14 +160,15 @@ def _raw_section(
         shown.add(run.item)
         if run.first:
             same = hit.session_id is not None and hit.session_id == last_session
-            out.extend(_item(number, hit, terms, run.body, same_session=same))
+            out.extend(_item(number, hit, terms, run.body, same_session=same, dated=dated))
             last_session = hit.session_id
         else:
             out.append(f"{number}. (continued)")
             out.extend(_indented(run.body))
     others.extend(p for i, p in enumerate(scored) if i not in shown)
     for number, hit in sorted(others, key=lambda p: p[0]):
-        out.extend(_item(number, hit, terms, hit_excerpt(hit, terms, text_chars)))
+        body = hit_excerpt(hit, terms, text_chars)
+        out.extend(_item(number, hit, terms, body, dated=dated))
     return out
 
 
@@ -202,7 +217,24 @@ def _turns(hit: MemoryHit) -> str:
     return f"turns {hit.start_seq}–{hit.end_seq}"
 
 
-def _where(hit: MemoryHit) -> str:
+def _raw_time(hit: MemoryHit) -> str:
+    """A raw hit's time as `RAW_TIME` shows it ("" when it has none)."""
+    end = hit.timestamp
+    if end is None:
+        return ""
+    if RAW_TIME == "datetime":
+        return f" · {_fmt_time(end)}"
+    start = hit.started_at or end
+    if start.date() == end.date():
+        return f" · {end:%Y-%m-%d}"
+    return (
+        f" · {start:%Y-%m-%d}…{end:%m-%d}"
+        if start.year == end.year
+        else f" · {start:%Y-%m-%d}…{end:%Y-%m-%d}"
+    )
+
+
+def _where(hit: MemoryHit, dated: bool = True) -> str:
     session = hit.session_id or "unknown"
     if hit.source_type == "fact":
         where = f"fact [{hit.category or 'other'}]"
@@ -213,9 +245,7 @@ def _where(hit: MemoryHit) -> str:
         return where
     if hit.source_type == "raw":
         where = f"raw · session {session} · {_turns(hit)}"
-        if hit.timestamp is not None:
-            where += f" · {_fmt_time(hit.timestamp)}"
-        return where
+        return where + (_raw_time(hit) if dated else "")
     if hit.source_type == "error":
         where = "error" + (f" [{hit.key}]" if hit.key else "")
         if hit.session_id:  # error memory is per user, across sessions: often none

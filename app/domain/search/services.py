@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 import structlog
@@ -29,6 +29,7 @@ from app.domain.facts.services import FactService
 from app.domain.kernel.hits import MemoryHit
 from app.domain.kernel.runtime import Runtime
 from app.domain.kernel.terms import clamp_k, normalize_scope, query_terms
+from app.domain.kernel.when import read_time
 from app.domain.raw_history.repositories import ChunkRepository, SummaryMark
 from app.domain.raw_history.search import search_raw
 from app.domain.search.merge import mark_freshness, merge_tiered
@@ -209,7 +210,9 @@ class UnifiedSearch:
         best_window: bool = True,
         as_of: datetime | None = None,
     ) -> SearchResult:
-        """`as_of`: the facts leg answers with the values true then (versions, by words)."""
+        """`as_of`: the facts leg answers with the values true then (versions, by words),
+        and the raw leg reads the question's relative times from it ("last week": the
+        week before `as_of`; default now): `kernel.when`."""
         started = time.perf_counter()
         query = scrub_text(query)  # free text: a NUL is searched (and echoed) as U+FFFD
         scope_ = normalize_scope(scope)
@@ -267,6 +270,7 @@ class UnifiedSearch:
                 k_,
                 session_id=session_id,
                 side_sessions=self.side_sessions,
+                when=read_time(query, as_of or datetime.now(UTC)),
             )
             summary = None
             if current_session_id is not None and raws:
