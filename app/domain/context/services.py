@@ -13,6 +13,10 @@
   never undoes the stored reply);
 * **forced** (:meth:`ContextService.compact`): compress regardless of the threshold.
 
+This module holds the pre/mid-turn half; the post-turn, profile-switch and forced
+triggers and the compression step they share with it are `CompactionTriggers`'
+(compaction.py), which `ContextService` extends.
+
 Every compression runs with the caller's transaction committed first (``_release``) and
 in a short transaction of its own (:mod:`~app.domain.context.compressor`): no model call
 (summary, chunk or query embedding) is made while this service's session holds a
@@ -29,60 +33,33 @@ from __future__ import annotations
 
 import base64
 import binascii
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 
-import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.db.models import Session
 from app.domain.compression import Msg, check_context_size, context_limit
-from app.domain.context.compressor import (
-    CompressionResult,
-    Reason,
-    compress_and_save_session,
-)
+from app.domain.context.compaction import CompactionTriggers, PostTurn
 from app.domain.context.injection import build_injection, query_embeddings
 from app.domain.context.loading import LoadedContext, load_context, msg_from_row
-from app.domain.context.pricing import Pricing
 from app.domain.context.repositories import ContextRepository
 from app.domain.context.rolling_mode import prepare_rolling, summary_block_last
-from app.domain.context.schemas import CompactOut, IncomingMessage, PrepareOut
-from app.domain.context.summarizer import LLMSummarizer, Summarizer
+from app.domain.context.schemas import IncomingMessage, PrepareOut
 from app.domain.context.system_prompt import prompt_note
-from app.domain.context.writer import BASELINE_KEY
 from app.domain.facts.services import FactService
 from app.domain.kernel.access import Viewer, reaches_llm
-from app.domain.kernel.commits import commit_now
-from app.domain.kernel.events import CompressionStarted, ContextCompressed, ContextEvent, UsageIn
+from app.domain.kernel.events import ContextEvent
 from app.domain.kernel.messages import MessageOut
-from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.profiles import Profile
 from app.domain.kernel.runtime import Runtime
 from app.domain.sessions.message_repository import MessageRepository
-from app.domain.sessions.services import SessionService
-from app.lib.errors import Conflict, PayloadTooLarge, Unprocessable
+from app.lib.errors import PayloadTooLarge, Unprocessable
 from app.llm.gateway import LLMGateway
 
+# PostTurn is re-exported: the turn loop (agents/turns.py) takes it from here
 __all__ = ["ContextService", "PostTurn"]
-
-log = structlog.get_logger()
-
-
-@dataclass(frozen=True)
-class PostTurn:
-    """A post-turn compression found due in the append's transaction, to run once that
-    has committed (:meth:`ContextService.compress_post_turn`)."""
-
-    session_id: uuid.UUID
-    viewer: Viewer
-    profile: Profile
-    model: str
-    loaded: LoadedContext
-    tokens: int
 
 
 def incoming_msg(message: IncomingMessage | None, settings: Settings) -> Msg | None:
@@ -108,71 +85,15 @@ def incoming_msg(message: IncomingMessage | None, settings: Settings) -> Msg | N
     )
 
 
-def _compressed_event(result: CompressionResult, window: int) -> ContextCompressed:
-    return ContextCompressed(
-        summary=result.summary,
-        messages_before=result.messages_before,
-        messages_after=result.messages_after,
-        context_tokens=result.tokens_after,
-        max_context_tokens=window,
-        method=result.method,
-        reason=result.reason,
-    )
-
-
-class ContextService:
-    def __init__(self, db: AsyncSession, runtime: Runtime) -> None:
-        self.db = db
-        self.runtime = runtime
-        self.llm = runtime.llm
-        self.settings = settings = runtime.settings
-        self.profiles = runtime.profiles
-        self.summarize: Summarizer = runtime.summarizer or LLMSummarizer(runtime.llm, settings)
-        self.hooks = runtime.demotion_hooks
-        self.price = Pricing(settings)
+class ContextService(CompactionTriggers):
+    """The context an LLM call is sent (pre/mid-turn `prepare`), over the compaction
+    triggers it extends (`CompactionTriggers`: post-turn, profile switch, forced)."""
 
     @classmethod
     def of(cls, db: AsyncSession, runtime: Runtime) -> ContextService:
         """The service wired to the runtime's LLM gateway, profiles and demotion hooks
         (`runtime.summarizer` stands in for the summary model call when set)."""
         return cls(db, runtime)
-
-    async def _compress(
-        self,
-        session_id: uuid.UUID,
-        viewer: Viewer,
-        profile: Profile,
-        *,
-        model: str,
-        reason: Reason,
-        loaded: LoadedContext,
-        tokens: int,
-        keep_messages: int | None,
-    ) -> CompressionResult | None:
-        await self._release()
-        return await compress_and_save_session(
-            self.runtime.session_factory,
-            self.settings,
-            session_id=session_id,
-            viewer=viewer,
-            profile=profile,
-            model=model,
-            window=profile.context_window,
-            reason=reason,
-            summarize=self.summarize,
-            keep_recent_messages=keep_messages,
-            loaded=loaded,
-            tokens_before=tokens,
-            hooks=self.hooks,
-            sessions=lambda db: SessionService.of(db, self.runtime),
-        )
-
-    async def _release(self) -> None:
-        """Commit this service's transaction, if one is open, before a model call: its
-        row locks and its pooled connection are given back (the next statement begins
-        a new transaction)."""
-        if self.db.in_transaction():
-            await commit_now(self.db)
 
     # ------------------------------------------------------------------ pre/mid-turn
     async def prepare(
@@ -288,58 +209,6 @@ class ContextService:
             view = summary_block_last(view)  # recall ahead of it: the block comes last
         return self._prepared(session, profile, view, tokens, [])
 
-    async def _compress_before_turn(
-        self,
-        session: Session,
-        viewer: Viewer,
-        profile: Profile,
-        model: str,
-        loaded: LoadedContext,
-        tokens: int,
-        incoming: Msg | None,
-        *,
-        mid_turn: bool,
-        reason: Reason | None = None,
-    ) -> tuple[LoadedContext, int, list[ContextEvent]]:
-        """Compress when over the threshold and the partition can shrink the context;
-        the context is then reloaded and priced again (no baseline: it changed)."""
-        window = profile.context_window
-        keep_messages = profile.mid_turn_keep_messages() if mid_turn else None
-        if not (
-            self.settings.context_compression_enabled
-            and self.price.over_threshold(tokens, window)
-            and self.price.can_compress(
-                loaded.msgs, profile, model, keep_messages, user_id=session.user_id
-            )
-        ):
-            return loaded, tokens, []
-        events: list[ContextEvent] = [
-            CompressionStarted(context_tokens=tokens, max_context_tokens=window)
-        ]
-        result = await self._compress(
-            session.id,
-            viewer,
-            profile,
-            model=model,
-            reason=reason or ("midturn" if mid_turn else "preturn"),
-            loaded=loaded,
-            tokens=tokens,
-            keep_messages=keep_messages,
-        )
-        loaded = await load_context(self.db, session.user_id, session.id)
-        tokens = self.price.tokens(
-            loaded.msgs,
-            user_id=session.user_id,
-            model=model,
-            window=window,
-            metadata=None,
-            extra=incoming,
-            system_prompt=profile.system_prompt,
-        )
-        if result is not None:
-            events.append(_compressed_event(result, window))
-        return loaded, tokens, events
-
     async def _inject(
         self,
         session: Session,
@@ -376,148 +245,3 @@ class ContextService:
                 session.id, viewer, set_metadata=extra.metadata_patch
             )
         return view, tokens
-
-    # ------------------------------------------------------------------ post-turn
-    async def after_append(
-        self, session_id: uuid.UUID, viewer: Viewer, usage: UsageIn
-    ) -> PostTurn | None:
-        """Record the reported prompt size (in the append's transaction), then the
-        post-turn check: the compression due, to run once that transaction has committed
-        (:meth:`compress_post_turn`), or None."""
-        session = await SessionAccess(self.db).get(session_id, viewer)
-        profile = self.profiles.get(session.profile_id)
-        if profile.context_mode == "rolling":
-            # Rolling mode sends its own window (prepare): the stored context is not the
-            # prompt, so neither calibration nor compression applies.
-            return None
-        window = profile.context_window
-        loaded = await load_context(self.db, session.user_id, session_id)
-        metadata = dict(session.session_metadata or {})
-        prompt = profile.system_prompt
-        user_id = session.user_id
-        calibration = self.price.calibrate(
-            loaded.msgs, usage, window, metadata, prompt, user_id=user_id
-        )
-        tokens = self.price.tokens(
-            loaded.msgs,
-            user_id=user_id,
-            model=usage.model,
-            window=window,
-            metadata=metadata,
-            system_prompt=prompt,
-        )
-        await ContextRepository(self.db).save_state(
-            session_id,
-            viewer,
-            token_count=tokens,
-            set_metadata=calibration.set_metadata,
-            drop_metadata=calibration.drop_metadata,
-        )
-        if not self.settings.context_compression_enabled:
-            return None
-        if not (calibration.truncated or self.price.over_threshold(tokens, window)):
-            return None
-        keep_messages = profile.mid_turn_keep_messages()
-        if not self.price.can_compress(
-            loaded.msgs, profile, usage.model, keep_messages, user_id=user_id
-        ):
-            return None
-        return PostTurn(session_id, viewer, profile, usage.model, loaded, tokens)
-
-    async def compress_post_turn(self, due: PostTurn) -> list[ContextEvent]:
-        """The post-turn compression (keeping the mid-turn share of recent messages),
-        after the append committed: with no transaction held during the summary, in a
-        transaction of its own. A failure is logged and answers no event: the stored
-        messages stay, and the next pre-turn prepare compresses when still needed."""
-        window = due.profile.context_window
-        try:
-            result = await self._compress(
-                due.session_id,
-                due.viewer,
-                due.profile,
-                model=due.model,
-                reason="postturn",
-                loaded=due.loaded,
-                tokens=due.tokens,
-                keep_messages=due.profile.mid_turn_keep_messages(),
-            )
-        except Exception as exc:
-            log.warning(
-                "context.postturn_failed",
-                session_id=str(due.session_id),
-                error_type=type(exc).__name__,
-                error=str(exc)[:300],
-            )
-            return []
-        events: list[ContextEvent] = [
-            CompressionStarted(context_tokens=due.tokens, max_context_tokens=window)
-        ]
-        if result is not None:
-            events.append(_compressed_event(result, window))
-        return events
-
-    # ------------------------------------------------------------------ profile switch
-    async def profile_changed(self, session_id: uuid.UUID, viewer: Viewer) -> list[ContextEvent]:
-        """The session now has another profile: its window applies at once — the stored
-        context is priced against it (its prompt counted; the old baseline measured
-        another prompt) and compressed now, as before a turn, when it no longer fits."""
-        session = await SessionAccess(self.db).get(session_id, viewer)
-        profile = self.profiles.get(session.profile_id)
-        if profile.context_mode == "rolling":  # prepare sends its own window
-            return []
-        window, model = profile.context_window, profile.model
-        loaded = await load_context(self.db, session.user_id, session_id)
-        tokens = self.price.tokens(
-            loaded.msgs,
-            user_id=session.user_id,
-            model=model,
-            window=window,
-            metadata=None,
-            system_prompt=profile.system_prompt,
-        )
-        await ContextRepository(self.db).save_state(
-            session_id, viewer, token_count=tokens, drop_metadata=[BASELINE_KEY]
-        )
-        *_, events = await self._compress_before_turn(
-            session, viewer, profile, model, loaded, tokens, None, mid_turn=False, reason="profile"
-        )
-        return events
-
-    # ------------------------------------------------------------------ forced
-    async def compact(self, session: Session, viewer: Viewer, model: str | None) -> CompactOut:
-        profile = self.profiles.get(session.profile_id)
-        window = profile.context_window
-        model = model or profile.model
-        loaded = await load_context(self.db, session.user_id, session.id)
-        tokens = self.price.tokens(
-            loaded.msgs,
-            user_id=session.user_id,
-            model=model,
-            window=window,
-            metadata=session.session_metadata,
-            system_prompt=profile.system_prompt,
-        )
-        result = await self._compress(
-            session.id,
-            viewer,
-            profile,
-            model=model,
-            reason="forced",
-            loaded=loaded,
-            tokens=tokens,
-            keep_messages=profile.mid_turn_keep_messages(),
-        )
-        if result is None:
-            raise Conflict(
-                f"nothing to compact: the context holds {len(loaded.msgs)} message(s), all "
-                f"within the recent part profile {profile.id!r} keeps verbatim"
-            )
-        return CompactOut(
-            session_id=session.id,
-            events=[
-                CompressionStarted(context_tokens=tokens, max_context_tokens=window),
-                _compressed_event(result, window),
-            ],
-            context_token_count=result.tokens_after,
-            window=window,
-        )

@@ -1,4 +1,6 @@
 """All SQL of a session's messages: appends, history pages, the context, the archive.
+The statements of the history reads (pages, size buckets, compression records) are built
+in message_queries.py and executed here.
 
 Sequence numbers and display positions are assigned under the session row's lock (one
 UPDATE … RETURNING), so concurrent appends never collide and never leave gaps. The display
@@ -15,17 +17,12 @@ from typing import Any, cast
 
 from sqlalchemy import (
     Boolean,
-    Float,
-    Integer,
-    Numeric,
     Row,
     String,
     Table,
-    Text,
     and_,
     any_,
     bindparam,
-    case,
     false,
     func,
     insert,
@@ -33,15 +30,15 @@ from sqlalchemy import (
     select,
     text,
     true,
-    union_all,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Message, MessageArchive, Session
 from app.domain.kernel.access import LLM_SYSTEM_SOURCES, Viewer
 from app.domain.kernel.repositories import scope_owner
+from app.domain.sessions.message_queries import COMPRESSIONS, NEWER, PAGE, SIZE_BUCKETS
 
 #: summaries `context_tail` adds before the newest rows (one leads a context, as a rule)
 MAX_TAIL_SUMMARIES = 5
@@ -49,7 +46,6 @@ MESSAGE_COLUMNS = [c.name for c in Message.__table__.columns if c.name != "id"]
 _COLS_SQL = ", ".join(f'"{c}"' for c in MESSAGE_COLUMNS)
 
 _MESSAGES = cast(Table, Message.__table__)
-_ARCHIVE = cast(Table, MessageArchive.__table__)
 _SESSIONS = cast(Table, Session.__table__)
 # An append's reservation (`MessageRepository.reserve`), built once: Core, not the ORM's
 # bulk-update path, and no expression building per call (both measurable per append).
@@ -85,156 +81,6 @@ _RESERVE = (
         _SESSIONS.c.user_id,
     )
 )
-
-
-#: The columns of a message a history page shows (`sessions.services.message_out`).
-PAGE_FIELDS = (
-    "sequence_number", "display_index", "role", "content", "created_at", "thinking",
-    "is_context", "is_display", "is_plan", "is_compression", "is_summary",
-    "is_compression_critical", "is_recall", "message_metadata", "elapsed_seconds",
-    "tool_call_count", "token_count", "tool_calls", "tool_call_id", "name", "files", "images",
-)  # fmt: skip
-
-
-def _page_of(table: Table, archived: bool) -> Any:
-    """The newest `lim` displayed rows of `table` below `bound` (one arm of `_PAGE`)."""
-    names = {"message_metadata": "metadata"}  # the ORM's attribute → the column
-    return (
-        select(
-            *(table.c[names.get(f, f)].label(f) for f in PAGE_FIELDS),
-            (true() if archived else false()).label("archived"),
-        )
-        .where(
-            table.c.user_id == bindparam("uid"),
-            table.c.session_id == bindparam("sid"),
-            table.c.display_index.is_not(None),
-            table.c.sequence_number < bindparam("bound"),
-        )
-        .order_by(table.c.sequence_number.desc())
-        .limit(bindparam("lim"))
-    )
-
-
-def _page() -> Any:
-    """A history page's statement, built once (Core, bound parameters): the newest `lim`
-    displayed rows below `bound` of the hot table and the archive together.
-
-    Both tables are always read, in one statement: a row still in the LLM context (a
-    system note, kept verbatim by every compression) stays hot however old it is, so the
-    archive may hold rows newer than some hot ones, and no test on the hot rows alone
-    tells whether the archive has a newer one. Each arm is an index range scan
-    (`session_id, sequence_number`) stopped after `lim` rows, the archive's usually
-    empty; the merge sorts at most 2 × `lim` rows."""
-    both = union_all(_page_of(_MESSAGES, False), _page_of(_ARCHIVE, True)).subquery("page")
-    return select(both).order_by(both.c.sequence_number.desc()).limit(bindparam("lim"))
-
-
-_PAGE = _page()
-
-
-def _size_buckets(table: Table) -> Any:
-    """A session's displayed messages from display index `first` on, summed in buckets of
-    `width` display positions: per bucket its last display index and the tokens its
-    messages gave the model (the stored `token_count`, else the characters they give a
-    prompt — `estimate.message_chars`, in bytes — at `cpt` characters a token; the size
-    is only read when no count is stored). Compression markers and system records the model
-    never sees count 0 (`kernel.access.reaches_llm`). With them, the context the model
-    counted after the bucket's newest turn answer that has `metadata.usage` (its prompt
-    and answer tokens) and that answer's display index, when one has."""
-    # octet_length: the stored size, read from a TOASTed value's header without
-    # decompressing it (length() would decompress every message; bytes ≥ characters)
-    chars = (
-        func.length(table.c.role)
-        + func.octet_length(table.c.content)
-        + func.coalesce(func.octet_length(table.c.tool_calls.cast(Text)), 0)
-        + func.coalesce(func.length(table.c.name), 0)
-        + func.coalesce(func.length(table.c.tool_call_id), 0)
-    )
-    seen = and_(
-        table.c.is_compression.is_(False),
-        or_(
-            table.c.role != "system",
-            table.c.metadata["source"].astext.in_(sorted(LLM_SYSTEM_SOURCES)),
-        ),
-    )
-    tokens = case(
-        (~seen, 0),
-        (table.c.token_count.is_not(None), table.c.token_count),
-        else_=func.ceil(chars / bindparam("cpt", type_=Float)),
-    )
-    # a turn's answer: the model's own count of its call (`metadata.usage`, agents/turns.py)
-    usage = table.c.metadata["usage"]
-    measured = and_(
-        table.c.role == "assistant",
-        func.jsonb_typeof(usage["in"]) == "number",
-        func.jsonb_typeof(usage["out"]) == "number",
-    )
-    context = usage["in"].astext.cast(Numeric) + usage["out"].astext.cast(Numeric)
-    bucket = (table.c.display_index // bindparam("width", type_=Integer)).label("bucket")
-    return (
-        select(
-            bucket,
-            func.max(table.c.display_index).label("last_index"),
-            func.sum(tokens).label("tokens"),
-            func.max(table.c.display_index).filter(measured).label("measured_at"),
-            func.array_agg(aggregate_order_by(context, table.c.display_index.desc()))
-            .filter(measured)
-            .label("measured"),
-        )
-        .where(
-            table.c.user_id == bindparam("uid"),
-            table.c.session_id == bindparam("sid"),
-            table.c.display_index >= bindparam("first"),
-        )
-        .group_by(bucket)
-    )
-
-
-def _compressions(table: Table) -> Any:
-    """A session's compression records, newest first: the displayed `is_compression`
-    markers and the summaries compression wrote (`metadata.summarized`)."""
-    return (
-        select(
-            table.c.sequence_number,
-            table.c.display_index,
-            table.c.content,
-            table.c.created_at,
-            table.c.is_compression,
-            table.c.is_summary,
-            table.c.metadata.label("message_metadata"),
-        )
-        .where(
-            table.c.user_id == bindparam("uid"),
-            table.c.session_id == bindparam("sid"),
-            or_(
-                table.c.is_compression.is_(True),
-                table.c.is_summary.is_(True) & table.c.metadata.has_key("summarized"),
-            ),
-        )
-        .order_by(table.c.sequence_number.desc())
-        .limit(bindparam("lim"))
-    )
-
-
-def _newer(table: Table) -> Any:
-    """Sequence numbers of displayed messages after `after`, oldest first."""
-    return (
-        select(table.c.sequence_number)
-        .where(
-            table.c.user_id == bindparam("uid"),
-            table.c.session_id == bindparam("sid"),
-            table.c.display_index.is_not(None),
-            table.c.sequence_number > bindparam("after"),
-        )
-        .order_by(table.c.sequence_number)
-        .limit(bindparam("lim"))
-    )
-
-
-_TABLES = (_MESSAGES, _ARCHIVE)
-_SIZE_BUCKETS = [_size_buckets(t) for t in _TABLES]
-_COMPRESSIONS = [_compressions(t) for t in _TABLES]
-_NEWER = [_newer(t) for t in _TABLES]
 
 
 class MessageRepository:
@@ -300,12 +146,12 @@ class MessageRepository:
         self, user_id: str, session_id: uuid.UUID, before_seq: int | None, limit: int
     ) -> list[tuple[Row[Any], bool]]:
         """The `limit` display messages right below before_seq, newest first, hot and
-        archived alike, in one statement (`_PAGE`). Returns (row, archived) pairs: plain
-        rows of the columns a page shows (`PAGE_FIELDS`), not ORM objects (nothing on a
-        page is changed)."""
+        archived alike, in one statement (`message_queries.PAGE`). Returns (row, archived)
+        pairs: plain rows of the columns a page shows (`message_queries.PAGE_FIELDS`), not
+        ORM objects (nothing on a page is changed)."""
         bound = before_seq if before_seq is not None else 2**62
         params = {"uid": user_id, "sid": session_id, "bound": bound, "lim": limit}
-        return [(r, bool(r.archived)) for r in await self.session.execute(_PAGE, params)]
+        return [(r, bool(r.archived)) for r in await self.session.execute(PAGE, params)]
 
     async def _newest_of_both(
         self, statements: list[Any], params: dict[str, Any], limit: int
@@ -323,11 +169,11 @@ class MessageRepository:
         self, user_id: str, session_id: uuid.UUID, first: int, width: int, cpt: float
     ) -> list[tuple[int, int, int | None]]:
         """(last display index, tokens, measured context or None) per bucket of `width`
-        displayed messages from display index `first` on (`_size_buckets`), hot and
-        archived rows together, in order."""
+        displayed messages from display index `first` on
+        (`message_queries._size_buckets`), hot and archived rows together, in order."""
         params = {"uid": user_id, "sid": session_id, "first": first, "width": width, "cpt": cpt}
         buckets: dict[int, list[int]] = {}
-        for stmt in _SIZE_BUCKETS:
+        for stmt in SIZE_BUCKETS:
             for r in await self.session.execute(stmt, params):
                 b = buckets.setdefault(int(r.bucket), [0, 0, -1, -1])
                 b[0] = max(b[0], int(r.last_index))
@@ -344,7 +190,7 @@ class MessageRepository:
     ) -> list[Row[Any]]:
         """The newest `limit` compression markers and summaries, oldest first."""
         params = {"uid": user_id, "sid": session_id}
-        return await self._newest_of_both(_COMPRESSIONS, params, limit)
+        return await self._newest_of_both(COMPRESSIONS, params, limit)
 
     async def newer_bound(
         self, user_id: str, session_id: uuid.UUID, after_seq: int, limit: int
@@ -353,7 +199,7 @@ class MessageRepository:
         after `after_seq`: the sequence number of the next one after them, None when
         there is none (that page is the newest)."""
         params = {"uid": user_id, "sid": session_id, "after": after_seq, "lim": limit + 1}
-        seqs = sorted([r[0] for stmt in _NEWER for r in await self.session.execute(stmt, params)])
+        seqs = sorted([r[0] for stmt in NEWER for r in await self.session.execute(stmt, params)])
         return int(seqs[limit]) if len(seqs) > limit else None
 
     async def context_messages(self, user_id: str, session_id: uuid.UUID) -> list[Message]:

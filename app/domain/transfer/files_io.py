@@ -30,7 +30,8 @@ from app.config import Settings
 from app.domain.files.names import is_stored_name
 from app.domain.files.storage import list_files, resolve_stored, session_dir
 from app.domain.kernel.session_files import file_staging_root
-from app.domain.transfer.records import FILE_PART_BYTES, RecordError, file_record
+from app.domain.transfer.decoding import RecordError
+from app.domain.transfer.records import FILE_PART_BYTES, file_record
 from app.lib.disk import disk_full, disk_full_cause
 
 

@@ -29,6 +29,7 @@ from app.domain.kernel.forgotten_repository import ForgottenRepository
 from app.domain.sessions.planning_repository import PlanningRepository
 from app.domain.sessions.quota import check_quota, message_bytes
 from app.domain.sessions.services import PLANNING_ENTRY_MAX_BYTES, PLANNING_LOGS_KEPT
+from app.domain.transfer.decoding import RecordError, decode, split_legacy_planning
 from app.domain.transfer.export_repository import ExportRepository
 from app.domain.transfer.files_io import FileWriter
 from app.domain.transfer.import_repository import ImportRepository
@@ -41,10 +42,7 @@ from app.domain.transfer.records import (
     KIND_BY_TYPE,
     VERSION,
     Kind,
-    RecordError,
-    decode,
     embedder_of,
-    split_legacy_planning,
 )
 from app.domain.transfer.redaction import ImportRedaction, check_entries
 from app.lib.errors import Conflict, NotFound, Unprocessable

@@ -12,16 +12,10 @@ import pytest
 import app.db.models  # noqa: F401 - registers every table
 from app.config import Settings
 from app.db.base import Base
+from app.domain.transfer.decoding import RecordError, decode
 from app.domain.transfer.export_repository import PAGE_ROWS
 from app.domain.transfer.ndjson import ndjson_lines
-from app.domain.transfer.records import (
-    KIND_BY_TYPE,
-    KINDS,
-    NOT_EXPORTED,
-    RecordError,
-    decode,
-    embedder_of,
-)
+from app.domain.transfer.records import KIND_BY_TYPE, KINDS, NOT_EXPORTED, embedder_of
 from app.lib.errors import PayloadTooLarge
 
 
