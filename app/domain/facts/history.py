@@ -58,24 +58,15 @@ async def restore_version(
         if fact is None and not await service.versions.history(user_id, fact_id, limit=1):
             raise NotFound(f"fact {fact_id} not found")
         raise Unprocessable(f"version_id: {version_id} is not a version of fact {fact_id}")
-    if fact is None:
-        return await service.upsert_fact(
-            user_id,
-            old.category,
-            old.key,
-            old.value,
-            source=old.source,
-            confidence=old.confidence,
-            source_session_id=session_id,
-        )
     days = None
-    if fact.expires_at is not None:
+    if fact is not None and fact.expires_at is not None:
         left = (fact.expires_at - await service.versions.now()).total_seconds()
         days = max(1, round(left / 86_400))
+    named = fact if fact is not None else old  # a deleted fact: its version's category, key
     return await service.upsert_fact(
         user_id,
-        fact.category,
-        fact.key,
+        named.category,
+        named.key,
         old.value,
         source=old.source,
         confidence=old.confidence,
