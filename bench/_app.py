@@ -58,7 +58,9 @@ from app.domain.kernel.profiles import Profile, load_profiles
 from app.domain.kernel.stopwords import STOPWORDS
 from app.domain.kernel.terms import query_terms
 from app.domain.kernel.when import read_time
+from app.domain.raw_history.chunks import ChunkMessage
 from app.domain.raw_history.idle_index import IndexPassResult, index_idle_sessions
+from app.domain.raw_history.line_days import with_days
 from app.domain.raw_history.live_index import index_live_group
 from app.domain.raw_history.ranking import first_person, idf, segment_spans, term_pattern
 from app.domain.raw_history.repositories import Segment
@@ -91,6 +93,8 @@ from tests.fakes.ollama_server import DEFAULT_CHAT_REPLY, FakeOllama, fake_embed
 from tests.fakes.pg_cluster import PgCluster
 
 __all__ = [
+    "ChunkMessage",
+    "with_days",
     "DEFAULT_CHAT_REPLY",
     "DEFAULT_POSITIONS",
     "ExportReader",

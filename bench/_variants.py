@@ -54,6 +54,9 @@ VARIANTS: dict[str, dict[tuple[str, str], Any]] = {
     "date": {(RENDER, "RAW_TIME"): "date"},
     "asked": {(RENDER, "RAW_TIME"): "asked"},
     "datetime": {(RENDER, "RAW_TIME"): "datetime"},
+    # a day mark on the lines of an excerpt whose messages span several days (`line_days`)
+    "no-line-days": {(RENDER, "LINE_DAYS"): False},
+    "line-days-year": {("app.domain.raw_history.line_days", "MARK_YEAR"): True},
     "no-time+datetime": {
         (WHEN, "OUTSIDE_WINDOW"): 1.0,
         (WHEN, "ORDER_WEIGHT"): 0.0,

@@ -82,6 +82,8 @@ from locomo_data import (  # noqa: E402
     Message,
     _norm,
     bm25_recall,
+    dated_recall,
+    evidence_days,
     evidence_recall,
     load,
     messages_of,
@@ -264,8 +266,18 @@ class Score:
     n_cat: dict[int, int] = dataclasses.field(default_factory=lambda: defaultdict(int))
     latencies: list[float] = dataclasses.field(default_factory=list)
     chars: list[int] = dataclasses.field(default_factory=list)
+    # `dated_recall` (the evidence line shown with its own day), per category
+    dated: dict[int, dict[int, float]] = dataclasses.field(
+        default_factory=lambda: defaultdict(lambda: dict.fromkeys(BUDGETS, 0.0))
+    )
 
-    def add(self, shown: str, evidence: tuple[str, ...], category: int) -> None:
+    def add(
+        self,
+        shown: str,
+        evidence: tuple[str, ...],
+        category: int,
+        days: dict[str, str] | None = None,
+    ) -> None:
         self.n += 1
         self.n_cat[category] += 1
         self.chars.append(len(shown))
@@ -273,6 +285,13 @@ class Score:
             v = evidence_recall(shown, evidence, b)
             self.totals[b] += v
             self.by_cat[category][b] += v
+            if days is not None:
+                self.dated[category][b] += dated_recall(shown, evidence, days, b)
+
+    def dated_mean(self, b: int, category: int | None = None) -> float:
+        if category is None:
+            return sum(d[b] for d in self.dated.values()) / max(self.n, 1)
+        return self.dated[category][b] / max(self.n_cat[category], 1)
 
     def p95(self) -> float:
         """The search latency at the 95th percentile (the nearest sample below), ms."""
@@ -300,6 +319,7 @@ async def ask_all(
         # the question's time: the conversation's last sitting (LoCoMo's relative times
         # are the sittings', not today's)
         as_of = max(sitting_time(t.date) for t in conv.turns)
+        days = evidence_days(conv)
         for q in conv.questions:
             for window in windows:
                 with Clock() as c:
@@ -316,7 +336,7 @@ async def ask_all(
                     )
                 body = ok(r, "memory_search")
                 scores[window].latencies.append(c.ms)
-                scores[window].add(body["text"], q.evidence_lines, q.category)
+                scores[window].add(body["text"], q.evidence_lines, q.category, days)
                 if dump is not None and window:
                     dump.append(
                         {
@@ -538,7 +558,8 @@ def report(
 def report_variants(base: Score, variants: dict[str, Score]) -> None:
     """The `--ab` variants beside the shipped search (best window on), per category."""
     cats = [c for c in CATEGORIES if base.n_cat.get(c)]
-    head = ["search", "@1500", "@4000", *(f"{c} @4000" for c in cats), "p95 ms"]
+    head = ["search", "@1500", "@4000", *(f"{c} @4000" for c in cats)]
+    head += ["dated @1500", "@4000", "2 dated @1500", "@4000", "p95 ms"]
     rows = []
     for name, s in {"shipped": base, **variants}.items():
         p95 = s.p95()
@@ -549,6 +570,8 @@ def report_variants(base: Score, variants: dict[str, Score]) -> None:
                 f"{s.mean(1500):.3f}",
                 f"{s.mean(4000):.3f}",
                 *(f"{s.mean(4000, c):.3f}" for c in cats),
+                *(f"{s.dated_mean(b):.3f}" for b in BUDGETS),
+                *(f"{s.dated_mean(b, 2):.3f}" for b in BUDGETS),
                 f"{p95:.0f}",
             ]
         )

@@ -100,6 +100,43 @@ def evidence_recall(shown: str, evidence: tuple[str, ...], budget: int) -> float
     return sum(1 for line in evidence if _norm(line) in cut) / len(evidence)
 
 
+_HEADER = re.compile(r"^(\d+)\. (?:\(continued\)|\S+ ·.*?(?: · (\d{4}-\d\d-\d\d)(…[\d-]+)?)?)$")
+_DAY_MARK = re.compile(r"^\[(\d{4}-)?(\d\d-\d\d)\] ")
+
+
+def dated_recall(shown: str, evidence: tuple[str, ...], days: dict[str, str], budget: int) -> float:
+    """Share of evidence lines that appear whole in the first `budget` chars *with their
+    own day* (`days`: line → "YYYY-MM-DD"): on their hit's header when it shows one day,
+    else on the last day mark (`[YYYY-MM-DD] `) above them in that hit. What a "when
+    did…" question needs read off the text: the line and its date."""
+    day_of: dict[str, str | None] = {}  # hit number -> the day its next lines are of
+    year_of: dict[str, str] = {}  # hit number -> its header's year (a mark without one)
+    hit = ""
+    found: set[str] = set()
+    wanted = {_norm(line): days.get(line) for line in evidence}
+    for raw in shown[:budget].splitlines():
+        if m := _HEADER.match(raw):
+            hit = m.group(1)
+            if not raw.endswith("(continued)"):
+                day_of[hit] = m.group(2) if m.group(2) and not m.group(3) else None
+                year_of[hit] = (m.group(2) or "")[:5]
+            continue
+        line = raw.strip()
+        if mark := _DAY_MARK.match(line):
+            day_of[hit] = (mark.group(1) or year_of.get(hit, "")) + mark.group(2)
+            line = line[mark.end() :]
+        norm = _norm(line)
+        for ev, day in wanted.items():
+            if ev in norm and day is not None and day_of.get(hit) == day:
+                found.add(ev)
+    return len(found) / len(evidence)
+
+
+def evidence_days(conv: Conversation) -> dict[str, str]:
+    """Each turn's line → the day its message is timed (`messages_of`)."""
+    return {m.content: f"{m.created_at:%Y-%m-%d}" for m in reversed(messages_of(conv))}
+
+
 def tokens(text: str) -> list[str]:
     """Lower-cased words without stopwords (the reference BM25 drops them too)."""
     return [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]

@@ -43,6 +43,7 @@ import psycopg  # noqa: E402
 from _app import (  # noqa: E402
     TEXT_CANDIDATES,
     VECTOR_CANDIDATES,
+    ChunkMessage,
     LocalEmbedder,
     Segment,
     fake_embedding,
@@ -54,9 +55,17 @@ from _app import (  # noqa: E402
     search_terms,
     term_pattern,
     text_candidates,
+    with_days,
 )
 from _common import libpq_url, server_url, with_database  # noqa: E402
-from locomo_data import BUDGETS, evidence_recall, load, sitting_time  # noqa: E402
+from locomo_data import (  # noqa: E402
+    BUDGETS,
+    dated_recall,
+    evidence_days,
+    evidence_recall,
+    load,
+    sitting_time,
+)
 from psycopg.rows import namedtuple_row  # noqa: E402
 
 DB = f"navi_bench_locomo_{EMBEDDER}"  # bench_locomo's database of that ingest
@@ -80,8 +89,34 @@ class User:
             (user_id,),
         ):
             self.segments[cid].append((a, b, np.asarray(json.loads(emb), dtype=np.float32)))
+        # the messages, for the days of the lines (`ChunkRepository.range_messages`)
+        self.messages: dict[tuple[str, int], ChunkMessage] = {}
+        for table in ("session_messages", "session_messages_archive"):
+            with conn.cursor(row_factory=namedtuple_row) as cur:
+                cur.execute(
+                    "SELECT session_id, sequence_number, role, content, created_at, name,"
+                    f" is_summary, is_compression FROM {table} WHERE user_id = %s",
+                    (user_id,),
+                )
+                for r in cur:
+                    self.messages[(str(r.session_id), r.sequence_number)] = ChunkMessage(
+                        r.role,
+                        r.content or "",
+                        r.sequence_number,
+                        r.created_at,
+                        r.name,
+                        r.is_summary,
+                        r.is_compression,
+                    )
 
-    def search(self, query: str, qv: np.ndarray, k: int, now: datetime | None = None) -> str:
+    def search(
+        self,
+        query: str,
+        qv: np.ndarray,
+        k: int,
+        now: datetime | None = None,
+        line_days: bool = True,
+    ) -> str:
         """`search_raw`'s steps, with the text index and the segment lookup done here."""
         terms = search_terms(query)
         matches = [
@@ -111,6 +146,8 @@ class User:
         ]
         when = read_time(query, now) if now is not None else None
         hits = rank_candidates(loaded, weights, k, mine=first_person(query), when=when)
+        if line_days:
+            hits = with_days(hits, self.messages)
         return format_hits(query, "raw", hits)
 
 
@@ -143,7 +180,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--no-time", action="store_true", help="the question's time unread (as before issue 44)"
     )
+    parser.add_argument(
+        "--no-line-days", action="store_true", help="no day marks on the lines (before)"
+    )
+    parser.add_argument("--variant", default=None, help="a bench/_variants.py variant")
     args = parser.parse_args(argv)
+    if args.variant:
+        from _variants import applied, parse
+
+        with applied(parse(args.variant)[0]):
+            return _replay(args)
+    return _replay(args)
+
+
+def _replay(args: argparse.Namespace) -> None:
     if not STATE:
         sys.exit("no ingest yet: run `make bench-locomo` first")
     users = STATE["users"][: args.conversations]
@@ -151,22 +201,32 @@ def main(argv: list[str] | None = None) -> None:
     totals = dict.fromkeys(BUDGETS, 0.0)
     by_cat: dict[int, dict[int, float]] = defaultdict(lambda: dict.fromkeys(BUDGETS, 0.0))
     n_cat: dict[int, int] = defaultdict(int)
+    dated: dict[int, dict[int, float]] = defaultdict(lambda: dict.fromkeys(BUDGETS, 0.0))
     with psycopg.connect(libpq_url(with_database(server, DB))) as conn:
         for conv, user in zip(load(), users, strict=False):
             u = User(conn, user["id"])
             vectors = embed([q.question.strip() for q in conv.questions], u)
             now = None if args.no_time else as_of(conv)
+            days = evidence_days(conv)
             for q, qv in zip(conv.questions, vectors, strict=True):
-                text = u.search(q.question, np.asarray(qv, dtype=np.float32), args.k, now)
+                qv_ = np.asarray(qv, dtype=np.float32)
+                text = u.search(q.question, qv_, args.k, now, not args.no_line_days)
                 n_cat[q.category] += 1
                 for b in BUDGETS:
                     v = evidence_recall(text, q.evidence_lines, b)
                     totals[b] += v
                     by_cat[q.category][b] += v
+                    dated[q.category][b] += dated_recall(text, q.evidence_lines, days, b)
     n = sum(n_cat.values())
     print(f"k={args.k}: " + ", ".join(f"recall@{b} {totals[b] / n:.3f}" for b in BUDGETS))
+    all_dated = {b: sum(d[b] for d in dated.values()) / n for b in BUDGETS}
+    print(
+        "  dated (the line with its own day): "
+        + ", ".join(f"@{b} {all_dated[b]:.3f}" for b in BUDGETS)
+    )
     for cat in sorted(n_cat):
         cells = ", ".join(f"@{b} {by_cat[cat][b] / n_cat[cat]:.3f}" for b in BUDGETS)
+        cells += "; dated " + ", ".join(f"@{b} {dated[cat][b] / n_cat[cat]:.3f}" for b in BUDGETS)
         print(f"  category {cat} ({n_cat[cat]} questions): {cells}")
     print("LoCoMo (snap-research/LoCoMo, ACL 2024) dev split, CC BY-NC 4.0 — benchmark use only.")
 

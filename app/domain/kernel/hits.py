@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Literal
 
 SourceType = Literal["fact", "raw", "sketch", "error"]
+# (offset in a raw hit's text, day) where each day of its messages begins, in text order
+DayStarts = tuple[tuple[int, date], ...]
 
 
 @dataclass(frozen=True)
@@ -33,3 +35,5 @@ class MemoryHit:
     focus: tuple[tuple[int, int], ...] = ()
     focus_scores: tuple[float, ...] = ()  # the focus lines' scores, comparable across hits
     started_at: datetime | None = None  # raw: its first message's time (`timestamp`: its last)
+    # raw, its messages spanning several days: where each day begins (`line_days`)
+    day_starts: DayStarts = ()

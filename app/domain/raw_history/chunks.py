@@ -209,14 +209,21 @@ def content_hash(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
 
-def _entry(message: ChunkMessage) -> _Entry | None:
+def entry_text(message: ChunkMessage) -> str | None:
+    """The text `message` is written into a chunk with (its label, its content capped);
+    None for a message the chunks leave out."""
     if message.is_summary or message.is_compression:
         return None
     prefix = message_prefix(message.role, message.name)
     content = (message.content or "").strip()
     if prefix is None or not content:
         return None
-    return _Entry(prefix + elide_middle(content), message.sequence_number, message.created_at)
+    return prefix + elide_middle(content)
+
+
+def _entry(message: ChunkMessage) -> _Entry | None:
+    text = entry_text(message)
+    return None if text is None else _Entry(text, message.sequence_number, message.created_at)
 
 
 def _chunk(content: str, group: list[_Entry], crumbs: tuple[str, ...]) -> RawChunk:

@@ -1,7 +1,8 @@
 """SQL that reads raw chunks (`memory_chunks`) and their segment vectors
 (`memory_chunk_vectors`) for the raw search and recall: the search's planner settings and
-chunk count, term lookups, nearest segments, candidate chunks, the most recent chunks, a
-session's latest summary mark (`messages`). Every statement names the user. The rows are written
+chunk count, term lookups, nearest segments, candidate chunks, the messages of some
+chunks' turn ranges (the days of their lines), the most recent chunks, a session's latest
+summary mark (`messages`). Every statement names the user. The rows are written
 (append-only, idempotent per (session, content)) by `ChunkWriter`
 (chunk_writer_repository.py).
 """
@@ -21,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.citus import segment_buckets
 from app.db.models import MemoryChunk, Message
 from app.db.models.memory import SEGMENT_BUCKETS
+from app.domain.raw_history.chunks import ChunkMessage
 from app.domain.raw_history.ranking import PREFIX_MIN
 from app.lib.sql import DriverRows, vector_literal
 
@@ -113,6 +115,22 @@ _WALK = (
     " LATERAL ("
     + _NEAREST.replace("WHERE {where}", "WHERE {where} AND s.cfg IS NOT NULL")
     + ") AS w"
+)
+
+# `range_messages`' read: the messages of some chunks' turn ranges, from the hot table and
+# the archive (a session's history is both), by the `(session_id, sequence_number,
+# user_id)` key of each, the user named in each.
+_RANGE = (
+    "SELECT m.session_id, m.sequence_number, m.role, m.content, m.created_at, m.name,"
+    " m.is_summary, m.is_compression FROM {table} AS m JOIN unnest("
+    "CAST(%(sids)s AS uuid[]), CAST(%(los)s AS bigint[]), CAST(%(his)s AS bigint[]))"
+    " AS r(sid, lo, hi) ON m.session_id = r.sid AND m.sequence_number BETWEEN r.lo AND r.hi"
+    " WHERE m.user_id = %(uid)s AND m.role IN ('user', 'assistant', 'tool')"
+)
+_RANGE_MESSAGES = (
+    _RANGE.format(table="session_messages")
+    + " UNION ALL "
+    + _RANGE.format(table="session_messages_archive")
 )
 
 
@@ -298,6 +316,32 @@ class ChunkRepository:
             )
             for r in rows
         ]
+
+    async def range_messages(
+        self, user_id: str, ranges: Sequence[tuple[str, int, int]]
+    ) -> dict[tuple[str, int], ChunkMessage]:
+        """The user's messages of the turn ranges (session id, first, last turn), as the
+        chunker took them, by (session id, sequence number): one round trip."""
+        if not ranges:
+            return {}
+        params: dict[str, Any] = {
+            "uid": user_id,
+            "sids": [uuid.UUID(s) for s, _, _ in ranges],
+            "los": [lo for _, lo, _ in ranges],
+            "his": [hi for _, _, hi in ranges],
+        }
+        return {
+            (str(r.session_id), int(r.sequence_number)): ChunkMessage(
+                role=r.role,
+                content=r.content or "",
+                sequence_number=int(r.sequence_number),
+                created_at=r.created_at,
+                name=r.name,
+                is_summary=bool(r.is_summary),
+                is_compression=bool(r.is_compression),
+            )
+            for r in await self._rows(_RANGE_MESSAGES, params)
+        }
 
     async def recent(
         self,

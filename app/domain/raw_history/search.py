@@ -20,6 +20,7 @@ from app.domain.kernel.hits import MemoryHit
 from app.domain.kernel.terms import query_terms
 from app.domain.kernel.when import TimeAsk, time_factors
 from app.domain.raw_history import ranking
+from app.domain.raw_history.line_days import multi_day, with_days
 from app.domain.raw_history.ranking import (
     Candidate,
     first_person,
@@ -98,6 +99,7 @@ async def search_raw(
     before_seq: int | None = None,
     side_sessions: async_sessionmaker[AsyncSession] | None = None,
     when: TimeAsk | None = None,
+    line_days: bool = False,
 ) -> list[MemoryHit]:
     """Hybrid search of raw chunks, ranked by their best line (`ranking.rank_chunks`).
 
@@ -119,7 +121,9 @@ async def search_raw(
     `before_seq` (with `session_id`): only that session's chunks ending before that turn
     — automatic recall leaves out what the live context still holds. `when`: what the
     question says about time (`kernel.when.read_time`): chunks outside its window, or
-    far from the end it asks for (first / last), rank lower (`when.time_factors`)."""
+    far from the end it asks for (first / last), rank lower (`when.time_factors`).
+    `line_days`: the hits whose messages span several days carry where each day begins
+    (`line_days.with_days`; one read of their messages, only when a hit spans days)."""
     repo = ChunkRepository(db)
     terms = search_terms(query)
     if not terms:
@@ -138,7 +142,22 @@ async def search_raw(
     ids += [c for c in dict.fromkeys(cid for cid, _ in near) if str(c) not in matched]
     order = {chunk_id: n for n, chunk_id in enumerate(ids)}
     loaded = sorted(await repo.load_candidates(user_id, ids, vec), key=lambda x: order[x[0].id])
-    return rank_candidates(loaded, weights, k, mine=first_person(query), when=when)
+    hits = rank_candidates(loaded, weights, k, mine=first_person(query), when=when)
+    return await dated_lines(repo, user_id, hits) if line_days else hits
+
+
+async def dated_lines(
+    repo: ChunkRepository, user_id: str, hits: Sequence[MemoryHit]
+) -> list[MemoryHit]:
+    """`hits` with `day_starts` on those whose messages span several days."""
+    ranges = [
+        (h.session_id, h.start_seq, h.end_seq)
+        for h in hits
+        if h.session_id and multi_day(h.started_at, h.timestamp)
+    ]
+    if not ranges:
+        return list(hits)
+    return with_days(hits, await repo.range_messages(user_id, ranges))
 
 
 async def _query_vector(llm: LLMGateway | None, query: str) -> list[float] | None:

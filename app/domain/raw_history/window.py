@@ -13,8 +13,11 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
 
+from app.domain.kernel.hits import DayStarts
 from app.domain.raw_history.chunks import TOOL_RESULT
+from app.domain.raw_history.line_days import day_at, day_mark
 from app.domain.raw_history.ranking import Span, line_spans
 
 ELLIPSIS = "…"
@@ -229,11 +232,13 @@ class Run:
 @dataclass(frozen=True)
 class Focused:
     """A text with its focus lines ((start, end) spans, see `ranking.line_spans`) and
-    their scores, comparable across the texts of one call."""
+    their scores, comparable across the texts of one call; `days`: where each day of
+    its messages begins, when they span several (`line_days`)."""
 
     text: str
     focus: Sequence[tuple[int, int]]
     scores: Sequence[float]
+    days: DayStarts = ()
 
 
 def interleave_windows(
@@ -252,10 +257,13 @@ def interleave_windows(
     before the second-best lines of the first one. Lines already shown are not repeated;
     a focus line whose window does not fit what is left of the budget is shown alone, or
     skipped; a line longer than `line_chars` is shown as its best window of that size.
-    Consecutive picks from the same text form one `Run`."""
+    Consecutive picks from the same text form one `Run`. A text with `days` has its
+    first shown line, and each shown line of another day than the line shown before it,
+    marked with that day (`line_days.day_mark`, counted in the budget)."""
     spans = [line_spans(it.text) for it in items]
     left = budget
     shown: list[set[int]] = [set() for _ in items]
+    last_day: list[date | None] = [None for _ in items]
     picks: list[tuple[int, list[str], list[int]]] = []  # (item, texts, line indexes)
 
     def show(n: int, j: int) -> str:
@@ -263,11 +271,21 @@ def interleave_windows(
         line = items[n].text[start:end].strip()
         return line if len(line) <= line_chars else best_window(line, terms, line_chars)
 
+    def marked(n: int, idx: list[int]) -> tuple[list[str], date | None]:
+        block, day = [show(n, j) for j in idx], last_day[n]
+        if items[n].days:
+            for k, j in enumerate(idx):
+                d = day_at(items[n].days, spans[n][j][0])
+                if d is not None and d != day:
+                    block[k], day = day_mark(d, items[n].days) + block[k], d
+        return block, day
+
     for n, i in _focus_order(items, spans):
         block: list[str] = []
+        day: date | None = None
         for a in (after if _wants_next(items[n].text, spans[n], i) else 0, 0):
             idx = [j for j in range(i, min(i + a, len(spans[n]) - 1) + 1) if j not in shown[n]]
-            block = [show(n, j) for j in idx]
+            block, day = marked(n, idx)
             if sum(len(b) + 1 for b in block) <= left:
                 break
             block = []
@@ -275,6 +293,7 @@ def interleave_windows(
             continue
         left -= sum(len(b) + 1 for b in block)
         shown[n].update(idx)
+        last_day[n] = day
         _add_pick(picks, n, block, idx)
     seen: set[int] = set()
     runs = []

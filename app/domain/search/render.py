@@ -48,6 +48,9 @@ _INDENT = "   "
 # question names or asks a time: `kernel.when`). why: docs/performance.md, "Time in the
 # question"
 RAW_TIME = "date"
+# a raw excerpt whose messages span several days marks the day on its lines
+# (`line_days`); why: docs/performance.md, "Time in the question"
+LINE_DAYS = True
 
 
 def format_hits(
@@ -148,7 +151,10 @@ def _raw_section(
     others = [(n, h) for n, h in raws if n not in with_scores]
     out: list[str] = []
     runs = interleave_windows(
-        [Focused(h.text, h.focus, h.focus_scores) for _, h in scored],
+        [
+            Focused(h.text, h.focus, h.focus_scores, h.day_starts if LINE_DAYS else ())
+            for _, h in scored
+        ],
         text_chars * len(scored),
         [*terms, *(t for _, h in scored for t in h.matched_terms)],
         line_chars=text_chars,

@@ -271,6 +271,7 @@ class UnifiedSearch:
                 session_id=session_id,
                 side_sessions=self.side_sessions,
                 when=read_time(query, as_of or datetime.now(UTC)),
+                line_days=True,
             )
             summary = None
             if current_session_id is not None and raws:
