@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from litestar.testing import AsyncTestClient
@@ -18,21 +17,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory, transaction
+from app.domain.raw_history.chunks import ChunkMessage
 from app.domain.raw_history.indexer import embed_demoted, index_demoted
 
 MAY = datetime(2025, 5, 10, 12, 0, tzinfo=UTC)
 JULY = datetime(2025, 7, 12, 12, 0, tzinfo=UTC)
-
-
-@dataclass
-class Said:
-    role: str
-    content: str
-    sequence_number: int
-    created_at: datetime
-    name: str | None = None
-    is_summary: bool = False
-    is_compression: bool = False
 
 
 async def test_an_excerpt_over_two_days_shows_each_lines_day(
@@ -62,7 +51,7 @@ async def test_an_excerpt_over_two_days_shows_each_lines_day(
                 {"sid": uuid.UUID(sid)},
             )
         ).all()
-    said = [Said(r.role, r.content, r.sequence_number, r.created_at) for r in rows]
+    said = [ChunkMessage(r.role, r.content, r.sequence_number, r.created_at) for r in rows]
     assert [s.created_at.date() for s in said] == [MAY.date()] * 2 + [JULY.date()] * 2
     llm = build_gateway(settings)
     try:

@@ -7,7 +7,6 @@ times."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from litestar.testing import AsyncTestClient
@@ -16,21 +15,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory, transaction
+from app.domain.raw_history.chunks import ChunkMessage
 from app.domain.raw_history.indexer import embed_demoted, index_demoted
 
 MAY = datetime(2025, 5, 10, 12, 0, tzinfo=UTC)
 JULY = datetime(2025, 7, 12, 12, 0, tzinfo=UTC)
-
-
-@dataclass
-class Said:
-    role: str
-    content: str
-    sequence_number: int
-    created_at: datetime
-    name: str | None = None
-    is_summary: bool = False
-    is_compression: bool = False
 
 
 async def _sitting(
@@ -40,7 +29,8 @@ async def _sitting(
     r = await client.post("/sessions", json={"profile_id": "default"})
     sid = r.json()["id"]
     said = [
-        Said("user" if i % 2 == 0 else "assistant", line, i, at) for i, line in enumerate(lines)
+        ChunkMessage("user" if i % 2 == 0 else "assistant", line, i, at)
+        for i, line in enumerate(lines)
     ]
     llm = build_gateway(settings)
     try:
