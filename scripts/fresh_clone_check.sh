@@ -88,12 +88,17 @@ fi
 say "git clone $REPO → $CLONE ($(git -C "$REPO" rev-parse --short HEAD))"
 git clone -q "$REPO" "$CLONE"
 
-# make dist needs the repository's dev venv (build). The checkout's own serves when its
-# pyproject.toml is the clone's (same make stamp: nothing installed, nothing changed);
-# otherwise the clone makes its own (a minute or two).
-if [ -x "$REPO/.venv/bin/python" ] && cmp -s "$REPO/pyproject.toml" "$CLONE/pyproject.toml"; then
+# make dist needs the repository's dev venv (build). The checkout's own serves when it was
+# installed from the clone's pyproject.toml (its make stamp is there); otherwise the clone
+# makes its own (a minute or two). `-o pyproject.toml`: the clone's copy is newer than the
+# stamp, and make would otherwise reinstall the checkout's venv as an editable install of
+# the clone — deleted at the end, leaving the checkout's `navi` pointing at nothing.
+stamp="$REPO/.venv/.installed-$(sha1sum <"$CLONE/pyproject.toml" | cut -c1-12)"
+if [ -x "$REPO/.venv/bin/python" ] && [ -f "$stamp" ]; then
   say "make dist (in the clone, with $REPO/.venv)"
-  logged dist make -s -C "$CLONE" dist VENV="$REPO/.venv"
+  before=$(stat -c %Y "$stamp")
+  logged dist make -s -C "$CLONE" -o pyproject.toml dist VENV="$REPO/.venv"
+  [ "$(stat -c %Y "$stamp")" = "$before" ] || { echo "make dist reinstalled $REPO/.venv" >&2; exit 1; }
 else
   say "make dist (in the clone, its own venv)"
   logged dist make -s -C "$CLONE" dist

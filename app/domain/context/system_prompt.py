@@ -25,8 +25,12 @@ def prompt_note(profile: Profile) -> MessageOut | None:
 def prompt_tokens(system_prompt: str | None, model: str, window: int, *, user_id: str = "") -> int:
     """The tokens the prompt adds to a prompt priced with it (0 without one): at the
     marginal rate of the user's calibration (``user_id``: the session's), the prompt's
-    overhead being in the estimate of the rest."""
+    overhead being in the estimate of the rest. Priced whole: the prompt is sent whole
+    (:func:`prompt_note`), never cut to the per-message view budget (``window // 6``) the
+    stored messages are."""
     if not system_prompt:
         return 0
     msg = Msg(role="system", content=system_prompt)
-    return added_tokens([msg], calibration_for(model, user_id), window=window)
+    whole = len(system_prompt) + 1  # a budget in tokens no prompt of that many characters exceeds
+    calib = calibration_for(model, user_id)
+    return added_tokens([msg], calib, window=window, message_budget=whole)

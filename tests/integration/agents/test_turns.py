@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import time
+from pathlib import Path
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -15,7 +17,7 @@ from tests.fakes.chat_script import ScriptedReply
 from tests.fakes.ollama_server import FakeOllama
 from tests.fakes.served import serve
 
-from .conftest import messages, new_session, parse_sse
+from .conftest import MODEL, messages, new_session, parse_sse
 
 SSE = {"Accept": "text/event-stream"}
 CLIENT_TOOL = {
@@ -304,3 +306,29 @@ async def test_memory_forget_by_text_in_a_turn_leaves_no_trace(
     ]
     assert stored[2]["tool_calls"][0]["function"]["arguments"]["text"] == "[forgotten]"
     assert "Forgot that text everywhere" in stored[3]["content"]
+
+
+async def test_a_context_the_window_cannot_take_is_a_422_never_a_reply(
+    engine: AsyncEngine, turn_settings: Settings, tmp_path: Path, ollama: FakeOllama
+) -> None:
+    """check_context_size's message goes to the caller as 422 context_too_large (its
+    docstring, issue 43): no model call, no assistant message made of it. The context: a
+    system prompt of ~12,000 characters in a 4,096-token window, which no compression can
+    shrink (and which is priced whole, not cut to a stored message's view budget)."""
+    from app.asgi import create_app
+
+    profiles = tmp_path / "big.json"
+    big = {"context_window": 4096, "model": MODEL, "system_prompt": words(2000, "r")}
+    profiles.write_text(json.dumps({"big": big}))
+    s = dataclasses.replace(turn_settings, profiles_file=str(profiles))
+    app = create_app(s, engine=engine, background_jobs=False)
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    async with serve(app) as base, httpx.AsyncClient(base_url=base, headers=headers) as client:
+        sid = await new_session(client, "big")
+        r = await client.post(f"/sessions/{sid}/turns", json={"message": {"content": "hi"}})
+        assert r.status_code == 422, r.text
+        body = r.json()
+        assert body["error"] == "context_too_large" and body["tokens"] > body["limit"]
+        assert "/compact" in body["detail"]
+        assert ollama.requests_for("/api/chat") == []
+        assert all(m["role"] != "assistant" for m in await messages(client, sid))

@@ -31,6 +31,17 @@ def test_the_estimator_adds_the_prompt_to_every_prompt_it_prices() -> None:
     assert with_prompt(msgs) == plain(msgs) + extra
 
 
+def test_a_prompt_longer_than_the_view_budget_is_priced_whole() -> None:
+    # a stored message is priced (and sent) cut to WINDOW // 6 = 682 tokens; the prompt is
+    # sent whole, so it is priced whole (issue 43 audit: PROMPT, ~2,000 characters, was
+    # priced as its first ~1,200)
+    part = PROMPT[:1000]
+    short = prompt_tokens(part, "m", WINDOW)
+    assert short < WINDOW // 6
+    assert prompt_tokens(part * 4, "m", WINDOW) > 3.9 * short
+    assert prompt_tokens(PROMPT, "m", WINDOW) > WINDOW // 6
+
+
 def test_the_kept_region_leaves_room_for_the_prompt() -> None:
     s = Settings()
     msgs = _turns(12)
