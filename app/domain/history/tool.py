@@ -5,7 +5,6 @@ tool registry."""
 from __future__ import annotations
 
 import uuid
-from typing import cast
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -29,9 +28,9 @@ from app.domain.kernel.access import Viewer
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
 from app.domain.kernel.runtime import Runtime
-from app.domain.search.services import QueryEmbeddings
+from app.domain.search.services import embedded_ahead
 from app.lib.errors import AppError, Unprocessable
-from app.llm.gateway import LLMError, LLMGateway
+from app.llm.gateway import LLMGateway
 
 MAX_QUERY = 2000
 
@@ -130,11 +129,4 @@ async def embed_ahead(
     if runtime.llm is None or len(call.query or "") > MAX_QUERY:
         return None
     texts = await semantic_texts_ahead(runtime, principal, session_id, call)
-    if not texts:
-        return None
-    cached = QueryEmbeddings(runtime.llm)
-    try:
-        await cached.embed(texts)
-    except LLMError:
-        pass
-    return cast(LLMGateway, cached.seal())
+    return await embedded_ahead(runtime.llm, texts)
