@@ -17,9 +17,7 @@ from typing import Any, TypeVar
 
 import msgspec
 import structlog
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.engine import in_own_session
 from app.domain.agents import tool_schemas as schemas
 from app.domain.agents.file_tools import content_publish, image_view, share_file
 from app.domain.agents.tool_types import ToolContext, ToolResult
@@ -36,10 +34,8 @@ from app.domain.facts.services import FactService
 from app.domain.forget.services import ForgetService
 from app.domain.forget.tool import run_memory_tool_with_forget
 from app.domain.history.schemas import ChatHistoryIn
-from app.domain.history.search import normalize_call
 from app.domain.history.services import HistorySearch
-from app.domain.history.tool import run_chat_history_tool
-from app.domain.kernel.access import Viewer
+from app.domain.history.tool import run_chat_history_tool, semantic_texts_ahead
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
 from app.domain.kernel.runtime import Runtime
@@ -141,14 +137,9 @@ async def _chat_history_ahead(
     read on a connection of its own, given back before they are embedded."""
     if session_id is None:
         return []
-    raw = _args(arguments, ChatHistoryIn)
-    call = normalize_call(raw.mode, raw.match, raw.query, raw.limit)
-
-    async def read(db: AsyncSession) -> list[str]:
-        session = await SessionAccess(db).get(session_id, Viewer.of(principal))
-        return await HistorySearch.of(db, runtime).texts_ahead(session.user_id, session_id, call)
-
-    return await in_own_session(runtime.session_factory, read)
+    return await semantic_texts_ahead(
+        runtime, principal, session_id, _args(arguments, ChatHistoryIn)
+    )
 
 
 async def _write_error(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:

@@ -11,8 +11,10 @@ from app.domain.error_memory.schemas import (
     WriteErrorOut,
 )
 from app.domain.error_memory.services import ErrorMemoryService
-from app.domain.error_memory.tool import run_error_history, run_write_error
+from app.domain.error_memory.tool import error_history_embeds, run_error_history, run_write_error
 from app.domain.kernel.principal import Principal
+from app.domain.kernel.runtime import Runtime
+from app.domain.search.services import embedded_ahead
 
 
 class ErrorMemoryController(Controller):
@@ -36,6 +38,10 @@ class ErrorMemoryController(Controller):
         data: ErrorHistoryIn,
         principal: Principal,
         errors: ErrorMemoryService,
+        runtime: Runtime,
     ) -> ErrorHistoryOut:
         """Past errors like this one and how they were fixed (text + vector search)."""
+        # the query's vector first: the search's text read comes before its vector read,
+        # and the request's session holds its connection from its first statement
+        errors.embed_through(await embedded_ahead(runtime.llm, error_history_embeds(data)))
         return await run_error_history(errors, principal.id, data)

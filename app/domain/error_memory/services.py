@@ -86,6 +86,12 @@ class ErrorMemoryService:
         """The service on `db`, embedding through `llm` (default the runtime's gateway)."""
         return cls(db, llm or runtime.llm, runtime.settings)
 
+    def embed_through(self, llm: LLMGateway | None) -> None:
+        """Embed through `llm` from now on (the sealed gateway of embeddings made ahead,
+        with no connection held); None keeps the gateway as it is."""
+        if llm is not None:
+            self.llm = llm
+
     @property
     def ttl_days(self) -> int:
         return self.settings.error_memory_ttl_days

@@ -7,10 +7,11 @@ from litestar import Controller, Request, post
 from app.domain.history.deps import DEPENDENCIES
 from app.domain.history.schemas import ChatHistoryIn, ChatHistoryOut
 from app.domain.history.services import HistorySearch
-from app.domain.history.tool import run_chat_history_tool
+from app.domain.history.tool import embed_ahead, run_chat_history_tool
 from app.domain.kernel.access import SESSION_HEADER, session_id_of
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
+from app.domain.kernel.runtime import Runtime
 from app.lib.errors import Unprocessable
 
 
@@ -34,7 +35,13 @@ class ChatHistoryController(Controller):
         principal: Principal,
         access: SessionAccess,
         history: HistorySearch,
+        runtime: Runtime,
     ) -> ChatHistoryOut:
         """Search or list one session's own history (hot and archived)."""
         sid = session_from(data.session_id, request)
+        # the semantic mode's embeddings first, before this request's first statement
+        # (its session then holds a pooled connection to its end): none held meanwhile
+        embedded = await embed_ahead(runtime, principal, sid, data)
+        if embedded is not None:
+            history.embed_through(embedded)
         return await run_chat_history_tool(history, access, principal, data, sid)

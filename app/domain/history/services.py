@@ -62,6 +62,11 @@ class HistorySearch:
         the semantic mode embeds through."""
         return cls(db, llm or runtime.llm, runtime.settings, primary)
 
+    def embed_through(self, llm: LLMGateway) -> None:
+        """The semantic mode embeds through `llm` from now on (the sealed gateway of the
+        embeddings made ahead, with no connection held)."""
+        self.llm = llm
+
     async def texts_ahead(self, user_id: str, session_id: uuid.UUID, call: ToolCall) -> list[str]:
         """What the semantic mode of `call` will embed (the recent messages without a
         vector, then the query), read only: the turn loop embeds them first, with no

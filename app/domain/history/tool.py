@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import uuid
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.engine import in_own_session
 from app.domain.history.schemas import (
     ChatHistoryIn,
     ChatHistoryOut,
@@ -24,7 +27,10 @@ from app.domain.history.services import HistorySearch
 from app.domain.kernel.access import Viewer
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
-from app.lib.errors import Unprocessable
+from app.domain.kernel.runtime import Runtime
+from app.domain.search.services import embedded_ahead
+from app.lib.errors import AppError, Unprocessable
+from app.llm.gateway import LLMGateway
 
 MAX_QUERY = 2000
 
@@ -88,3 +94,39 @@ async def run_chat_history_tool(
     session = await access.get(session_id, Viewer.of(principal))
     result = await history.run(session.user_id, session_id, normalized)
     return result_out(session_id, result)
+
+
+async def semantic_texts_ahead(
+    runtime: Runtime, principal: Principal, session_id: uuid.UUID, call: ChatHistoryIn
+) -> list[str]:
+    """What the semantic mode of `call` will embed (the recent messages without a vector,
+    then the query), read on a connection of its own and given back before they are
+    embedded: the caller embeds them with no connection held. Nothing for a call that
+    embeds nothing; a session out of the caller's reach reads nothing (the call's run
+    answers that)."""
+
+    async def read(db: AsyncSession) -> list[str]:
+        normalized = normalize_call(call.mode, call.match, call.query, call.limit)
+        session = await SessionAccess(db).get(session_id, Viewer.of(principal))
+        return await HistorySearch.of(db, runtime).texts_ahead(
+            session.user_id, session_id, normalized
+        )
+
+    try:
+        return await in_own_session(runtime.session_factory, read)
+    except AppError:  # bad arguments, a session out of reach: the run answers them
+        return []
+
+
+async def embed_ahead(
+    runtime: Runtime, principal: Principal, session_id: uuid.UUID, call: ChatHistoryIn
+) -> LLMGateway | None:
+    """`POST /tools/chat_history`'s embeddings, made before the request's first statement
+    (its session keeps a pooled connection from then to its end): the gateway the
+    semantic mode then embeds through — sealed, it answers from what was made here and
+    never calls the model (a failure is remembered: the search degrades to keyword as
+    with a down embedder). None when the call embeds nothing."""
+    if runtime.llm is None or len(call.query or "") > MAX_QUERY:
+        return None
+    texts = await semantic_texts_ahead(runtime, principal, session_id, call)
+    return await embedded_ahead(runtime.llm, texts)

@@ -130,6 +130,21 @@ class QueryEmbeddings:
         return (await self.embed([text]))[0]
 
 
+async def embedded_ahead(llm: LLMGateway | None, texts: Sequence[str]) -> LLMGateway | None:
+    """`texts` embedded now, before the caller's first statement (a request's session
+    keeps its pooled connection from then to its end), as a sealed gateway that answers
+    from them and never calls the model (a failure is remembered: the caller degrades as
+    with a down embedder). None without an embedder or texts: nothing to hand over."""
+    if llm is None or not texts:
+        return None
+    cached = QueryEmbeddings(llm)
+    try:
+        await cached.embed(texts)
+    except LLMError:
+        pass
+    return cast(LLMGateway, cached.seal())
+
+
 class UnifiedSearch:
     """The stores searched for one query. With a `side_sessions` factory (the service's),
     the facts and the sketches are read on a second connection while the raw index is
