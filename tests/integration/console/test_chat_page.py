@@ -22,7 +22,7 @@ from tests.fakes.chat_script import ScriptedReply
 from tests.fakes.ollama_server import FakeOllama
 from tests.integration.console.support import csrf_of, post_form, sign_in
 
-PROFILES = {"small": {"context_window": 4096, "compression_keep_recent": 4, "model": "fake-chat"}}
+PROFILES = {"small": {"context_window": 4096, "compression_keep_recent": 4, "model": "fake-small"}}
 Headers = dict[str, str]
 PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -105,6 +105,9 @@ async def test_new_chat_and_a_streamed_turn_with_its_cards(
     assert "Hello from the fake model" in page and "hi there" in page
     assert "Tool call: memory" in page and "Result of memory" in page
     assert "tokens in 321" in page
+    # the session's profile and its model: the page names them, the turn asked that model
+    assert "Profile small · model fake-small · window 4096 tokens" in page
+    assert {b["model"] for b in ollama.requests_for("/api/chat")} == {"fake-small"}
     assert 'src="/console/static/chat.js"' in page and '<label for="chat-input">' in page
     # the sidebar: the caller's chats, pinned first, this one marked
     r = await cclient.post("/sessions", json={"name": "Pinned one"}, headers=ada)
