@@ -15,7 +15,9 @@ server as the model (streamed replies, no delay), turns posted with
   time to its first byte;
 - **turns per second**: sequential, and with `--clients` concurrent clients;
 - the same turns through the console's chat route (`POST /console/chat/{id}/turn`, the
-  cookie and CSRF header the chat page sends): its overhead against the API's.
+  cookie and CSRF header the chat page sends): its overhead against the API's; and the
+  page's redraw after each of them (`GET /console/chat/{id}`, as chat.js asks for the
+  history once the `done` event came), timed on its own.
 
 The server runs in a process of its own (`uvicorn --workers`, default 1), so the client
 and the fake model (threads of the bench process) do not take its GIL; `--in-process`
@@ -149,6 +151,15 @@ def _csrf(html: str) -> str:
     return m.group(1)
 
 
+async def page_redraw(page: httpx.AsyncClient, sid: str) -> float:
+    """The chat page's GET of itself after a turn's `done` (its history redrawn), ms."""
+    t0 = time.perf_counter()
+    r = await page.get(f"/console/chat/{sid}", headers={"Cache-Control": "no-store"})
+    if r.status_code != 200:
+        raise RuntimeError(f"chat page: {r.status_code} {r.text[:300]}")
+    return (time.perf_counter() - t0) * 1000
+
+
 async def sessions(client: httpx.AsyncClient, profile: str, n: int) -> list[str]:
     out = []
     for _ in range(n):
@@ -209,13 +220,14 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             plain = await sessions(c, "default", 10)
             await run_turns(c, fake, plain, 10, "warm up")
             # API and console turns interleaved, so both meet the same load and history
-            fast, chat = [], []
+            fast, chat, redraw = [], [], []
             async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as page:
                 csrf = await console_sign_in(page)
                 for i in range(args.turns):
                     sid, text = plain[i % 10], f"what did we decide about it {i}"
                     fast.append(await one_turn(c, fake, sid, text))
                     chat.append(await one_turn(page, fake, sid, text, csrf))
+                    redraw.append(await page_redraw(page, sid))
             blocks_sids = await sessions(c, "default", 10)
             blocks = [
                 await building_blocks(c, blocks_sids[i % 10], f"what did we decide about it {i}")
@@ -249,6 +261,14 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         f"{fmt_ms(bb.p50)} / {fmt_ms(bb.p95)} ms — the turn loop's own share is the "
         f"overhead above minus this"
     )
+    api_over = Stats.of([s.overhead for s in uncompressed])
+    chat_over = Stats.of([s.overhead for s in chat if not s.compressed])
+    rd = Stats.of(redraw)
+    print(
+        f"console chat route − API endpoint, overhead: p50 {chat_over.p50 - api_over.p50:+.1f} ms,"
+        f" p95 {chat_over.p95 - api_over.p95:+.1f} ms; the page's redraw after done "
+        f"(GET /console/chat/{{id}}): p50/p95 {fmt_ms(rd.p50)} / {fmt_ms(rd.p95)} ms"
+    )
     seq = len(fast) / (sum(s.wall_ms for s in fast) / 1000)
     print(f"turns/s: {seq:.1f} sequential, {tps:.1f} with {args.clients} concurrent clients")
     return {
@@ -259,6 +279,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "overhead_p50_ms": Stats.of([s.overhead for s in uncompressed]).p50,
         "console_overhead_p50_ms": Stats.of([s.overhead for s in chat if not s.compressed]).p50,
         "console_overhead_p95_ms": Stats.of([s.overhead for s in chat if not s.compressed]).p95,
+        "console_redraw_p50_ms": rd.p50,
+        "console_redraw_p95_ms": rd.p95,
         "turns_per_second": seq,
         "turns_per_second_concurrent": tps,
     }

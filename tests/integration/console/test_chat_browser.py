@@ -210,6 +210,7 @@ def test_a_person_chats_through_the_console(
     svg_frame = "document.querySelector('.viewer-svg iframe')"
     assert browser.js(f"{svg_frame}.hasAttribute('sandbox')") is True
     assert browser.js(f"{svg_frame}.getAttribute('sandbox')") == ""
+    assert browser.js(f"{svg_frame}.getAttribute('src')") == f"/console/chat/{sid}/files/map.svg"
     assert pdf == f"/console/chat/{sid}/files/itinerary.pdf"
     fetched = browser.js(
         f"fetch({json.dumps(pdf)}).then(r => [r.status, r.headers.get('content-type')])"
@@ -245,4 +246,12 @@ def test_a_person_chats_through_the_console(
 
     # --- another user's chat: 404, its turn route too
     status = browser.js(f"fetch('/console/chat/{theirs}').then(r => r.status)")
+    assert status == 404
+    status = browser.js(
+        f"""fetch('/console/chat/{theirs}/turn', {{
+            method: 'POST', body: JSON.stringify({{content: 'hello?'}}),
+            headers: {{'Content-Type': 'application/json',
+                       'X-Navi-CSRF': document.querySelector('#chat-form').dataset.csrf}},
+        }}).then(r => r.status)"""
+    )
     assert status == 404

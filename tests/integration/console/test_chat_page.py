@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,12 +22,13 @@ from tests.fakes.chat_script import ScriptedReply
 from tests.fakes.ollama_server import FakeOllama
 from tests.integration.console.support import csrf_of, post_form, sign_in
 
-PROFILES = {"small": {"context_window": 4096, "compression_keep_recent": 4, "model": "fake-chat"}}
+PROFILES = {"small": {"context_window": 4096, "compression_keep_recent": 4, "model": "fake-small"}}
 Headers = dict[str, str]
 PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
     "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
 )
+MP4 = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2" + b"\x00\x00\x00\x08free"
 
 
 @pytest.fixture
@@ -103,6 +105,9 @@ async def test_new_chat_and_a_streamed_turn_with_its_cards(
     assert "Hello from the fake model" in page and "hi there" in page
     assert "Tool call: memory" in page and "Result of memory" in page
     assert "tokens in 321" in page
+    # the session's profile and its model: the page names them, the turn asked that model
+    assert "Profile small · model fake-small · window 4096 tokens" in page
+    assert {b["model"] for b in ollama.requests_for("/api/chat")} == {"fake-small"}
     assert 'src="/console/static/chat.js"' in page and '<label for="chat-input">' in page
     # the sidebar: the caller's chats, pinned first, this one marked
     r = await cclient.post("/sessions", json={"name": "Pinned one"}, headers=ada)
@@ -287,11 +292,13 @@ async def test_published_files_get_a_viewer_by_their_type(
         ("files", ("page.html", b"<!doctype html><p>hello<script>alert(1)</script>", "text/html")),
         ("files", ("part.stl", b"solid part\nendsolid part\n", "model/stl")),
         ("files", ("beep.wav", b"RIFF\x24\x00\x00\x00WAVEfmt ", "audio/wav")),
+        ("files", ("dot.png", PNG, "image/png")),
+        ("files", ("clip.mp4", MP4, "video/mp4")),
     ]
     r = await cclient.post(f"/sessions/{sid}/files", files=files, headers=ada)
     assert r.status_code == 201, r.text
     csrf = await sign_in(cclient, _token(ada))
-    names = ["query.sql", "page.html", "part.stl", "beep.wav"]
+    names = ["query.sql", "page.html", "part.stl", "beep.wav", "dot.png", "clip.mp4"]
     calls = [{"name": "content_publish", "arguments": {"filename": n}} for n in names]
     ollama.chat_replies += [ScriptedReply(tool_calls=calls), ScriptedReply("Published.")]
     r = await _turn(cclient, sid, csrf, "publish them")
@@ -303,9 +310,74 @@ async def test_published_files_get_a_viewer_by_their_type(
     assert '<span class="line">  from dual;</span>' in page
     assert f'<iframe sandbox src="{base}/page.html"' in page
     assert f'<audio controls src="{base}/beep.wav"' in page
+    assert f'<img src="{base}/dot.png" alt="dot.png">' in page
+    assert f'<video controls src="{base}/clip.mp4"' in page
     assert f'href="{base}/part.stl" download="part.stl"' in page
     assert "no viewer for model files here" in page
     r = await cclient.get(f"{base}/part.stl")
     assert r.status_code == 200 and r.headers["content-disposition"].startswith("attachment")
     r = await cclient.get(f"{base}/page.html")
     assert "sandbox" in r.headers["content-security-policy"]
+
+
+async def test_older_messages_are_paged_as_the_owner_scrolls(cclient: AsyncTestClient) -> None:
+    """The newest page first, "← Older messages" to the page before it, "Newest" back."""
+    ada = await _user(cclient, "ada")
+    sid = await _session(cclient, ada)
+    msgs = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message number {i:02d}"}
+        for i in range(7)
+    ]
+    r = await cclient.post(f"/sessions/{sid}/messages", json={"messages": msgs}, headers=ada)
+    assert r.status_code == 201, r.text
+    await sign_in(cclient, _token(ada))
+    page = (await cclient.get(f"/console/chat/{sid}", params={"limit": 3})).text
+    assert all(f"message number {i:02d}" in page for i in (4, 5, 6))
+    assert all(f"message number {i:02d}" not in page for i in range(4))
+    assert 'class="newest"' not in page
+    older = page.split('class="older" href="', 1)[1].split('"', 1)[0].replace("&amp;", "&")
+    page = (await cclient.get(older)).text
+    assert all(f"message number {i:02d}" in page for i in (1, 2, 3))
+    assert all(f"message number {i:02d}" not in page for i in (0, 4, 5, 6))
+    assert f'class="newest" href="/console/chat/{sid}"' in page
+
+
+async def test_the_page_loads_nothing_from_elsewhere(cclient: AsyncTestClient) -> None:
+    """Server-rendered, the console's script and one small script of the chat's own,
+    every asset from this origin."""
+    ada = await _user(cclient, "ada")
+    sid = await _session(cclient, ada)
+    await sign_in(cclient, _token(ada))
+    r = await cclient.get(f"/console/chat/{sid}")
+    assert r.status_code == 200
+    csp = r.headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "script-src 'self';" in csp
+    assert "frame-src 'self'" in csp and "media-src 'self'" in csp
+    assert "http:" not in csp and "https:" not in csp
+    srcs = re.findall(r'(?:src|href)="([^"]*)"', r.text)
+    assert srcs and all(s.startswith(("/", "#", "data:")) for s in srcs), srcs
+    scripts = re.findall(r"<script\b[^>]*>", r.text)
+    own = ['<script src="/console/static/console.js" defer>']  # every page's
+    assert scripts == [*own, '<script src="/console/static/chat.js" defer>'], scripts
+    js = await cclient.get("/console/static/chat.js")
+    assert js.status_code == 200 and js.text.count("\n") < 200
+
+
+async def test_uploads_past_the_quota_are_the_apis_413(
+    make_client,  # type: ignore[no-untyped-def]
+    settings: Settings,
+) -> None:
+    async with make_client(settings, files_max_bytes_per_user=100) as c:
+        c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        ada = await _user(c, "ada")
+        r = await c.post("/sessions", json={}, headers=ada)
+        sid = r.json()["id"]
+        csrf = await sign_in(c, _token(ada))
+        files = {"files": ("big.txt", b"x" * 500, "text/plain")}
+        api = await c.post(f"/sessions/{sid}/files", files=files, headers=ada)
+        assert api.status_code == 413, api.text
+        r = await c.post(f"/console/chat/{sid}/files", files=files, headers={"X-Navi-CSRF": csrf})
+        assert r.status_code == 413, r.text
+        small = {"files": ("small.txt", b"x" * 50, "text/plain")}
+        r = await c.post(f"/console/chat/{sid}/files", files=small, headers={"X-Navi-CSRF": csrf})
+        assert r.status_code == 201, r.text
