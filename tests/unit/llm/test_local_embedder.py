@@ -228,3 +228,81 @@ async def test_a_query_never_waits_behind_index_work(embedder: LocalEmbedder) ->
 
     again = await asyncio.create_task(in_index_lane())
     assert cosine(again[0], vectors[0]) > 0.9999
+
+
+class _CountingSession:
+    """The model session, counting its runs (and failing them when told to)."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner, self.runs, self.fail = inner, 0, False
+
+    def run(self, *args: object, **kwargs: object) -> object:
+        self.runs += 1
+        if self.fail:
+            raise RuntimeError("the model broke")
+        return self.inner.run(*args, **kwargs)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+def _queued_together(embedder: LocalEmbedder, queries: list[str]) -> list[object]:
+    """Each query embedded from a thread of its own while a run is under way (the
+    leader's lock held), then let go: what each got back, or raised."""
+    import threading
+
+    model = embedder._model()
+    got: list[object] = [None] * len(queries)
+
+    def call(i: int) -> None:
+        try:
+            got[i] = embedder.encode([queries[i]])
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            got[i] = exc
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(queries))]
+    with model.lead_lock:
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 5
+        while len(model.asks) < len(queries) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert len(model.asks) == len(queries)
+    for t in threads:
+        t.join(10)
+    return got
+
+
+def test_concurrent_queries_share_one_model_run(embedder: LocalEmbedder) -> None:
+    """Issue 41: searches that embed their query at the same moment ride in one model
+    run (about half the CPU per query: docs/performance.md); each gets the vector it
+    would have got alone."""
+    queries = [a for a, _ in PARAPHRASES[:4]]
+    alone = [embedder.encode([q])[0] for q in queries]
+    model = embedder._model()
+    counting = _CountingSession(model.session)
+    model.session = counting
+    try:
+        got = _queued_together(embedder, queries)
+    finally:
+        model.session = counting.inner
+    assert counting.runs == 1  # four calls, one run
+    for vectors, single in zip(got, alone, strict=True):
+        assert isinstance(vectors, list)
+        assert cosine(vectors[0], single) > 0.9999
+
+
+def test_a_failed_shared_run_fails_every_rider(embedder: LocalEmbedder) -> None:
+    """A run that breaks answers each of its riders with an LLMError (they degrade to
+    a text search), and the next call runs again."""
+    model = embedder._model()
+    counting = _CountingSession(model.session)
+    counting.fail = True
+    model.session = counting
+    try:
+        got = _queued_together(embedder, ["one", "two", "three"])
+    finally:
+        model.session = counting.inner
+    assert all(isinstance(g, LocalModelError) for g in got), got
+    assert model.asks == []
+    assert len(embedder.encode(["after"])[0]) == LOCAL_DIM
