@@ -98,6 +98,9 @@ bench-turns: install ## POST /sessions/{id}/turns: overhead over the (fake) mode
 bench-rebalance: install ## A Citus worker added, then one drained and removed, under API load with 200 users × 2,000 messages + facts loaded: move durations, p50/p99 before vs during, errors (root; ARGS="--seed-users 50")
 	$(BIN)/python bench/bench_rebalance.py $(ARGS)
 
+bench-indexers: install ## Indexers apart from the web workers on the Citus cluster: one backlog loaded through the API (nothing embedded), then 1, then 2 `navi indexer` processes (INDEXER_THREADS=1) against the coordinator: segments/s, 2 ÷ 1, CPU per segment (indexers, PostgreSQL), nothing embedded twice (scripts/provision-citus.sh first; ARGS="--embedder both", "--url postgresql+psycopg://…")
+	$(BIN)/python bench/bench_indexers.py $(ARGS)
+
 bench-slow-model: install ## GET /sessions p50/p99 idle, then during 20 post-turn compressions whose summaries take 30 s (the service as make run starts it; ARGS="--compressions 5 --summary-seconds 5")
 	$(BIN)/python bench/bench_slow_model.py $(ARGS)
 
@@ -173,4 +176,4 @@ bench-import: install ## Import a synthetic ChatGPT export (10k conversations, 5
 clean: ## Remove caches (keeps .venv and .navi data)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install run migrate test test-clients dist fresh-clone-check test-unit test-rebalance lint format typecheck clean reembed bench-turns bench-compression bench-sessions bench-console backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-import bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness bench-embed-cost bench-burst bench-slow-model bench-rebalance soak
+.PHONY: help install run migrate test test-clients dist fresh-clone-check test-unit test-rebalance lint format typecheck clean reembed bench-turns bench-compression bench-sessions bench-console backfill bench-facts bench-context-modes bench-history-bytes bench-export bench-import bench-locomo bench-lme bench-locomo-replay bench-breadcrumbs bench-search bench-search-ab bench-scale bench-load bench-load-py bench-freshness bench-embed-cost bench-burst bench-slow-model bench-rebalance bench-indexers soak

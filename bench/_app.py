@@ -61,7 +61,7 @@ from app.domain.kernel.when import read_time
 from app.domain.raw_history.chunks import ChunkMessage
 from app.domain.raw_history.idle_index import IndexPassResult, index_idle_sessions
 from app.domain.raw_history.line_days import with_days
-from app.domain.raw_history.live_index import index_live_group
+from app.domain.raw_history.live_index import index_live_group, index_live_sessions
 from app.domain.raw_history.ranking import first_person, idf, segment_spans, term_pattern
 from app.domain.raw_history.repositories import Segment
 from app.domain.raw_history.search import (
@@ -87,7 +87,7 @@ from app.lib.sql import contains_pattern
 from app.llm.factory import build_gateway
 from app.llm.gateway import LLMGateway
 from app.llm.local_embedder import LocalEmbedder
-from tests.citus.cluster import create_cluster_database
+from tests.citus.cluster import create_cluster_database, drop_cluster_database
 from tests.fakes.chat_script import ScriptedReply
 from tests.fakes.ollama_server import DEFAULT_CHAT_REPLY, FakeOllama, fake_embedding
 from tests.fakes.pg_cluster import PgCluster
@@ -100,6 +100,7 @@ __all__ = [
     "ExportReader",
     "import_chats",
     "index_live_group",
+    "index_live_sessions",
     "parse_chatgpt",
     "FIELDS",
     "HISTORY_SIZE_SQL",
@@ -134,6 +135,7 @@ __all__ = [
     "configure_logging",
     "contains_pattern",
     "create_cluster_database",
+    "drop_cluster_database",
     "create_app",
     "create_engine",
     "display_prefix",
