@@ -30,9 +30,9 @@ from app.domain.kernel.messages import MessageIn, MessageOut
 from app.domain.kernel.principal import Principal
 from app.domain.kernel.profiles import Profile
 from app.domain.kernel.runtime import Runtime
-from app.domain.search.services import QueryEmbeddings
 from app.lib.errors import AppError, Unprocessable
 from app.llm.gateway import LLMError, LLMGateway
+from app.llm.query_embeddings import QueryEmbeddings
 
 log = structlog.get_logger("app.agents.turns")
 

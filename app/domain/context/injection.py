@@ -25,9 +25,9 @@ from app.domain.search.recall import (
     remembered_ids,
     turn_recall_query,
 )
-from app.domain.search.services import QueryEmbeddings
 from app.llm.errors import LLMError
 from app.llm.gateway import LLMGateway
+from app.llm.query_embeddings import QueryEmbeddings
 
 #: session_metadata: chars of the memory notes the last pre-turn prepare injected.
 INJECTED_CHARS_KEY = "injected_chars"

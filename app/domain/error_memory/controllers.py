@@ -14,7 +14,7 @@ from app.domain.error_memory.services import ErrorMemoryService
 from app.domain.error_memory.tool import error_history_embeds, run_error_history, run_write_error
 from app.domain.kernel.principal import Principal
 from app.domain.kernel.runtime import Runtime
-from app.domain.search.services import embedded_ahead
+from app.llm.query_embeddings import embedded_ahead
 
 
 class ErrorMemoryController(Controller):

@@ -28,9 +28,9 @@ from app.domain.kernel.access import Viewer
 from app.domain.kernel.ownership import SessionAccess
 from app.domain.kernel.principal import Principal
 from app.domain.kernel.runtime import Runtime
-from app.domain.search.services import embedded_ahead
 from app.lib.errors import AppError, Unprocessable
 from app.llm.gateway import LLMGateway
+from app.llm.query_embeddings import embedded_ahead
 
 MAX_QUERY = 2000
 
