@@ -11,8 +11,11 @@ and one rare word per conversation. Then, in process on a fresh database
 conversations per transaction, the words written to the raw index in it):
 
 1. the import: seconds, messages/s, the process's RSS growth (sampled every 50 ms);
-2. the words of the last conversation findable by the raw index's text search at once;
-3. the same file imported again: rows added (must be 0), seconds;
+2. the words of the first, a middle and the last conversation found by `memory_search`'s
+   unified search (words only) after the import: seconds (goal: within 10 s), and the
+   last one's in the raw index's text search;
+3. the same file imported again: rows added (sessions, messages and chunks counted in
+   the database; must be 0), seconds;
 4. the naive way to the same end state on the first `--naive` conversations of the same
    file (a transaction per conversation, one INSERT per message, then the live indexer's
    per-session pass for the words): messages/s, and ours / naive.
@@ -141,7 +144,73 @@ class RssSampler:
         self.thread.join()
 
 
-async def ours(url: str, path: Path) -> dict[str, float]:
+async def _rows(factory: object) -> int:
+    """The rows an import writes: sessions, messages, raw chunks (a re-import adds 0)."""
+    from _app import transaction
+    from sqlalchemy import text
+
+    async with transaction(factory) as db:  # type: ignore[arg-type]
+        return int(
+            (
+                await db.execute(
+                    text(
+                        "SELECT (SELECT count(*) FROM sessions WHERE user_id = :u)"
+                        " + (SELECT count(*) FROM session_messages WHERE user_id = :u)"
+                        " + (SELECT count(*) FROM memory_chunks WHERE user_id = :u)"
+                    ),
+                    {"u": USER},
+                )
+            ).scalar_one()
+        )
+
+
+async def _found_by_memory_search(factory: object, settings: object, conversations: int) -> float:
+    """Seconds from the import's end until `memory_search` (the unified search of
+    `POST /memory/search`, words only: no embedder) finds the rare word of the first,
+    a middle and the last conversation; -1 when not within 10 s."""
+    from _app import transaction, unified_search
+
+    started = time.perf_counter()
+    words = [f"rareword{i:07d}" for i in sorted({0, conversations // 2, conversations - 1})]
+    while time.perf_counter() - started < 10:
+        found = 0
+        for word in words:
+            async with transaction(factory) as db:  # type: ignore[arg-type]
+                res = await unified_search(db, None, settings).search(  # type: ignore[arg-type]
+                    word, user_id=USER, scope="all", k=5
+                )
+            found += any(word in h.text for h in res.hits)
+        if found == len(words):
+            return time.perf_counter() - started
+        await asyncio.sleep(0.5)
+    return -1.0
+
+
+def _cpu_seconds(procs: list[psutil.Process]) -> float:
+    total = 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+        except psutil.Error:  # a backend that ended: its time is lost (autovacuum's, say)
+            continue
+        total += t.user + t.system
+    return total
+
+
+async def _postmaster(factory: object) -> psutil.Process | None:
+    """The server's postmaster (the parent of this bench's backend), when it runs here."""
+    from _app import transaction
+    from sqlalchemy import text
+
+    async with transaction(factory) as db:  # type: ignore[arg-type]
+        pid = int((await db.execute(text("SELECT pg_backend_pid()"))).scalar_one())
+    try:
+        return psutil.Process(pid).parent()
+    except psutil.Error:
+        return None
+
+
+async def ours(url: str, path: Path, conversations: int) -> dict[str, float]:
     from _app import ExportReader, Settings, create_engine, import_chats, session_factory
 
     settings = Settings(embedding_provider="none", log_level="warning")
@@ -152,16 +221,28 @@ async def ours(url: str, path: Path) -> dict[str, float]:
         for label in ("first", "again"):
             gc.collect()
             before = psutil.Process().memory_info().rss
+            postmaster = await _postmaster(factory)
+            server = postmaster.children() if postmaster else []
+            me = psutil.Process()
+            cpu_before = (_cpu_seconds([me]), _cpu_seconds(server))
             with open(path, "rb") as f, RssSampler() as rss:  # noqa: ASYNC230 (a bench)
                 started = time.perf_counter()
                 reader = ExportReader(f, None, 1 << 24)
                 report = await import_chats(factory, settings, USER, reader)
                 seconds = time.perf_counter() - started
+            server = postmaster.children() if postmaster else []  # the pool's backends now
+            out[f"{label}_cpu_python"] = _cpu_seconds([me]) - cpu_before[0]
+            out[f"{label}_cpu_postgres"] = _cpu_seconds(server) - cpu_before[1]
             out[f"{label}_seconds"] = seconds
             out[f"{label}_messages"] = report.messages.imported
             out[f"{label}_growth_mb"] = (rss.peak - before) / 1e6
             out[f"{label}_unchanged"] = report.conversations.unchanged
+            out[f"{label}_rows"] = await _rows(factory)
             step(f"import ({label}): {report.messages.imported} messages in {seconds:.1f} s")
+            if label == "first":
+                out["findable_seconds"] = await _found_by_memory_search(
+                    factory, settings, conversations
+                )
     finally:
         await engine.dispose()
     return out
@@ -247,7 +328,7 @@ def main() -> None:
     conninfo = libpq_url(target.url)
     with psycopg.connect(conninfo, autocommit=True) as c:
         c.execute("INSERT INTO navi_users (id, name) VALUES (%s, %s)", (USER, USER))
-    r = asyncio.run(ours(target.url, path))
+    r = asyncio.run(ours(target.url, path, args.conversations))
     found = findable(conninfo, args.conversations)
     with psycopg.connect(conninfo) as c:
         rows = c.execute(
@@ -263,7 +344,7 @@ def main() -> None:
             ["first", int(r["first_messages"]), f"{r['first_seconds']:.1f}", f"{rate:.0f}",
              f"{r['first_growth_mb']:.0f}", int(r["first_messages"])],
             ["again (same file)", int(r["again_messages"]), f"{r['again_seconds']:.1f}",
-             "-", f"{r['again_growth_mb']:.0f}", int(r["again_messages"])],
+             "-", f"{r['again_growth_mb']:.0f}", int(r["again_rows"] - r["first_rows"])],
             [f"naive: 1 INSERT/message + live index pass ({args.naive} conv.)", naive_n, f"{naive_s:.1f}",
              f"{naive_rate:.0f}", "-", naive_n],
         ],
@@ -272,6 +353,23 @@ def main() -> None:
     print(f"ours / naive (messages/s): {rate / naive_rate:.1f}x")
     print(f"messages stored: {rows[0] if rows else 0}; last conversation's rare word "
           f"findable at the end of the import: {'yes' if found else 'NO'}")  # fmt: skip
+    py, pg = r["first_cpu_python"], r["first_cpu_postgres"]
+    if pg > 0:  # the CPU the first import cost, whatever else ran on the machine
+        bound = r["first_messages"] / max(py, pg, (py + pg) / 2)
+        print(
+            f"CPU of the first import: this process {py:.0f} s (Python: one core at most),"
+            f" PostgreSQL {pg:.0f} s (its backends; a backend that ended is not counted);"
+            f" on 2 otherwise idle cores that is at most {bound:.0f} messages/s"
+        )
+    seconds = r["findable_seconds"]
+    print(
+        "memory_search finds the first, a middle and the last conversation's rare word "
+        + (f"{seconds:.2f} s after the import" if seconds >= 0 else "NOT within 10 s")
+    )
+    print(
+        f"rows (sessions + messages + chunks) after the first import {int(r['first_rows'])},"
+        f" after the second {int(r['again_rows'])}: added {int(r['again_rows'] - r['first_rows'])}"
+    )
     write_results("bench_import.json", {**r, "naive_rate": naive_rate, "findable": found})
 
 

@@ -7,7 +7,8 @@ sanitised original name (`files.storage.PendingFile`: never over another file), 
 `SESSION_FILES_MAX_SIZE_MB` and the user's quota (`FILES_MAX_BYTES_PER_USER`);
 executables are refused as on upload. What is not stored is answered with the reason —
 on a full disk too (`files.disk_full` is logged): the conversations are committed before
-their files, so the import is not refused for them; a re-import adds what is missing.
+their files, so the import is not refused for them. A re-import does not retry them:
+only the files of the messages it imports (a new or topped-up conversation's) are stored.
 """
 
 from __future__ import annotations

@@ -133,6 +133,15 @@ async def test_zip_attachments_become_session_files(client, db_url) -> None:  # 
     r = await client.get(f"/sessions/{row[0]}/files", headers=h)
     assert r.status_code == 200, r.text
     assert [f["name"] for f in r.json()["items"]] == ["pot.jpg"]
+    # a file missing from the first import is not stored by a re-import of the zip: the
+    # conversation is unchanged (docs/api.md: upload it to the session)
+    _, h2 = await new_user(client, "zip-later")
+    assert (await _import(client, json.dumps([tea("c1")]).encode(), h2))["files"]["missing"] == 1
+    again = await _import(client, body, h2)
+    assert again["conversations"]["unchanged"] == 1 and again["files"] == {
+        "stored": 0,
+        "missing": 0,
+    }
 
 
 async def test_claude_export_and_its_inline_attachment(client, db_url) -> None:  # type: ignore[no-untyped-def]
@@ -262,6 +271,11 @@ async def test_imported_words_found_by_memory_search_after_the_live_job(
     conv["mapping"]["a2"]["message"]["content"]["parts"] = ["Use the zorblatt kettle setting."]
     started = time.monotonic()
     await _import(client, json.dumps([conv]).encode(), h)
+    # at once: the words were written to the raw index in the import's own transaction
+    r = await client.post("/memory/search", json={"query": "zorblatt"}, headers=h)
+    assert r.status_code == 200, r.text
+    assert [hit["source_type"] for hit in r.json()["hits"]] == ["raw"], r.json()
+    assert "zorblatt" in r.json()["hits"][0]["text"]
     llm = build_gateway(settings)
     try:  # the live job's pass, as the background job runs it (words only)
         await index_live_sessions(session_factory(engine), llm, settings, embed=False)
@@ -390,3 +404,24 @@ async def test_chats_count_in_the_message_quota(make_client, settings, db_url) -
         assert r.status_code == 413, r.text
         assert "USER_MESSAGE_STORAGE_MB" in r.json()["detail"]
         assert [row[3] for row in _sessions(db_url, uid)] == ["c1"]
+
+
+async def test_metrics_count_an_imports_progress(client) -> None:  # type: ignore[no-untyped-def]
+    """`/metrics`: navi_chat_import_total grows a committed batch at a time, by what."""
+    from tests.integration.system.test_metrics import sample
+
+    _, h = await new_user(client, "metered")
+    name = "navi_chat_import_total"
+    before = (await client.get("/metrics")).text
+    body = chatgpt_zip([tea("m1"), tea("m2")], {"file_00aa-pot.jpg": b"\xff\xd8\xff\xe0 a jpeg"})
+    await _import(client, body, h)
+    grown = tea("m2")
+    grown["mapping"]["u2"] = gpt_node("u2", "a2", "user", "And for oolong?", T0 + 100)
+    grown["current_node"] = "u2"
+    await _import(client, json.dumps([tea("m1"), grown]).encode(), h)
+    after = (await client.get("/metrics")).text
+    added = {
+        what: sample(after, name, what=what) - sample(before, name, what=what)
+        for what in ("conversations", "topped_up", "messages", "files")
+    }
+    assert added == {"conversations": 2, "topped_up": 1, "messages": 5, "files": 2}

@@ -4,6 +4,7 @@ background, the first user words when no model answers, never over a user's name
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -262,3 +263,33 @@ async def test_an_imported_session_is_named_after_its_first_exchange(
     assert session["name"] == "Where the shed goes"
     sent = ollama.requests_for("/api/chat")[-1]["messages"][-1]["content"]
     assert "old shed" in sent and "roof tiles" not in sent  # the archived first exchange
+
+
+async def test_a_chat_imported_session_keeps_its_title(
+    naming: AsyncTestClient[Any], ollama: FakeOllama
+) -> None:
+    """Issue 47: a chat import names each session by its title (else its first user
+    words) and auto-naming never renames it, not even after a new exchange."""
+    from tests.chat_exports import tea
+
+    _, h = await new_user(naming, "importer-names")
+    untitled = tea("untitled")
+    untitled["title"] = None
+    r = await naming.post("/me/import/chats", content=json.dumps([tea("t1"), untitled]), headers=h)
+    assert r.status_code == 201, r.text
+    await settle(naming)
+    items = (await naming.get("/sessions", headers=h)).json()["items"]
+    names = sorted(s["name"] for s in items)
+    assert names == ["How long to steep this sencha?", "Tea"]
+    ollama.chat_replies.extend(["Model title", "Model title"])
+    for s in items:
+        r = await naming.post(
+            f"/sessions/{s['id']}/messages", json={"messages": EXCHANGE}, headers=h
+        )
+        assert r.status_code == 201, r.text
+    await settle(naming)
+    assert (
+        sorted(s["name"] for s in (await naming.get("/sessions", headers=h)).json()["items"])
+        == names
+    )
+    assert title_calls(ollama) == 0  # the model is not even asked

@@ -231,3 +231,26 @@ def test_sharded_zip_in_manifest_order_with_dat_assets_and_a_missing_shard() -> 
     att.name = att.ref or ""
     found = reader.attachment(att)
     assert found is not None and found[0] == "teapot.jpg" and found[1].filename == "file_00aa.dat"
+
+
+def test_reader_streams_a_conversation_at_a_time() -> None:
+    """Bounded memory: the reader has read a small window of the file when it yields a
+    conversation, not the file (ijson over the array, a line at a time for JSON Lines)."""
+    big = json.dumps([tea(f"c{i}") for i in range(3000)]).encode()
+    lines = jsonl(
+        [
+            {"conversation_id": f"j{i // 2}", "role": "user", "content": "hi " * 50, "time": T0}
+            for i in range(40_000)
+        ]
+    )
+    for data in (big, lines):
+        f = io.BytesIO(data)
+        reader = ExportReader(f, None, 1 << 20)
+        seen = []
+        for n, conv in enumerate(reader.conversations(), 1):
+            if n in (1, 1000):
+                seen.append(f.tell())
+            assert conv.messages
+        assert len(data) > 4_000_000 and n >= 3000
+        assert seen[0] < 200_000, seen  # the first conversation: one read buffer or two
+        assert seen[1] < len(data) / 2, seen  # the 1000th: as far as it, no further
