@@ -126,7 +126,9 @@ def test_the_indexer_runs_beside_the_service_and_outlives_crashes(
 ) -> None:
     indexer = service.one_indexer()
     nice = int(Path(f"/proc/{indexer}/stat").read_text().rsplit(")", 1)[1].split()[16])
-    assert nice == 10  # INDEXER_NICE: the requests come first
+    # INDEXER_NICE (10) above the service's own niceness (a `nice` test run's): the
+    # requests come first
+    assert nice == min(19, os.nice(0) + 10)
     health = httpx.get(service.base + "/health", timeout=10).json()
     assert health["index"]["embedding_by"].startswith("indexer processes")
     _said_and_embedded(service, db_url, "The kayak is stored in the blue shed.")
