@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -25,6 +23,7 @@ from tests.conftest import ADMIN_TOKEN
 from tests.fakes.chat_script import ScriptedReply
 from tests.fakes.ollama_server import FakeOllama
 from tests.fakes.served import serve
+from tests.integration.embed_first import until
 
 from .conftest import messages, new_session
 
@@ -36,13 +35,6 @@ CALLS = {
     "write_error": {"tool": "nginx", "error": "bind() to 0.0.0.0:80 failed", "fix": "use 8098"},
     "error_history": {"query": "nginx bind failed"},
 }
-
-
-async def until(check: Callable[[], bool], seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.01)
 
 
 @pytest.mark.parametrize("tool", sorted(CALLS))

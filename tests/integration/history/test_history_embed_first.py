@@ -6,65 +6,33 @@ request on the primary", HTTP side; the turn loop's tool calls do the same throu
 `Toolbox.embed_ahead`).
 
 Served by uvicorn (a real concurrent request), a real PostgreSQL, the fake Ollama in its
-"slow" mode for the embedding call."""
+"slow" mode for the embedding call (tests/integration/embed_first.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-import time
-from collections.abc import Callable
-
-import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
-from app.db.engine import pool_stats
-from tests.conftest import ADMIN_TOKEN
 from tests.fakes.ollama_server import FakeOllama
-from tests.fakes.served import serve
+from tests.integration.embed_first import admin_client, held_while_embedding
 
-EMBED_SECONDS = 1.0
 TEXTS = ["the cat food is in the blue cupboard", "the backups run at night on tuesday"]
-
-
-async def until(check: Callable[[], bool], seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.01)
 
 
 async def test_the_semantic_mode_embeds_with_no_connection_held(
     engine: AsyncEngine, settings: Settings, ollama: FakeOllama
 ) -> None:
-    from app.asgi import create_app
-
-    app = create_app(
-        dataclasses.replace(settings, ollama_timeout=10.0), engine=engine, background_jobs=False
-    )
-    async with serve(app) as base:
-        headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-        async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as c:
-            r = await c.post("/sessions", json={"profile_id": "default"})
-            sid = r.json()["id"]
-            msgs = [{"role": "user", "content": t} for t in TEXTS]
-            r = await c.post(f"/sessions/{sid}/messages", json={"messages": msgs})
-            assert r.status_code == 201, r.text
-            body = {"query": "cat food", "match": "semantic", "limit": 1, "session_id": sid}
-            embeds = ollama.count("/api/embed")
-            ollama.slow_seconds = EMBED_SECONDS
-            ollama.fail("slow", times=1, paths={"/api/embed"})
-            searching = asyncio.ensure_future(c.post("/tools/chat_history", json=body))
-            await until(lambda: ollama.count("/api/embed") > embeds)
-            await asyncio.sleep(EMBED_SECONDS / 3)
-            stats = pool_stats(engine)
-            assert stats is not None
-            in_use = stats.in_use
-            assert not searching.done()  # still waiting on the embedder
-            r = await searching
-            # the vectors were stored: a second search embeds the query only
-            again = await c.post("/tools/chat_history", json={**body, "query": "backups"})
+    async with admin_client(engine, settings) as c:
+        r = await c.post("/sessions", json={"profile_id": "default"})
+        sid = r.json()["id"]
+        msgs = [{"role": "user", "content": t} for t in TEXTS]
+        r = await c.post(f"/sessions/{sid}/messages", json={"messages": msgs})
+        assert r.status_code == 201, r.text
+        body = {"query": "cat food", "match": "semantic", "limit": 1, "session_id": sid}
+        embeds = ollama.count("/api/embed")
+        r, in_use = await held_while_embedding(c, engine, ollama, "/tools/chat_history", body)
+        # the vectors were stored: a second search embeds the query only
+        again = await c.post("/tools/chat_history", json={**body, "query": "backups"})
     assert r.status_code == 200, r.text
     assert in_use == 0, f"{in_use} connection(s) held while the history was embedded"
     out = r.json()
@@ -84,29 +52,13 @@ async def test_the_semantic_mode_embeds_with_no_connection_held(
 async def test_error_history_embeds_its_query_with_no_connection_held(
     engine: AsyncEngine, settings: Settings, ollama: FakeOllama
 ) -> None:
-    from app.asgi import create_app
-
-    app = create_app(
-        dataclasses.replace(settings, ollama_timeout=10.0), engine=engine, background_jobs=False
-    )
-    async with serve(app) as base:
-        headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-        async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as c:
-            fix = {"tool": "bash", "error": "permission denied: /etc/hosts", "fix": "use sudo"}
-            r = await c.post("/tools/write_error", json=fix)
-            assert r.status_code == 200, r.text
-            embeds = ollama.count("/api/embed")
-            ollama.slow_seconds = EMBED_SECONDS
-            ollama.fail("slow", times=1, paths={"/api/embed"})
-            body = {"query": "permission denied writing /etc/hosts"}
-            searching = asyncio.ensure_future(c.post("/tools/error_history", json=body))
-            await until(lambda: ollama.count("/api/embed") > embeds)
-            await asyncio.sleep(EMBED_SECONDS / 3)
-            stats = pool_stats(engine)
-            assert stats is not None
-            in_use = stats.in_use
-            assert not searching.done()  # still waiting on the embedder
-            r = await searching
+    async with admin_client(engine, settings) as c:
+        fix = {"tool": "bash", "error": "permission denied: /etc/hosts", "fix": "use sudo"}
+        r = await c.post("/tools/write_error", json=fix)
+        assert r.status_code == 200, r.text
+        embeds = ollama.count("/api/embed")
+        body = {"query": "permission denied writing /etc/hosts"}
+        r, in_use = await held_while_embedding(c, engine, ollama, "/tools/error_history", body)
     assert r.status_code == 200, r.text
     assert in_use == 0, f"{in_use} connection(s) held while the query was embedded"
     assert [h["fix"] for h in r.json()["hits"]] == ["use sudo"], r.text
