@@ -1,7 +1,7 @@
 """One deadline for all the model calls made while serving one HTTP request.
 
 The request middleware opens `llm_deadline(LLM_REQUEST_DEADLINE_SECONDS)` (a turn opens
-its own, `TURN_DEADLINE_SECONDS`, in its place: app.domain.agents.turns); the gateway
+its own, `TURN_DEADLINE_SECONDS`, in its place: app.domain.agents.turn_state); the gateway
 (`app.llm.gateway`) bounds every call by what is left of it and fails at once, with
 `LLMUnavailableError`, once it has passed — callers degrade as when Ollama is down.
 Outside a request (background jobs, CLI commands) there is no deadline: each call is

@@ -102,10 +102,10 @@ async def test_a_running_turn_renews_its_short_lease(
     """The lease lasts TURN_LEASE_SECONDS and the running turn renews it: a turn longer
     than the lease still refuses a second one; once it ends the lease is gone (a process
     killed mid-turn leaves one that expires within TURN_LEASE_SECONDS, `make soak`)."""
-    from app.domain.agents import turns
+    from app.domain.agents import turn_lease
 
-    monkeypatch.setattr(turns, "TURN_LEASE_SECONDS", 0.6)
-    monkeypatch.setattr(turns, "TURN_LEASE_RENEW_SECONDS", 0.15)
+    monkeypatch.setattr(turn_lease, "TURN_LEASE_SECONDS", 0.6)
+    monkeypatch.setattr(turn_lease, "TURN_LEASE_RENEW_SECONDS", 0.15)
     sid = await new_session(served)
     monkeypatch.setattr(ollama, "slow_seconds", 1.5)
     ollama.fail("slow", times=1, paths=["/api/chat"])
