@@ -3,7 +3,7 @@ it again (logged), so the service recovers without a restart of its own.
 
 It checks every `DB_EMBEDDED_CHECK_SECONDS` (reading `postmaster.pid` and asking the OS
 whether that process lives: no database round trip), and at once when a request found
-the database unreachable (`poke()`, from the 503 handler in app/asgi.py). Requests in
+the database unreachable (`poke()`, from the 503 handler in app/asgi/http.py). Requests in
 between answer 503 `unavailable`; the pool replaces its dead connections by itself.
 """
 

@@ -3,7 +3,7 @@ write in the data directory becomes 507 `insufficient_storage` with one detail, 
 warning `files.disk_full` naming the path and its file system's free bytes.
 
 Each writer removes what it wrote before it raises (a temporary file, the files of the
-request so far); `app/asgi.py` turns a full-disk error that escaped a writer into the
+request so far); `app/asgi/http.py` turns a full-disk error that escaped a writer into the
 same 507.
 """
 

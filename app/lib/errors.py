@@ -1,4 +1,4 @@
-"""One error hierarchy, mapped to HTTP by one handler in asgi.py.
+"""One error hierarchy, mapped to HTTP by one handler in app/asgi/http.py.
 
 Body shape: `{"error": "<kind>", "detail": "<what is wrong>"}`.
 """

@@ -5,7 +5,7 @@ standard library — Alembic's migrations, uvicorn's start and stop, SQLAlchemy'
 — whose records the root logger's handler renders with structlog's `ProcessorFormatter`
 (same timestamp, level, redaction and renderer; the library's logger name as `logger`).
 
-A request id is bound per request (contextvars) by the middleware in asgi.py, so every
+A request id is bound per request (contextvars) by the middleware in app/asgi/http.py, so every
 line logged while serving a request carries it.
 """
 

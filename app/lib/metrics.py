@@ -1,7 +1,7 @@
 """Navi's own Prometheus metrics (prometheus_client), in one module every layer may import.
 
 The request metrics (latency histogram per route template and status, counts, in
-progress) are Litestar's Prometheus plugin's (`litestar_*`, app/asgi.py); these are the
+progress) are Litestar's Prometheus plugin's (`litestar_*`, app/asgi/__init__.py); these are the
 service's, each incremented in the one place the thing happens:
 
 - model and embedding calls: `app/llm/policy.py` (`CallPolicy.call`);

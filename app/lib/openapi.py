@@ -1,7 +1,7 @@
 """The OpenAPI document tells the truth about errors.
 
 Every error this service sends has one body, `{"error": kind, "detail": text}`
-(`app/lib/errors.py`, the handlers in `app/asgi.py`). Litestar documents only a 400 of its
+(`app/lib/errors.py`, the handlers in `app/asgi/http.py`). Litestar documents only a 400 of its
 own shape (`{status_code, detail, extra}`); `document_errors` replaces it and adds, to
 every operation, the error statuses it can answer, by what the route is:
 

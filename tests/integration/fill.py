@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from litestar.testing import AsyncTestClient
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory, transaction
 from app.domain.kernel.forgotten import entry_of
 from app.domain.raw_history.indexer import embed_demoted, index_demoted
+from app.llm.factory import build_gateway
 from tests.conftest import run_sql
 from tests.fakes.ollama_server import fake_embedding
 from tests.integration.raw_history.test_raw_and_search import T0, Demoted

@@ -71,7 +71,7 @@ class SessionFilesController(Controller):
         await access.get(session_id, Viewer.of(principal))
         path, info = await files.stored(session_id, filename)
         ctype = info.content_type
-        headers = {"Cache-Control": "private, no-cache"}  # nosniff: every response (asgi.py)
+        headers = {"Cache-Control": "private, no-cache"}  # nosniff: every response (asgi/http.py)
         disposition = "inline"
         if ctype.active:
             headers["Content-Security-Policy"] = ACTIVE_CONTENT_CSP

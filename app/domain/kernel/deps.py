@@ -116,7 +116,7 @@ READ_ONLY_STANDALONE = {"db": Provide(provide_route_standalone_read_db)}
 
 
 def provide_runtime(state: State) -> Runtime:
-    """The runtime built at start-up (`app/asgi.py`): the one way from the web framework's
+    """The runtime built at start-up (`app/asgi/lifespan.py`): the one way from the web framework's
     application state into the domain."""
     runtime: Runtime = state.runtime
     return runtime

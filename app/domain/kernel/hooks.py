@@ -4,7 +4,7 @@ Compression removes messages from the model's window; it must not lose them. Eve
 compression (summary or hard truncate, on every trigger) hands the exact demoted
 messages — as :class:`Msg` with their sequence numbers and ``created_at`` — together with
 the summary's KEYS to each registered hook. Each app has its own registry
-(``Runtime.demotion_hooks``, built at start-up by ``app/asgi.py``); the raw-history indexer
+(``Runtime.demotion_hooks``, built at start-up by ``app/asgi/lifespan.py``); the raw-history indexer
 (``app.domain.raw_history.hooks.raw_history_hook``) is registered there when
 ``MEMORY_SEARCH_ENABLED`` is on. ``demotion_hooks`` below is the empty default used when a
 service is built without an app.

@@ -1,6 +1,6 @@
 """One leader per periodic job: a PostgreSQL advisory lock keyed by the job's name.
 
-Every worker process of every replica starts the same periodic jobs (`app/asgi.py`);
+Every worker process of every replica starts the same periodic jobs (`app/asgi/lifespan.py`);
 without a leader each of them would scan for the same work at every tick. A tick first
 takes `pg_try_advisory_xact_lock(hash('navi.job:' || key))` in a transaction of its own
 and holds it — that transaction's one statement — until the tick ends: the first

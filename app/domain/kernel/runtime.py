@@ -1,5 +1,5 @@
 """The service's runtime: what every service, tool, job and the turn loop is built from,
-made once at start-up (`app/asgi.py`, `build_runtime`) and handed down explicitly.
+made once at start-up (`app/asgi/lifespan.py`, `build_runtime`) and handed down explicitly.
 
 It replaces the web framework's application state as the way the domain reaches the
 model gateway, the database and the hooks: the HTTP providers (`*/deps.py`), the built-in

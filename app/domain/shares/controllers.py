@@ -25,7 +25,7 @@ PAGE_HEADERS = {
         "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     ),
     "Referrer-Policy": "no-referrer",
-}  # X-Content-Type-Options: nosniff is on every response (app/asgi.py, security_headers)
+}  # X-Content-Type-Options: nosniff is on every response (app/asgi/http.py, security_headers)
 
 
 class ShareIssueController(Controller):

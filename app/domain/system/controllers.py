@@ -104,11 +104,11 @@ async def metrics_access(connection: ASGIConnection, _: BaseRouteHandler) -> Non
 
 
 class MetricsController(PrometheusController):
-    """The request metrics of the Prometheus plugin (app/asgi.py) and ours
+    """The request metrics of the Prometheus plugin (app/asgi/__init__.py) and ours
     (app/lib/metrics.py), in the Prometheus text format."""
 
     path = "/metrics"
-    opt = {"own_auth": True}  # `metrics_access`, not the app-wide guard (app/asgi.py)
+    opt = {"own_auth": True}  # `metrics_access`, not the app-wide guard (app/asgi/http.py)
     guards = [metrics_access]
     tags = ["system"]
 

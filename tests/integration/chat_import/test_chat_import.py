@@ -10,9 +10,9 @@ from typing import Any
 
 from litestar.testing import AsyncTestClient
 
-from app.asgi import build_gateway
 from app.db.engine import session_factory
 from app.domain.raw_history.live_index import index_live_sessions
+from app.llm.factory import build_gateway
 from tests.chat_exports import (
     T0,
     chatgpt_zip,

@@ -9,10 +9,10 @@ from urllib.parse import parse_qs, urlsplit
 
 from litestar.testing import AsyncTestClient
 
-from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory
 from app.domain.raw_history.live_index import index_live_sessions
+from app.llm.factory import build_gateway
 from tests.conftest import new_user, wait_for_replica
 from tests.integration.console.support import post_form, sign_in
 

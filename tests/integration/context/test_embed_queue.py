@@ -12,11 +12,11 @@ from typing import Any
 import psycopg
 from litestar.testing import AsyncTestClient
 
-from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import create_engine, session_factory
 from app.domain.raw_history.embed_queue import EmbedRound, embed_due_chunks
 from app.domain.raw_history.live_index import index_live_sessions
+from app.llm.factory import build_gateway
 from tests.conftest import ADMIN_TOKEN, new_user
 from tests.fakes.ollama_server import FakeOllama
 from tests.integration.context.conftest import append, new_session, turn

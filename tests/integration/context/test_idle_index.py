@@ -17,12 +17,12 @@ from typing import Any
 import psycopg
 from litestar.testing import AsyncTestClient
 
-from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory, transaction
 from app.domain.raw_history.idle_index import EMBED_ATTEMPTS, IndexPassResult, index_idle_sessions
 from app.domain.raw_history.indexer import embed_demoted, index_demoted
 from app.domain.raw_history.state_repository import RawIndexRepository
+from app.llm.factory import build_gateway
 from tests.conftest import ROOT, new_user
 from tests.fakes.ollama_server import FakeOllama
 from tests.integration.context.conftest import append, new_session

@@ -11,11 +11,11 @@ import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy import event
 
-from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory
 from app.domain.raw_history.chunks import ChunkMessage, build_chunks
 from app.domain.raw_history.live_index import GROUP_MESSAGES, LivePassResult, index_live_sessions
+from app.llm.factory import build_gateway
 from tests.citus import cluster as citus
 from tests.conftest import new_user
 from tests.integration.context.conftest import append, new_session, turn

@@ -12,12 +12,12 @@ from typing import Any
 import psycopg
 from litestar.testing import AsyncTestClient
 
-from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory
 from app.domain.raw_history.chunks import ChunkMessage, build_chunks
 from app.domain.raw_history.idle_index import index_idle_sessions
 from app.domain.raw_history.live_index import LivePassResult, index_live_sessions
+from app.llm.factory import build_gateway
 from tests.conftest import ADMIN_TOKEN, new_user, wait_for_replica
 from tests.fakes.ollama_server import FakeOllama
 from tests.integration.context.conftest import append, new_session, turn

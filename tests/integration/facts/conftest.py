@@ -35,7 +35,7 @@ def fast_settings(settings: Settings) -> Settings:
 @pytest.fixture
 async def llm(fast_settings: Settings) -> AsyncIterator[LLMGateway]:
     """The gateway the app builds, with 2 attempts and ~10 ms backoff."""
-    from app.asgi import build_gateway
+    from app.llm.factory import build_gateway
 
     gw = build_gateway(fast_settings)
     yield gw

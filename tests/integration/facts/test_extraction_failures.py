@@ -18,10 +18,10 @@ from litestar.testing import AsyncTestClient
 from prometheus_client import REGISTRY
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.asgi import build_gateway
 from app.config import Settings
 from app.domain.facts.extraction import get_extraction_state, run_extraction_pass
 from app.domain.kernel.runtime import Runtime
+from app.llm.factory import build_gateway
 from app.llm.gateway import LLMGateway
 from tests.conftest import ADMIN_TOKEN, new_user
 from tests.fakes.ollama_server import FakeOllama

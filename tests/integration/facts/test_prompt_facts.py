@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.asgi import build_gateway
 from app.db.engine import session_factory, transaction
 from app.domain.facts.prompt_notes import PROMPT_FACTS, memory_notes
 from app.domain.facts.services import FactService
+from app.llm.factory import build_gateway
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory
 from app.domain.forget.redact import MARKER
 from app.domain.raw_history.idle_index import index_idle_sessions
+from app.llm.factory import build_gateway
 from tests.conftest import ADMIN_TOKEN, new_user, run_sql
 from tests.fakes.ollama_server import FakeOllama
 from tests.integration.forget.conftest import ok, session_with

@@ -11,11 +11,11 @@ import pytest
 from litestar.testing import AsyncTestClient
 from prometheus_client import REGISTRY
 
-from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory
 from app.domain.forget.redact import text_hash
 from app.domain.raw_history.idle_index import index_idle_sessions
+from app.llm.factory import build_gateway
 from tests.conftest import ADMIN_TOKEN, new_user, run_sql
 from tests.fakes.ollama_server import FakeOllama
 from tests.integration.forget.conftest import ok, session_with

@@ -320,9 +320,9 @@ async def test_the_live_words_pass(
     """The pass read a new session's messages, then the forget landed and went through,
     then the pass wrote its chunks (grouped: `index_live_group`): they hold the text
     redacted (`make soak` found one verbatim)."""
-    from app.asgi import build_gateway
     from app.domain.raw_history.live_index import index_live_sessions
     from app.domain.raw_history.live_repository import LiveIndexRepository
+    from app.llm.factory import build_gateway
 
     read = LiveIndexRepository.unindexed
     forgot: list[asyncio.Task[None]] = []

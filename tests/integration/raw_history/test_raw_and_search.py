@@ -5,12 +5,12 @@ from datetime import UTC, datetime, timedelta
 from litestar.testing import AsyncTestClient
 from sqlalchemy import text
 
-from app.asgi import build_gateway
 from app.db.engine import session_factory, transaction
 from app.domain.raw_history.indexer import embed_demoted, index_demoted
 from app.domain.raw_history.repositories import ChunkRepository
 from app.domain.raw_history.search import search_raw
 from app.domain.raw_history.search_cache import Walkers
+from app.llm.factory import build_gateway
 from tests.conftest import new_user
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

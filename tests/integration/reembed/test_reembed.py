@@ -19,13 +19,13 @@ import psycopg
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory
 from app.domain.reembed.commands import check_database_dimension, cmd_reembed
 from app.domain.reembed.repositories import fact_text
 from app.domain.reembed.services import ReembedError, dimension_mismatch, reembed
 from app.lib.sql import vector_literal
+from app.llm.factory import build_gateway
 from app.llm.gateway import LLMGateway
 from app.llm.local_embedder import LocalEmbedder
 

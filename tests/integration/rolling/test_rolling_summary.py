@@ -14,11 +14,11 @@ from typing import Any
 
 import psycopg
 
-from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import create_engine, session_factory
 from app.domain.kernel.runtime import Runtime
 from app.domain.rolling.services import run_rolling_summaries
+from app.llm.factory import build_gateway
 from tests.conftest import ADMIN_TOKEN
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)

@@ -12,11 +12,11 @@ from datetime import UTC, datetime
 from litestar.testing import AsyncTestClient
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory, transaction
 from app.domain.raw_history.chunks import ChunkMessage
 from app.domain.raw_history.indexer import embed_demoted, index_demoted
+from app.llm.factory import build_gateway
 
 MAY = datetime(2025, 5, 10, 12, 0, tzinfo=UTC)
 JULY = datetime(2025, 7, 12, 12, 0, tzinfo=UTC)

@@ -6,10 +6,10 @@ import dataclasses
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.asgi import build_gateway
 from app.config import Settings
 from app.db.engine import session_factory
 from app.domain.reembed.services import reembed
+from app.llm.factory import build_gateway
 from app.llm.local_embedder import LocalEmbedder
 from tests.fakes.ollama_server import FakeOllama
 

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from app.domain.chat_import.batches import top_up_start
 from app.domain.chat_import.chatgpt import kept_branch, parse_chatgpt
 from app.domain.chat_import.claude import parse_claude
 from app.domain.chat_import.formats import RecordError
 from app.domain.chat_import.reader import ExportReader
-from app.domain.chat_import.services import top_up_start
 from app.lib.errors import Unprocessable
 from tests.chat_exports import (
     T0,

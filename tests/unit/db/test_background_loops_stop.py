@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
-import app.asgi as asgi
+import app.asgi.lifespan as lifespan
 from app.db.embedded import EmbeddedWatchdog
 from app.db.replica import ReplicaRouter
 
@@ -50,7 +50,7 @@ async def test_embedded_watchdog_stops_when_cancelled_as_it_is_woken(tmp_path: A
 async def test_a_task_that_ignores_cancellation_holds_the_shutdown_a_bounded_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(asgi, "SHUTDOWN_TASKS_SECONDS", 0.2)
+    monkeypatch.setattr(lifespan, "SHUTDOWN_TASKS_SECONDS", 0.2)
     release = asyncio.Event()
 
     async def stubborn() -> None:
@@ -67,7 +67,7 @@ async def test_a_task_that_ignores_cancellation_holds_the_shutdown_a_bounded_tim
     await asyncio.sleep(0)
     loop = asyncio.get_running_loop()
     started = loop.time()
-    await asgi._cancel_tasks(tasks)
+    await lifespan._cancel_tasks(tasks)
     assert loop.time() - started < 1.0
     assert [t.get_name() for t in tasks if not t.done()] == ["stubborn"]
     release.set()

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from structlog.testing import capture_logs
 
-from app.asgi import handle_internal
+from app.asgi.http import handle_internal
 from app.lib.disk import DISK_FULL_DETAIL, disk_full, disk_full_cause, free_bytes
 
 
@@ -54,7 +54,7 @@ def test_disk_full_logs_the_free_bytes_of_the_nearest_existing_parent(tmp_path: 
 
 
 def test_a_full_disk_that_escaped_its_writer_is_still_a_507() -> None:
-    """app/asgi.py's last handler: ENOSPC from a writer that did not say so itself."""
+    """app/asgi/http.py's last handler: ENOSPC from a writer that did not say so itself."""
     state = SimpleNamespace(get=lambda key, default=None: None)  # before start-up
     request = SimpleNamespace(app=SimpleNamespace(state=state), url=SimpleNamespace(path="/x"))
     wrapped = RuntimeError("while writing")

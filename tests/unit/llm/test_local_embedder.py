@@ -194,7 +194,7 @@ def test_build_embedder_local() -> None:
     ],
 )
 async def test_build_gateway_per_provider(provider: str, cls: type, dim: int) -> None:
-    from app.asgi import build_gateway
+    from app.llm.factory import build_gateway
 
     gw = build_gateway(Settings(embedding_provider=provider))
     try:
