@@ -126,7 +126,8 @@ async def embed_ahead(
     semantic mode then embeds through — sealed, it answers from what was made here and
     never calls the model (a failure is remembered: the search degrades to keyword as
     with a down embedder). None when the call embeds nothing."""
-    if runtime.llm is None or len(call.query or "") > MAX_QUERY:
+    query = call.query if isinstance(call.query, str) else ""  # odd values: the run's
+    if runtime.llm is None or len(query) > MAX_QUERY:
         return None
     texts = await semantic_texts_ahead(runtime, principal, session_id, call)
     return await embedded_ahead(runtime.llm, texts)
