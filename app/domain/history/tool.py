@@ -102,11 +102,13 @@ async def semantic_texts_ahead(
     """What the semantic mode of `call` will embed (the recent messages without a vector,
     then the query), read on a connection of its own and given back before they are
     embedded: the caller embeds them with no connection held. Nothing for a call that
-    embeds nothing; a session out of the caller's reach reads nothing (the call's run
-    answers that)."""
+    embeds nothing; a query the run refuses or a session out of the caller's reach reads
+    nothing (the call's run answers them)."""
+    normalized = normalize_call(call.mode, call.match, call.query, call.limit)
+    if len(normalized.query) > MAX_QUERY:
+        return []
 
     async def read(db: AsyncSession) -> list[str]:
-        normalized = normalize_call(call.mode, call.match, call.query, call.limit)
         session = await SessionAccess(db).get(session_id, Viewer.of(principal))
         return await HistorySearch.of(db, runtime).texts_ahead(
             session.user_id, session_id, normalized
@@ -114,7 +116,7 @@ async def semantic_texts_ahead(
 
     try:
         return await in_own_session(runtime.session_factory, read)
-    except AppError:  # bad arguments, a session out of reach: the run answers them
+    except AppError:  # a session out of reach: the run answers it
         return []
 
 
@@ -126,8 +128,7 @@ async def embed_ahead(
     semantic mode then embeds through — sealed, it answers from what was made here and
     never calls the model (a failure is remembered: the search degrades to keyword as
     with a down embedder). None when the call embeds nothing."""
-    query = call.query if isinstance(call.query, str) else ""  # odd values: the run's
-    if runtime.llm is None or len(query) > MAX_QUERY:
+    if runtime.llm is None:
         return None
     texts = await semantic_texts_ahead(runtime, principal, session_id, call)
     return await embedded_ahead(runtime.llm, texts)
