@@ -165,6 +165,11 @@ def drop_cluster_database(coordinator_url: str, name: str, attempts: int = 10) -
     the propagated drop while they are open (leaving the coordinator's copy invalid, which
     the next `DROP DATABASE` removes). So the workers' sessions are ended first, and the
     drop is retried while a session reappears.
+
+    A refused attempt can also leave the database dropped on one worker and not on
+    another; Citus then sends the next attempt to every worker without `IF EXISTS`, and
+    the worker that lacks it answers "does not exist". The drop is then finished node by
+    node: each worker's copy, then the coordinator's, without propagation.
     """
     coordinator = make_url(coordinator_url)
     with _connect(coordinator_url) as conn:
@@ -183,10 +188,24 @@ def drop_cluster_database(coordinator_url: str, name: str, attempts: int = 10) -
                 conn.execute("set citus.enable_create_database_propagation = on")
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             return
+        except psycopg.errors.InvalidCatalogName:
+            _drop_node_by_node(coordinator_url, workers, name)
+            return
         except psycopg.errors.ObjectInUse:
             if attempt == attempts - 1:
                 raise
             time.sleep(0.2 * (attempt + 1))
+
+
+def _drop_node_by_node(coordinator_url: str, workers: list[tuple[str, int]], name: str) -> None:
+    coordinator = make_url(coordinator_url)
+    for host, port in workers:
+        worker = coordinator.set(host=host, port=port, database="postgres")
+        with _connect(worker.render_as_string(hide_password=False)) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with _connect(coordinator_url) as conn:
+        conn.execute("set citus.enable_create_database_propagation = off")
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def fresh_name(prefix: str) -> str:
