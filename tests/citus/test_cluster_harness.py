@@ -132,7 +132,6 @@ async def test_plan_check_passes_routed_refuses_fanned_out_statements(
     assert verdicts["listing_query"].allowed_by == "an admin listing"
 
 
-
 def _on_node(url: str, host: str, port: int) -> psycopg.Connection:
     node = make_url(url).set(host=host, port=port, database="postgres")
     return psycopg.connect(cluster.libpq(node.render_as_string(False)), autocommit=True)
