@@ -57,6 +57,12 @@ VARIANTS: dict[str, dict[tuple[str, str], Any]] = {
     # a day mark on the lines of an excerpt whose messages span several days (`line_days`)
     "no-line-days": {(RENDER, "LINE_DAYS"): False},
     "line-days-year": {("app.domain.raw_history.line_days", "MARK_YEAR"): True},
+    # a focus line's whole message (`render.WHOLE_MESSAGES`, `MESSAGE_CHARS`)
+    "msg-off": {(RENDER, "WHOLE_MESSAGES"): "off"},
+    "msg-all": {(RENDER, "WHOLE_MESSAGES"): "all"},
+    "msg-you": {(RENDER, "WHOLE_MESSAGES"): "you"},
+    "msg-2k": {(RENDER, "MESSAGE_CHARS"): 2000},
+    "msg-all-2k": {(RENDER, "WHOLE_MESSAGES"): "all", (RENDER, "MESSAGE_CHARS"): 2000},
     "no-time+datetime": {
         (WHEN, "OUTSIDE_WINDOW"): 1.0,
         (WHEN, "ORDER_WEIGHT"): 0.0,

@@ -4,6 +4,7 @@
     make bench-lme ARGS="--questions 5 --embedder fake"
     .venv/bin/python bench/bench_lme.py --questions 20 --reuse   # ask again over the last ingest
     .venv/bin/python bench/bench_lme.py --questions 18 --reuse --ab before   # A/B, one run
+    .venv/bin/python bench/bench_lme.py --types single-session-assistant --dump
     make bench-lme ARGS="--questions 4 --idle-index"      # index throughput vs the model alone
 
 Data: the LongMemEval-S dev split (shared/bench/longmemeval/lme-s-dev.json.gz) — 100
@@ -220,7 +221,10 @@ async def ask(
 
 # ------------------------------------------------------------------ run
 async def run(args: argparse.Namespace) -> None:
-    questions = pick(load(), args.questions)
+    kinds = {t.strip() for t in args.types.split(",") if t.strip()}
+    questions = pick([q for q in load() if not kinds or q.question_type in kinds], args.questions)
+    if not questions:
+        raise SystemExit(f"--types {args.types}: no question of that type")
     suffix = f"_{args.embedder}" + ("_idle" if args.idle_index else "")
     state_file = IDLE_STATE_FILE if args.idle_index else STATE_FILE
     params = {
@@ -382,6 +386,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
         "--questions", type=int, default=None, help="how many of the 94 scored (default all)"
+    )
+    parser.add_argument(
+        "--types",
+        default="",
+        help="only these question types (comma-separated, e.g. single-session-assistant)",
     )
     parser.add_argument("--window", type=int, default=WINDOW, help="profile context window")
     parser.add_argument("--embedder", choices=("local", "fake"), default="local")

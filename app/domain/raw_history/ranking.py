@@ -40,6 +40,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from app.domain.raw_history.speakers import first_person, user_lines
+
 __all__ = [
     "FOCUS_LINES",
     "SEGMENT_CHARS",
@@ -65,9 +67,6 @@ CONTEXT_WEIGHT = 0.3  # share of the better neighbour line's score a line adds t
 # what the user said of themselves is the memory, the assistant's elaboration around it
 # is not. why: docs/performance.md, "Retrieval A/B"
 OTHER_SPEAKER_WEIGHT = 0.4
-_FIRST_PERSON = frozenset({"i", "i'm", "i've", "i'd", "i'll", "my", "me", "mine", "myself"})
-_SECOND_PERSON = frozenset({"you", "your", "you're", "you've", "yours", "yourself"})
-_SPEAKER = re.compile(r"(User|Assistant|Tool result[^:\n]*): ")
 PREFIX_MIN = 3
 K1 = 1.2
 B = 0.75
@@ -216,27 +215,6 @@ class _Lines:
     vector: list[float | None]  # per line, then None for the breadcrumbs "line"
     terms: set[str]
     tfs: dict[int, dict[str, int]]  # line (len(spans): the breadcrumbs) -> term counts
-
-
-def first_person(query: str) -> bool:
-    """The query asks about the user in their own words ("where do I keep my…") and not
-    about what the assistant said ("what did you recommend…")."""
-    words = {w.strip(".,;:!?\"'()") for w in query.lower().replace("’", "'").split()}
-    return bool(words & _FIRST_PERSON) and not words & _SECOND_PERSON
-
-
-def user_lines(text: str, spans: Sequence[Span]) -> list[bool]:
-    """Per line of a chunk: whether it belongs to a message the user wrote (the chunk
-    writes each message after a `User: ` / `Assistant: ` / `Tool result: ` label; a line
-    without a label continues the message above)."""
-    out: list[bool] = []
-    mine = False
-    for a, _ in spans:
-        m = _SPEAKER.match(text, a)
-        if m:
-            mine = m.group(1) == "User"
-        out.append(mine)
-    return out
 
 
 def rank_chunks(

@@ -19,6 +19,7 @@ from app.domain.kernel.hits import DayStarts
 from app.domain.raw_history.chunks import TOOL_RESULT
 from app.domain.raw_history.line_days import day_at, day_mark
 from app.domain.raw_history.ranking import Span, line_spans
+from app.domain.raw_history.speakers import message_ranges
 
 ELLIPSIS = "…"
 _SNAP_WORD = 40  # how far a window edge moves to land on whitespace
@@ -248,6 +249,7 @@ def interleave_windows(
     *,
     after: int = NEIGHBOURS_AFTER,
     line_chars: int = 1200,
+    message_chars: int = 0,
 ) -> list[Run]:
     """The focus lines of several texts in one order — best score first, whichever text
     they come from — each with the `after` lines that follow it when they answer it
@@ -257,7 +259,11 @@ def interleave_windows(
     before the second-best lines of the first one. Lines already shown are not repeated;
     a focus line whose window does not fit what is left of the budget is shown alone, or
     skipped; a line longer than `line_chars` is shown as its best window of that size.
-    Consecutive picks from the same text form one `Run`. A text with `days` has its
+    Consecutive picks from the same text form one `Run`. `message_chars` > 0: a focus
+    line is shown with the rest of its message (and a question with the whole message
+    that answers it), in the text's order, when those messages hold at most that many
+    chars and fit what is left — a list or a table is read whole, not as its best rows
+    out of order; else as above. A text with `days` has its
     first shown line, and each shown line of another day than the line shown before it,
     marked with that day (`line_days.day_mark`, counted in the budget)."""
     spans = [line_spans(it.text) for it in items]
@@ -266,13 +272,13 @@ def interleave_windows(
     last_day: list[date | None] = [None for _ in items]
     picks: list[tuple[int, list[str], list[int]]] = []  # (item, texts, line indexes)
 
-    def show(n: int, j: int) -> str:
+    def show(n: int, j: int, whole: bool) -> str:
         start, end = spans[n][j]
         line = items[n].text[start:end].strip()
-        return line if len(line) <= line_chars else best_window(line, terms, line_chars)
+        return line if whole or len(line) <= line_chars else best_window(line, terms, line_chars)
 
-    def marked(n: int, idx: list[int]) -> tuple[list[str], date | None]:
-        block, day = [show(n, j) for j in idx], last_day[n]
+    def marked(n: int, idx: list[int], whole: bool) -> tuple[list[str], date | None]:
+        block, day = [show(n, j, whole) for j in idx], last_day[n]
         if items[n].days:
             for k, j in enumerate(idx):
                 d = day_at(items[n].days, spans[n][j][0])
@@ -280,12 +286,25 @@ def interleave_windows(
                     block[k], day = day_mark(d, items[n].days) + block[k], d
         return block, day
 
+    messages = [
+        message_ranges(it.text, sp) if message_chars > 0 else []
+        for it, sp in zip(items, spans, strict=True)
+    ]
     for n, i in _focus_order(items, spans):
         block: list[str] = []
         day: date | None = None
-        for a in (after if _wants_next(items[n].text, spans[n], i) else 0, 0):
-            idx = [j for j in range(i, min(i + a, len(spans[n]) - 1) + 1) if j not in shown[n]]
-            block, day = marked(n, idx)
+        last = len(spans[n]) - 1
+        tries = [
+            (i, min(i + a, last), False)
+            for a in (after if _wants_next(items[n].text, spans[n], i) else 0, 0)
+        ]
+        if messages[n]:  # the focus line's message, through the one its window ends in
+            lo, hi = messages[n][i][0], messages[n][tries[0][1]][1]
+            if spans[n][hi][1] - spans[n][lo][0] <= message_chars and (lo, hi) != tries[0][:2]:
+                tries.insert(0, (lo, hi, True))
+        for lo, hi, whole in tries:
+            idx = [j for j in range(lo, hi + 1) if j not in shown[n]]
+            block, day = marked(n, idx, whole)
             if sum(len(b) + 1 for b in block) <= left:
                 break
             block = []

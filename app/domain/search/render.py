@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from app.domain.kernel.hits import MemoryHit
 from app.domain.kernel.terms import normalize_scope, query_terms
 from app.domain.kernel.when import read_time
+from app.domain.raw_history.speakers import first_person, second_person
 from app.domain.raw_history.window import Focused, best_window, interleave_windows, line_windows
 
 __all__ = [
@@ -51,6 +52,13 @@ RAW_TIME = "date"
 # a raw excerpt whose messages span several days marks the day on its lines
 # (`line_days`); why: docs/performance.md, "Time in the question"
 LINE_DAYS = True
+# which questions see a focus line's whole message (up to MESSAGE_CHARS, in the text's
+# order) rather than its best lines: "not-mine" (all but a first-person question: what
+# the user said of themselves is one line, and the budget goes to more of them), "you"
+# (only a question about what the assistant said), "all", "off". why:
+# docs/performance.md, "Whole messages"
+WHOLE_MESSAGES = "not-mine"
+MESSAGE_CHARS = 3000
 
 
 def format_hits(
@@ -72,6 +80,8 @@ def format_hits(
     if not hits:
         return f"{header}\n{NO_HITS}"
     terms = query_terms(query)
+    whole = _whole_messages(query or "")
+    message_chars = MESSAGE_CHARS if whole else 0
     dated = RAW_TIME != "asked" or bool(read_time(query or "", datetime.now(UTC)))
     numbered = list(enumerate(hits, 1))
     lines = [header, ""]
@@ -85,7 +95,8 @@ def format_hits(
             end = pos
             while end < len(numbered) and numbered[end][1].source_type == "raw":
                 end += 1
-            lines.extend(_raw_section(numbered[pos - 1 : end], terms, text_chars, dated))
+            section = numbered[pos - 1 : end]
+            lines.extend(_raw_section(section, terms, text_chars, dated, message_chars))
             pos = end
             continue
         if hit.source_type == "fact":
@@ -96,6 +107,14 @@ def format_hits(
             body = head_excerpt(hit.text, text_chars)
         lines.extend(_item(number, hit, terms, body, dated=dated))
     return "\n".join(lines)
+
+
+def _whole_messages(query: str) -> bool:
+    if WHOLE_MESSAGES == "you":
+        return second_person(query)
+    if WHOLE_MESSAGES == "not-mine":
+        return not first_person(query)
+    return WHOLE_MESSAGES == "all"
 
 
 def _flat(text: str, limit: int) -> str:
@@ -139,13 +158,18 @@ def _indented(body: str) -> list[str]:
 
 
 def _raw_section(
-    raws: Sequence[tuple[int, MemoryHit]], terms: Sequence[str], text_chars: int, dated: bool
+    raws: Sequence[tuple[int, MemoryHit]],
+    terms: Sequence[str],
+    text_chars: int,
+    dated: bool,
+    message_chars: int = 0,
 ) -> list[str]:
     """Raw hits whose store scored their lines (`focus_scores`), interleaved by those
     scores: the best line of every hit comes before the second-best line of the first,
     so what a reader meets first is what matched best. A hit shown again later is
     headed `N. (continued)`; the hits share `text_chars` chars each, as before.
-    Hits without scored lines follow with their own excerpt."""
+    Hits without scored lines follow with their own excerpt. `message_chars`: see
+    `interleave_windows`."""
     scored = [(n, h) for n, h in raws if h.focus and len(h.focus_scores) == len(h.focus)]
     with_scores = {n for n, _ in scored}
     others = [(n, h) for n, h in raws if n not in with_scores]
@@ -158,6 +182,7 @@ def _raw_section(
         text_chars * len(scored),
         [*terms, *(t for _, h in scored for t in h.matched_terms)],
         line_chars=text_chars,
+        message_chars=message_chars,
     )
     shown = set()
     last_session: str | None = None

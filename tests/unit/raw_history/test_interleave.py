@@ -109,3 +109,47 @@ def test_the_next_line_comes_only_when_it_answers() -> None:
         "Assistant: c4 checking the nginx port",  # a tool call: its result is
         "Tool result (shell): c5 listen 8080;",
     ]
+
+
+LIST = (
+    "User: l0 ideas for jobs at home?\n"
+    "Assistant: l1 Here are some:\n1. Tutor\n2. Writer\n3. Transcriptionist\n4. Bookkeeper\n"
+    "User: l6 thanks\nAssistant: l7 welcome"
+)
+
+
+def test_a_focus_line_brings_its_whole_message_in_order_when_asked() -> None:
+    spans = line_spans(LIST)
+    # the third item scores best, then the second: shown out of order without messages
+    item = Focused(LIST, [spans[4], spans[3]], (0.9, 0.8))
+    plain = interleave_windows([item], 10_000)
+    assert plain[0].body.split("\n") == ["3. Transcriptionist", GAP, "2. Writer"]
+    whole = interleave_windows([item], 10_000, message_chars=3000)
+    assert whole[0].body.split("\n") == [
+        "Assistant: l1 Here are some:",
+        "1. Tutor",
+        "2. Writer",
+        "3. Transcriptionist",
+        "4. Bookkeeper",
+    ]
+    # a message past `message_chars` is shown as before
+    assert interleave_windows([item], 10_000, message_chars=40) == plain
+
+
+def test_a_question_brings_the_whole_answer() -> None:
+    spans = line_spans(LIST)
+    runs = interleave_windows([Focused(LIST, [spans[0]], (0.9,))], 10_000, message_chars=3000)
+    assert runs[0].body.split("\n")[0] == "User: l0 ideas for jobs at home?"
+    assert runs[0].body.split("\n")[-1] == "4. Bookkeeper"
+
+
+def test_whole_messages_are_for_all_but_the_users_questions_about_themselves() -> None:
+    spans = line_spans(LIST)
+    hit = MemoryHit(
+        source_type="raw", text=LIST, session_id="s1", focus=(spans[4],), focus_scores=(0.9,)
+    )
+    about_me = format_hits("which jobs at home did I list", "raw", [hit])
+    assert "1. Tutor" not in about_me and "3. Transcriptionist" in about_me
+    for query in ("which jobs at home did you list", "which jobs at home did Ann list"):
+        shown = format_hits(query, "raw", [hit])
+        assert "1. Tutor\n" in shown and "4. Bookkeeper" in shown

@@ -289,3 +289,18 @@ def test_other_speakers_lines_weigh_less_for_a_first_person_query() -> None:
     assert plain[0].key == "theirs"
     own = rank_chunks([mine, theirs], weights, k=2, min_similarity=0.5, other_speaker_weight=0.5)
     assert own[0].key == "mine"
+
+
+def test_message_ranges_follow_the_labels() -> None:
+    from app.domain.raw_history.speakers import message_ranges, second_person
+
+    text = "continued\nUser: q\nAssistant: a\n1. x\n2. y\nUser: thanks"
+    assert message_ranges(text, line_spans(text)) == [
+        (0, 0),
+        (1, 1),
+        (2, 4),
+        (2, 4),
+        (2, 4),
+        (5, 5),
+    ]
+    assert second_person("what did you recommend?") and not second_person("what did I say")

@@ -1,0 +1,60 @@
+"""Who speaks in a raw chunk, and whom a question is about.
+
+A chunk writes each message after a `User: ` / `Assistant: ` / `Tool result: ` label; a
+line without a label continues the message above it (a chunk may start inside a
+message: its first lines then belong to that message). A question is *first person*
+when it asks about the user in their own words ("where do I keep my…") and *second
+person* when it asks what the assistant said ("what did you recommend…").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+__all__ = ["first_person", "message_ranges", "second_person", "user_lines"]
+
+Span = tuple[int, int]
+
+_FIRST_PERSON = frozenset({"i", "i'm", "i've", "i'd", "i'll", "my", "me", "mine", "myself"})
+_SECOND_PERSON = frozenset({"you", "your", "you're", "you've", "yours", "yourself"})
+_SPEAKER = re.compile(r"(User|Assistant|Tool result[^:\n]*): ")
+
+
+def _words(query: str) -> set[str]:
+    return {w.strip(".,;:!?\"'()") for w in query.lower().replace("’", "'").split()}
+
+
+def first_person(query: str) -> bool:
+    """The query asks about the user in their own words ("where do I keep my…") and not
+    about what the assistant said ("what did you recommend…")."""
+    words = _words(query)
+    return bool(words & _FIRST_PERSON) and not words & _SECOND_PERSON
+
+
+def second_person(query: str) -> bool:
+    """The query asks what the assistant said, wrote or recommended ("you")."""
+    return bool(_words(query) & _SECOND_PERSON)
+
+
+def user_lines(text: str, spans: Sequence[Span]) -> list[bool]:
+    """Per line of a chunk: whether it belongs to a message the user wrote."""
+    out: list[bool] = []
+    mine = False
+    for a, _ in spans:
+        m = _SPEAKER.match(text, a)
+        if m:
+            mine = m.group(1) == "User"
+        out.append(mine)
+    return out
+
+
+def message_ranges(text: str, spans: Sequence[Span]) -> list[tuple[int, int]]:
+    """Per line of a chunk: the (first, last) line indexes of the message it belongs to
+    (a labelled line opens a message; the lines before the first label form one)."""
+    starts = [i for i, (a, _) in enumerate(spans) if i == 0 or _SPEAKER.match(text, a)]
+    out: list[tuple[int, int]] = []
+    for n, first in enumerate(starts):
+        last = (starts[n + 1] if n + 1 < len(starts) else len(spans)) - 1
+        out.extend((first, last) for _ in range(first, last + 1))
+    return out
