@@ -72,6 +72,7 @@ from app.domain.raw_history.search import (
     search_terms,
     text_candidates,
 )
+from app.domain.raw_history.speakers import query_names
 from app.domain.rolling.services import run_rolling_summaries
 from app.domain.search.render import format_hits
 from app.domain.search.services import UnifiedSearch
@@ -147,6 +148,7 @@ __all__ = [
     "freeze_startup_heap",
     "get_settings",
     "first_person",
+    "query_names",
     "hash_token",
     "idf",
     "index_idle_sessions",

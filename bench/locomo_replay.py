@@ -50,6 +50,7 @@ from _app import (  # noqa: E402
     first_person,
     format_hits,
     idf,
+    query_names,
     rank_candidates,
     read_time,
     search_terms,
@@ -145,7 +146,9 @@ class User:
             for c in ids
         ]
         when = read_time(query, now) if now is not None else None
-        hits = rank_candidates(loaded, weights, k, mine=first_person(query), when=when)
+        hits = rank_candidates(
+            loaded, weights, k, mine=first_person(query), names=query_names(query), when=when
+        )
         if line_days:
             hits = with_days(hits, self.messages)
         return format_hits(query, "raw", hits)

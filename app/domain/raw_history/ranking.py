@@ -37,10 +37,10 @@ import heapq
 import math
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from app.domain.raw_history.speakers import first_person, user_lines
+from app.domain.raw_history.speakers import first_person, speaker_names, user_lines
 
 __all__ = [
     "FOCUS_LINES",
@@ -67,6 +67,10 @@ CONTEXT_WEIGHT = 0.3  # share of the better neighbour line's score a line adds t
 # what the user said of themselves is the memory, the assistant's elaboration around it
 # is not. why: docs/performance.md, "Retrieval A/B"
 OTHER_SPEAKER_WEIGHT = 0.4
+# a query naming a speaker of the transcript ("what did Maria…", lines `User: Maria: …`)
+# scales the lines other named speakers said by this. why: docs/performance.md, "Named
+# speakers"
+NAMED_OTHER_WEIGHT = 0.8
 PREFIX_MIN = 3
 K1 = 1.2
 B = 0.75
@@ -227,6 +231,7 @@ def rank_chunks(
     focus_lines: int = FOCUS_LINES,
     context_weight: float | None = None,
     other_speaker_weight: float = 1.0,
+    named: Collection[str] = (),
     chunk_factors: Mapping[str, float] | None = None,
 ) -> list[Ranked]:
     """The `k` best candidates by their best line (see the module docstring).
@@ -234,7 +239,10 @@ def rank_chunks(
     `weights` maps each query term to its IDF over the user's chunks; candidates without
     any segment similarity are ranked by text alone. The weights default to the module's
     `TEXT_WEIGHT` and `CONTEXT_WEIGHT`, read at call time. `chunk_factors` (by key) scale
-    every line of a chunk (the question's time: `kernel.when.time_factors`)."""
+    every line of a chunk (the question's time: `kernel.when.time_factors`). `named`:
+    the names the query holds (`speakers.query_names`); when a candidate's lines are
+    said by one of them (`User: Maria: …`), the lines other named speakers said are
+    scaled by `NAMED_OTHER_WEIGHT` (not with `other_speaker_weight`, the user's own)."""
     text_weight = TEXT_WEIGHT if text_weight is None else text_weight
     context_weight = CONTEXT_WEIGHT if context_weight is None else context_weight
     wanted = [t for t, w in weights.items() if w > 0]
@@ -247,6 +255,8 @@ def rank_chunks(
             for i, mine in enumerate(user_lines(s.cand.text, s.spans)):
                 if not mine:
                     row[i] *= other_speaker_weight
+    elif named and NAMED_OTHER_WEIGHT != 1.0:
+        _named_speakers(scored, fused, named)
     for s, row in zip(scored, fused, strict=True):
         if (f := (chunk_factors or {}).get(s.cand.key, 1.0)) != 1.0:
             row[:] = [x * f for x in row]
@@ -271,6 +281,19 @@ def rank_chunks(
         )
     ranked.sort(key=lambda r: -r.score)  # stable: ties keep the candidates' order
     return ranked[: max(k, 0)]
+
+
+def _named_speakers(
+    scored: Sequence[_Lines], fused: list[list[float]], named: Collection[str]
+) -> None:
+    """Scale the lines of other named speakers when some line is said by a named one."""
+    speakers = [speaker_names(s.cand.text, s.spans) for s in scored]
+    if not any(n is not None and n.split()[0] in named for row in speakers for n in row):
+        return
+    for row, names in zip(fused, speakers, strict=True):
+        for i, name in enumerate(names):
+            if name is not None and name.split()[0] not in named:
+                row[i] *= NAMED_OTHER_WEIGHT
 
 
 def spread(

@@ -31,6 +31,7 @@ from app.domain.raw_history.ranking import (
 )
 from app.domain.raw_history.repositories import ChunkRepository, ChunkScope, Segment
 from app.domain.raw_history.search_cache import CommonTerms, Walkers
+from app.domain.raw_history.speakers import query_names
 from app.lib.aio import both
 from app.llm.gateway import LLMError, LLMGateway
 
@@ -142,7 +143,9 @@ async def search_raw(
     ids += [c for c in dict.fromkeys(cid for cid, _ in near) if str(c) not in matched]
     order = {chunk_id: n for n, chunk_id in enumerate(ids)}
     loaded = sorted(await repo.load_candidates(user_id, ids, vec), key=lambda x: order[x[0].id])
-    hits = rank_candidates(loaded, weights, k, mine=first_person(query), when=when)
+    hits = rank_candidates(
+        loaded, weights, k, mine=first_person(query), names=query_names(query), when=when
+    )
     return await dated_lines(repo, user_id, hits) if line_days else hits
 
 
@@ -310,12 +313,14 @@ def rank_candidates(
     k: int,
     *,
     mine: bool = False,
+    names: frozenset[str] = frozenset(),
     when: TimeAsk | None = None,
 ) -> list[MemoryHit]:
     """The `k` best of the loaded candidate chunks (rows with the `_CHUNK_COLUMNS`
     attributes, and their segments' similarities), ranked by `ranking.rank_chunks`, as
     raw hits. `mine`: a first-person query, the user's own lines count more
-    (`ranking.OTHER_SPEAKER_WEIGHT`). `when`: the question's time, against each chunk's
+    (`ranking.OTHER_SPEAKER_WEIGHT`); `names`: the names it holds (`ranking.rank_chunks`'s
+    `named`). `when`: the question's time, against each chunk's
     `started_at` / `ended_at` (`when.time_factors`)."""
     rows = {str(r.id): r for r, _ in loaded}
     times = {k: (r.started_at, r.ended_at) for k, r in rows.items()} if when else {}
@@ -334,6 +339,7 @@ def rank_candidates(
         k=len(candidates),
         min_similarity=1.0 - RAW_MAX_DISTANCE,
         other_speaker_weight=ranking.OTHER_SPEAKER_WEIGHT if mine else 1.0,
+        named=names,
         chunk_factors=time_factors(when, times),
     )
     ranked = spread(ranked, {str(r.id): str(r.session_id) for r, _ in loaded}, SESSION_DECAY, k)

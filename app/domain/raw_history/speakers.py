@@ -12,13 +12,23 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["first_person", "message_ranges", "second_person", "user_lines"]
+__all__ = [
+    "first_person",
+    "message_ranges",
+    "query_names",
+    "second_person",
+    "speaker_names",
+    "user_lines",
+]
 
 Span = tuple[int, int]
 
 _FIRST_PERSON = frozenset({"i", "i'm", "i've", "i'd", "i'll", "my", "me", "mine", "myself"})
 _SECOND_PERSON = frozenset({"you", "your", "you're", "you've", "yours", "yourself"})
 _SPEAKER = re.compile(r"(User|Assistant|Tool result[^:\n]*): ")
+# a transcript's own speaker after the role label ("User: Maria: …", an imported group chat)
+_NAMED = re.compile(r"(?:User|Assistant): ([A-Z][^\W\d_]*(?: [A-Z][^\W\d_]*){0,2}): ")
+_NAME_WORD = re.compile(r"\b[A-Z][^\W\d_]+")
 
 
 def _words(query: str) -> set[str]:
@@ -57,4 +67,22 @@ def message_ranges(text: str, spans: Sequence[Span]) -> list[tuple[int, int]]:
     for n, first in enumerate(starts):
         last = (starts[n + 1] if n + 1 < len(starts) else len(spans)) - 1
         out.extend((first, last) for _ in range(first, last + 1))
+    return out
+
+
+def query_names(query: str) -> frozenset[str]:
+    """The capitalised words of `query` (the names it may ask about: "What did Maria…")."""
+    return frozenset(_NAME_WORD.findall(query or ""))
+
+
+def speaker_names(text: str, spans: Sequence[Span]) -> list[str | None]:
+    """Per line of a chunk: the name its message's speaker gives after the role label
+    (`User: Maria: …`), or None (no name, or a tool result)."""
+    out: list[str | None] = []
+    name: str | None = None
+    for a, _ in spans:
+        if _SPEAKER.match(text, a):
+            m = _NAMED.match(text, a)
+            name = m.group(1) if m else None
+        out.append(name)
     return out

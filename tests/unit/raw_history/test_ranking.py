@@ -304,3 +304,28 @@ def test_message_ranges_follow_the_labels() -> None:
         (5, 5),
     ]
     assert second_person("what did you recommend?") and not second_person("what did I say")
+
+
+def test_a_named_speakers_lines_weigh_more_when_the_query_names_them() -> None:
+    """'What yoga does Maria do?': John's line on yoga outranks Maria's own until the
+    other named speakers' lines are scaled down; a name no line is said by changes
+    nothing."""
+    from app.domain.raw_history import ranking
+    from app.domain.raw_history.speakers import query_names, speaker_names
+
+    text_a = "User: Maria: I started aerial yoga\n\nAssistant: John: nice"
+    text_b = "User: Maria: hi\n\nAssistant: John: yoga yoga class, beginner yoga for me"
+    cands = [Candidate("maria", text_a), Candidate("john", text_b)]
+    weights = {"yoga": 1.0}
+    assert speaker_names(text_a, line_spans(text_a)) == ["Maria", "John"]
+    assert query_names("What yoga does Maria do?") == {"What", "Maria"}
+    assert rank_chunks(cands, weights, k=2, min_similarity=0.5)[0].key == "john"
+    old = ranking.NAMED_OTHER_WEIGHT
+    ranking.NAMED_OTHER_WEIGHT = 0.4
+    try:
+        named = rank_chunks(cands, weights, k=2, min_similarity=0.5, named={"What", "Maria"})
+        assert named[0].key == "maria"
+        nobody = rank_chunks(cands, weights, k=2, min_similarity=0.5, named={"Ann"})
+        assert nobody[0].key == "john"
+    finally:
+        ranking.NAMED_OTHER_WEIGHT = old
