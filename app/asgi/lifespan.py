@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import signal
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any
 
 import structlog
@@ -165,22 +167,58 @@ async def _bootstrap(runtime: Runtime) -> bool:
     its start-up — uvicorn then stops the whole service, every worker."""
     deadline = time.monotonic() + STARTUP_DB_WAIT_SECONDS
     delay = 0.5
-    while True:
-        try:
-            async with transaction(runtime.session_factory) as session:
-                await bootstrap(session, runtime.settings)
-                # trigram indexes appear once pg_trgm exists: a catalog read, DDL only when
-                # one is missing, and then concurrently, in the background
-                # (app/db/extensions.py)
-                conn = await session.connection()
-                return bool(await conn.run_sync(trigram_indexes_missing))
-        except Exception as exc:
-            reason = unavailable_reason(exc)
-            if reason is None or time.monotonic() + delay > deadline:
+    with _stop_signalled() as stop:
+        while True:
+            try:
+                async with transaction(runtime.session_factory) as session:
+                    await bootstrap(session, runtime.settings)
+                    # trigram indexes appear once pg_trgm exists: a catalog read, DDL only
+                    # when one is missing, and then concurrently, in the background
+                    # (app/db/extensions.py)
+                    conn = await session.connection()
+                    return bool(await conn.run_sync(trigram_indexes_missing))
+            except Exception as exc:
+                reason = unavailable_reason(exc)
+                if reason is None or time.monotonic() + delay > deadline or stop.is_set():
+                    raise
+                log.warning("app.start_waits_for_database", reason=reason, retry_in_seconds=delay)
+                try:
+                    await asyncio.wait_for(stop.wait(), delay)
+                except TimeoutError:
+                    delay = min(delay * 2, 5.0)
+                    continue
+                log.warning("app.start_stopped", reason=reason)
                 raise
-            log.warning("app.start_waits_for_database", reason=reason, retry_in_seconds=delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+
+
+@contextmanager
+def _stop_signalled() -> Iterator[asyncio.Event]:
+    """An event set when SIGINT or SIGTERM arrives while it is open, the handlers set
+    before it (uvicorn's) still called: a start-up waiting for the database gives up when
+    the service is being stopped, instead of holding the stop for STARTUP_DB_WAIT_SECONDS.
+    Only the main thread can listen to signals, and only a signal someone handles is
+    wrapped (a default SIGTERM still ends the process)."""
+    stop = asyncio.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    loop = asyncio.get_running_loop()
+    before: dict[int, Any] = {}
+
+    def handle(sig: int, frame: Any) -> None:
+        loop.call_soon_threadsafe(stop.set)
+        before[sig](sig, frame)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(sig)
+        if callable(handler):
+            before[sig] = handler
+            signal.signal(sig, handle)
+    try:
+        yield stop
+    finally:
+        for number, previous in before.items():
+            signal.signal(number, previous)
 
 
 async def _start(runtime: Runtime, background_jobs: bool) -> None:
