@@ -57,11 +57,11 @@ VARIANTS: dict[str, dict[tuple[str, str], Any]] = {
     # a day mark on the lines of an excerpt whose messages span several days (`line_days`)
     "no-line-days": {(RENDER, "LINE_DAYS"): False},
     "line-days-year": {("app.domain.raw_history.line_days", "MARK_YEAR"): True},
-    # a focus line's whole message (`render.WHOLE_MESSAGES`, `MESSAGE_CHARS`)
     # the named speaker's own lines (`ranking.NAMED_OTHER_WEIGHT`)
     "named4": {(RANKING, "NAMED_OTHER_WEIGHT"): 0.4},
     "named6": {(RANKING, "NAMED_OTHER_WEIGHT"): 0.6},
     "named-off": {(RANKING, "NAMED_OTHER_WEIGHT"): 1.0},
+    # a focus line's whole message (`render.WHOLE_MESSAGES`, `MESSAGE_CHARS`)
     "msg-off": {(RENDER, "WHOLE_MESSAGES"): "off"},
     "msg-all": {(RENDER, "WHOLE_MESSAGES"): "all"},
     "msg-you": {(RENDER, "WHOLE_MESSAGES"): "you"},
