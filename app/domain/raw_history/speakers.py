@@ -47,16 +47,21 @@ def second_person(query: str) -> bool:
     return bool(_words(query) & _SECOND_PERSON)
 
 
+def _message_labels(text: str, spans: Sequence[Span]) -> list[int | None]:
+    """Per line of a chunk: where the labelled line that opens its message starts (None
+    for the lines before the first label)."""
+    out: list[int | None] = []
+    label: int | None = None
+    for a, _ in spans:
+        if _SPEAKER.match(text, a):
+            label = a
+        out.append(label)
+    return out
+
+
 def user_lines(text: str, spans: Sequence[Span]) -> list[bool]:
     """Per line of a chunk: whether it belongs to a message the user wrote."""
-    out: list[bool] = []
-    mine = False
-    for a, _ in spans:
-        m = _SPEAKER.match(text, a)
-        if m:
-            mine = m.group(1) == "User"
-        out.append(mine)
-    return out
+    return [a is not None and text.startswith("User: ", a) for a in _message_labels(text, spans)]
 
 
 def message_ranges(text: str, spans: Sequence[Span]) -> list[tuple[int, int]]:
@@ -78,11 +83,6 @@ def query_names(query: str) -> frozenset[str]:
 def speaker_names(text: str, spans: Sequence[Span]) -> list[str | None]:
     """Per line of a chunk: the name its message's speaker gives after the role label
     (`User: Maria: …`), or None (no name, or a tool result)."""
-    out: list[str | None] = []
-    name: str | None = None
-    for a, _ in spans:
-        if _SPEAKER.match(text, a):
-            m = _NAMED.match(text, a)
-            name = m.group(1) if m else None
-        out.append(name)
-    return out
+    labels = _message_labels(text, spans)
+    names = {a: m.group(1) for a in set(labels) if a is not None and (m := _NAMED.match(text, a))}
+    return [names.get(a) if a is not None else None for a in labels]
