@@ -120,6 +120,12 @@ def _connect(url: str, database: str | None = None) -> psycopg.Connection:
     return psycopg.connect(libpq(target), autocommit=True)
 
 
+def connect_node(url: str, host: str, port: int, database: str = "postgres") -> psycopg.Connection:
+    """An autocommit connection to `database` on another node of `url`'s cluster."""
+    node = make_url(url).set(host=host, port=port, database=database)
+    return _connect(node.render_as_string(hide_password=False))
+
+
 def _workers(conn: psycopg.Connection) -> list[tuple[str, int]]:
     rows = conn.execute(
         "select nodename, nodeport from pg_dist_node where groupid <> 0 and isactive"
@@ -141,8 +147,7 @@ def create_cluster_database(coordinator_url: str, name: str) -> str:
         conn.execute("set citus.enable_create_database_propagation = on")
         conn.execute(f'CREATE DATABASE "{name}"')
     for host, port in workers:
-        worker = coordinator.set(host=host, port=port, database=name)
-        with _connect(worker.render_as_string(hide_password=False)) as conn:
+        with connect_node(coordinator_url, host, port, name) as conn:
             conn.execute("set client_min_messages = warning")
             conn.execute("CREATE EXTENSION IF NOT EXISTS citus")
     with _connect(coordinator_url, name) as conn:
@@ -171,13 +176,11 @@ def drop_cluster_database(coordinator_url: str, name: str, attempts: int = 10) -
     the worker that lacks it answers "does not exist". The drop is then finished node by
     node: each worker's copy, then the coordinator's, without propagation.
     """
-    coordinator = make_url(coordinator_url)
     with _connect(coordinator_url) as conn:
         workers = _workers(conn)
     for attempt in range(attempts):
         for host, port in workers:
-            worker = coordinator.set(host=host, port=port, database="postgres")
-            with _connect(worker.render_as_string(hide_password=False)) as conn:
+            with connect_node(coordinator_url, host, port) as conn:
                 conn.execute(
                     "select count(pg_terminate_backend(pid)) from pg_stat_activity"
                     " where datname = %s and backend_type = 'client backend'",
@@ -198,10 +201,8 @@ def drop_cluster_database(coordinator_url: str, name: str, attempts: int = 10) -
 
 
 def _drop_node_by_node(coordinator_url: str, workers: list[tuple[str, int]], name: str) -> None:
-    coordinator = make_url(coordinator_url)
     for host, port in workers:
-        worker = coordinator.set(host=host, port=port, database="postgres")
-        with _connect(worker.render_as_string(hide_password=False)) as conn:
+        with connect_node(coordinator_url, host, port) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     with _connect(coordinator_url) as conn:
         conn.execute("set citus.enable_create_database_propagation = off")

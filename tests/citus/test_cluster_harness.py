@@ -132,11 +132,6 @@ async def test_plan_check_passes_routed_refuses_fanned_out_statements(
     assert verdicts["listing_query"].allowed_by == "an admin listing"
 
 
-def _on_node(url: str, host: str, port: int) -> psycopg.Connection:
-    node = make_url(url).set(host=host, port=port, database="postgres")
-    return psycopg.connect(cluster.libpq(node.render_as_string(False)), autocommit=True)
-
-
 def test_a_database_gone_from_one_worker_is_still_dropped_everywhere(pg_server: str) -> None:
     """A refused drop can leave the database on one worker and not on the other; the
     next drop (a teardown's) must still remove it from every node, not fail."""
@@ -147,13 +142,13 @@ def test_a_database_gone_from_one_worker_is_still_dropped_everywhere(pg_server: 
         workers = c.execute(
             "select nodename, nodeport from pg_dist_node where groupid <> 0 order by nodeport"
         ).fetchall()
-    with _on_node(pg_server, *workers[0]) as conn:
+    with cluster.connect_node(pg_server, *workers[0]) as conn:
         conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
     cluster.drop_cluster_database(pg_server, name)
 
     nodes = [(coordinator.host or "127.0.0.1", coordinator.port or 5432), *workers]
     for host, port in nodes:
-        with _on_node(pg_server, host, port) as conn:
+        with cluster.connect_node(pg_server, host, port) as conn:
             left = conn.execute("select count(*) from pg_database where datname = %s", (name,))
             assert left.fetchone() == (0,), f"{name} is still on {host}:{port}"
